@@ -1,0 +1,118 @@
+/* gr.c: the shared vocabulary's tables and helpers (errors, ops, dtypes, results, time).
+ * Stateless; safe from any thread. */
+#include "gr.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const struct {
+    int http;
+    const char *title, *slug;
+} codes[GR_NCODES] = {
+    [GR_OK] = {200, "OK", "ok"},
+    [GR_EINVAL] = {400, "Bad Request", "invalid-request"},
+    [GR_ENOTFOUND] = {404, "Not Found", "not-found"},
+    [GR_EMETHOD] = {405, "Method Not Allowed", "method-not-allowed"},
+    [GR_ECONFLICT] = {409, "Conflict", "conflict"},
+    [GR_ETOOBIG] = {413, "Content Too Large", "too-large"},
+    [GR_EMEDIA] = {415, "Unsupported Media Type", "unsupported-media-type"},
+    [GR_EUNPROC] = {422, "Unprocessable Content", "unprocessable"},
+    [GR_EFULL] = {429, "Too Many Requests", "queue-full"},
+    [GR_EUNAVAIL] = {503, "Service Unavailable", "unavailable"},
+    [GR_ENOMEM] = {507, "Insufficient Storage", "out-of-memory"},
+    [GR_ECUDA] = {500, "Internal Server Error", "cuda-error"},
+    [GR_EIO] = {500, "Internal Server Error", "storage-error"},
+    [GR_EINTERNAL] = {500, "Internal Server Error", "internal-error"},
+};
+
+int gr_fail(struct gr_err *e, int code, const char *field, const char *fmt, ...)
+{
+    if (!e)
+        return code;
+    e->code = code;
+    snprintf(e->field, sizeof e->field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int code_ok(int code) { return code >= 0 && code < GR_NCODES; }
+int gr_http_status(int code) { return code_ok(code) ? codes[code].http : 500; }
+const char *gr_code_title(int code) { return code_ok(code) ? codes[code].title : "Internal Server Error"; }
+const char *gr_code_slug(int code) { return code_ok(code) ? codes[code].slug : "internal-error"; }
+
+static const char *op_names[GR_NOPS] = {"sum", "prod", "min", "max", "mean", "argmin", "argmax"};
+static const char *dtype_names[GR_NDTYPES] = {"int32", "int64", "float32", "float64"};
+static const size_t dtype_sizes[GR_NDTYPES] = {4, 8, 4, 8};
+
+static int lookup(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+
+const char *gr_op_name(int op) { return op >= 0 && op < GR_NOPS ? op_names[op] : "?"; }
+const char *gr_dtype_name(int dt) { return dt >= 0 && dt < GR_NDTYPES ? dtype_names[dt] : "?"; }
+int gr_op_parse(const char *s) { return lookup(op_names, GR_NOPS, s); }
+int gr_dtype_parse(const char *s) { return lookup(dtype_names, GR_NDTYPES, s); }
+size_t gr_dtype_size(int dt) { return dt >= 0 && dt < GR_NDTYPES ? dtype_sizes[dt] : 0; }
+int gr_dtype_is_float(int dt) { return dt == GR_FLOAT32 || dt == GR_FLOAT64; }
+int gr_op_is_arg(int op) { return op == GR_ARGMIN || op == GR_ARGMAX; }
+int gr_result_is_int(int op, int dtype) { return !gr_dtype_is_float(dtype) && op != GR_MEAN; }
+
+int gr_result_alloc(struct gr_result *r, int64_t n, int is_int, int with_index, struct gr_err *e)
+{
+    memset(r, 0, sizeof *r);
+    if (n <= 0)
+        return gr_fail(e, GR_EINTERNAL, NULL, "result of %lld elements", (long long)n);
+    r->n = n;
+    if (is_int)
+        r->i = malloc((size_t)n * sizeof *r->i);
+    else
+        r->f = malloc((size_t)n * sizeof *r->f);
+    if (with_index)
+        r->index = malloc((size_t)n * sizeof *r->index);
+    if ((!r->i && !r->f) || (with_index && !r->index)) {
+        gr_result_free(r);
+        return gr_fail(e, GR_ENOMEM, NULL, "out of host memory for %lld results", (long long)n);
+    }
+    return GR_OK;
+}
+
+void gr_result_free(struct gr_result *r)
+{
+    free(r->i);
+    free(r->f);
+    free(r->index);
+    memset(r, 0, sizeof *r);
+}
+
+int gr_mul_size(size_t a, size_t b, size_t *out)
+{
+    size_t p;
+    if (__builtin_mul_overflow(a, b, &p))
+        return -1;
+    *out = p;
+    return 0;
+}
+
+double gr_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double gr_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}

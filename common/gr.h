@@ -1,0 +1,89 @@
+/* gr.h: vocabulary shared by every module: status codes, errors, ops, dtypes, the
+ * reduction request and its result. Plain data; whoever holds a struct owns it. */
+#ifndef GR_H
+#define GR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status codes (redis/curl style): functions return one and fill a struct gr_err. */
+enum gr_code {
+    GR_OK = 0,
+    GR_EINVAL,    /* malformed request or parameter          -> 400 */
+    GR_ENOTFOUND, /* unknown id                              -> 404 */
+    GR_EMETHOD,   /* method not allowed on this route        -> 405 */
+    GR_ECONFLICT, /* state conflict (cancel a finished job)  -> 409 */
+    GR_ETOOBIG,   /* body over the limit                     -> 413 */
+    GR_EMEDIA,    /* unsupported Content-Type                -> 415 */
+    GR_EUNPROC,   /* well-formed but impossible              -> 422 */
+    GR_EFULL,     /* queue full                              -> 429 */
+    GR_EUNAVAIL,  /* not ready, no such device               -> 503 */
+    GR_ENOMEM,    /* out of host or GPU memory for this job  -> 507 */
+    GR_ECUDA,     /* CUDA runtime error                      -> 500 */
+    GR_EIO,       /* storage error                           -> 500 */
+    GR_EINTERNAL, /* bug                                     -> 500 */
+    GR_NCODES
+};
+
+struct gr_err {
+    int code;
+    char field[32]; /* request member the error is about, "" if none */
+    char msg[256];
+};
+
+/* Fill e (if not NULL) and return code. */
+int gr_fail(struct gr_err *e, int code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int gr_http_status(int code);
+const char *gr_code_title(int code); /* "Bad Request", ... */
+const char *gr_code_slug(int code);  /* "invalid-request", used in problem "type" URIs */
+
+enum gr_op { GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_MEAN, GR_ARGMIN, GR_ARGMAX, GR_NOPS };
+enum gr_dtype { GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64, GR_NDTYPES };
+#define GR_AXIS_ALL (-1)
+
+const char *gr_op_name(int op);
+const char *gr_dtype_name(int dtype);
+int gr_op_parse(const char *s);    /* -1 if unknown */
+int gr_dtype_parse(const char *s); /* -1 if unknown */
+size_t gr_dtype_size(int dtype);
+int gr_dtype_is_float(int dtype);
+int gr_op_is_arg(int op); /* argmin, argmax */
+
+/* Output element kind of an op on a dtype: integer sums/products/min/max/arg values
+ * are int64 (an int32 sum must not wrap); every float result and every mean is float64. */
+int gr_result_is_int(int op, int dtype);
+
+/* A reduction to run. data is row-major rows x cols elements of dtype, little-endian.
+ * 1-D inputs are rows = 1. axis GR_AXIS_ALL -> 1 output; 0 -> cols outputs; 1 -> rows. */
+struct gr_reduce_req {
+    int op, dtype, axis;
+    int ties_last; /* argmin/argmax: 1 = the last index of equal extremes wins */
+    int64_t rows, cols;
+    const void *data;
+    const char *algorithm; /* "auto" or a variant name the backend lists */
+};
+
+/* n outputs; exactly one of i / f is set, by gr_result_is_int. index set for arg ops. */
+struct gr_result {
+    int64_t n;
+    int64_t *i;
+    double *f;
+    int64_t *index;
+};
+
+int gr_result_alloc(struct gr_result *r, int64_t n, int is_int, int with_index, struct gr_err *e);
+void gr_result_free(struct gr_result *r);
+
+/* Per-stage wall times in milliseconds; 0 for stages a backend does not have. */
+struct gr_timings {
+    double queue, h2d, kernel, d2h, total;
+};
+
+/* Checked size arithmetic: return 0 and set *out, or -1 on overflow. */
+int gr_mul_size(size_t a, size_t b, size_t *out);
+
+double gr_now(void);     /* seconds since the epoch, wall clock */
+double gr_mono_ms(void); /* monotonic milliseconds */
+
+#endif

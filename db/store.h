@@ -1,0 +1,59 @@
+/* store.h: the SQLite store (one file, WAL). Writes go through one writer thread that
+ * commits whatever is pending as one transaction (group commit) and then calls each
+ * write's done callback; reads use a connection owned by the calling thread. */
+#ifndef GR_STORE_H
+#define GR_STORE_H
+
+#include "gr.h"
+
+struct gr_store;
+
+/* Open (creating) <data_dir>/gpured.db: WAL, synchronous=NORMAL, busy_timeout, schema
+ * migrated through PRAGMA user_version; start the writer thread. Creates data_dir if
+ * missing. Returns GR_OK or GR_EIO with e filled and *out NULL. */
+int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e);
+
+/* Commit everything still pending (running its callbacks), stop the writer, close every
+ * connection. Safe on NULL. */
+void gr_store_close(struct gr_store *s);
+
+/* Called on the writer thread after the write is committed (code GR_OK) or failed
+ * (GR_EIO; nothing of it was stored). Must not block. */
+typedef void (*gr_store_done)(void *ctx, int code);
+
+/* Queue the insert of a job row. doc (the rendered job JSON) becomes the store's and is
+ * freed by it; input must stay valid until done runs. Returns GR_OK, or GR_EIO when the
+ * store is closing (done is then not called). */
+int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *status, char *doc,
+                        const void *input, size_t input_bytes, gr_store_done done, void *ctx);
+
+/* Queue an update of a job's status and doc (doc becomes the store's). done may be NULL. */
+int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc,
+                        gr_store_done done, void *ctx);
+
+/* Read one job: *doc (malloc'd, caller frees) and status (e.g. "queued").
+ * GR_OK, GR_ENOTFOUND, or GR_EIO. */
+int gr_store_get_job(struct gr_store *s, const char *id, char **doc, char status[16],
+                     struct gr_err *e);
+
+/* Newest first: jobs with id < before (NULL: from the newest), filtered by status and/or op
+ * name (NULL: any), at most limit rows; row(ctx, id, doc) for each, in order.
+ * Served from indexes, never a full scan. GR_OK or GR_EIO. */
+typedef void (*gr_store_row)(void *ctx, const char *id, const char *doc);
+int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, const char *before,
+                       int limit, gr_store_row row, void *ctx, struct gr_err *e);
+
+/* Jobs left queued or running (oldest first), with their input, for re-queueing at
+ * start-up. pending(ctx, id, doc, input, bytes) for each. GR_OK or GR_EIO. */
+typedef void (*gr_store_pending)(void *ctx, const char *id, const char *doc, const void *input,
+                                 size_t bytes);
+int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx,
+                          struct gr_err *e);
+
+/* Bumped after every commit: lets list pages carry a cheap ETag. */
+uint64_t gr_store_version(struct gr_store *s);
+
+/* GR_OK if the store answers a trivial query on this thread's connection (for /readyz). */
+int gr_store_ping(struct gr_store *s, struct gr_err *e);
+
+#endif

@@ -1,0 +1,54 @@
+/* backend.h: the one interface every compute backend (CPU, each GPU) implements.
+ * A backend is created at start-up and then used only by the worker thread that owns it. */
+#ifndef GR_BACKEND_H
+#define GR_BACKEND_H
+
+#include "gr.h"
+
+/* One selectable variant. ops / dtypes are bit masks (1 << GR_SUM, 1 << GR_FLOAT32 ...);
+ * axes: bit 0 = whole array, bit 1 = axis 0, bit 2 = axis 1. */
+struct gr_algo {
+    const char *name;
+    const char *description;
+    unsigned ops, dtypes, axes;
+};
+#define GR_ALL_OPS ((1u << GR_NOPS) - 1)
+#define GR_ALL_DTYPES ((1u << GR_NDTYPES) - 1)
+#define GR_ALL_AXES 7u
+#define GR_AXIS_BIT(axis) (1u << ((axis) + 1))
+
+struct gr_device_info {
+    char name[128];
+    int64_t memory_bytes;
+    int sms, streams;
+};
+
+struct gr_backend {
+    char name[16]; /* "cpu", "gpu:0" */
+    const struct gr_algo *algos;
+    int nalgos;
+    struct gr_device_info info;
+
+    /* Run req, filling r (allocated here; caller frees with gr_result_free), the stage
+     * timings t (queue/total are the caller's), and algo_used (the variant that ran).
+     * Returns GR_OK, or a code with e filled and r left empty. GR_EUNPROC when the
+     * variant does not cover the op/dtype/axis. */
+    int (*reduce)(struct gr_backend *b, const struct gr_reduce_req *req, struct gr_result *r,
+                  struct gr_timings *t, char algo_used[32], struct gr_err *e);
+    void (*destroy)(struct gr_backend *b);
+    void *impl;
+};
+
+/* Does algorithm name (or "auto") cover req's op/dtype/axis on b? Returns GR_OK or
+ * GR_EUNPROC / GR_EINVAL with a message naming what is covered. */
+int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, int dtype, int axis,
+                     struct gr_err *e);
+
+/* The CPU backend (OpenMP). Never fails except out of memory. */
+struct gr_backend *gr_cpu_backend_new(void);
+
+/* Discover GPUs: fill out[0..max) with one backend each, return the count (0 when there
+ * is no device or CUDA support was not built; why goes in e->msg, code GR_OK). */
+int gr_gpu_discover(struct gr_backend **out, int max, int streams, struct gr_err *e);
+
+#endif
