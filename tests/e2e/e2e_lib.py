@@ -1,0 +1,508 @@
+# e2e_lib.py: shared by the end-to-end suites: start and stop the real gpured binary, HTTP
+# through the real curl binary, a plain-Python reduction reference, checks of the job resource.
+# Single-threaded except for the reader threads that drain each server's output.
+import atexit
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+BIN = os.environ.get("GPURED_BIN", "")
+DEVICE = os.environ.get("GPURED_TEST_DEVICE", "cpu")
+SKIP = 77
+
+OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax"]
+DTYPES = ["int32", "int64", "float32", "float64"]
+DTYPE_SIZE = {"int32": 4, "int64": 8, "float32": 4, "float64": 8}
+INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+JOB_ID = re.compile(r"^j_[0-9a-f]+$")
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+TERMINAL = ("succeeded", "failed", "canceled")
+
+_servers = []
+
+
+class Skip(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- failures
+
+class Checker:
+    """Collects failed expectations so that one run reports every server fault, not the first."""
+
+    def __init__(self):
+        self.fails = []
+        self.passes = 0
+
+    def ok(self, cond, what):
+        if cond:
+            self.passes += 1
+        else:
+            self.fails.append(what)
+            print("FAIL: " + what, flush=True)
+        return bool(cond)
+
+    def eq(self, got, want, what):
+        return self.ok(got == want, "%s: expected %r, got %r" % (what, want, got))
+
+
+CHECK = Checker()
+
+
+def run_suite(body):
+    """Run body(), print a summary and exit 0 / 1 / 77. Server logs are printed on failure."""
+    code = 0
+    try:
+        body()
+    except Skip as s:
+        print("SKIPPED: %s" % s, flush=True)
+        _stop_all()
+        sys.exit(SKIP)
+    except Exception:
+        traceback.print_exc()
+        CHECK.fails.append("exception: " + traceback.format_exc().splitlines()[-1])
+    if CHECK.fails:
+        code = 1
+        for s in _servers:
+            s.print_log()
+    print("%d checks passed, %d failed" % (CHECK.passes, len(CHECK.fails)), flush=True)
+    for f in CHECK.fails[:60]:
+        print("  - " + f[:600])
+    _stop_all()
+    sys.exit(code)
+
+
+def _stop_all():
+    for s in _servers:
+        if s.proc and s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+atexit.register(_stop_all)
+
+
+# ---------------------------------------------------------------- HTTP through curl
+
+class Resp:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def __iter__(self):
+        return iter((self.status, self.headers, self.body))
+
+    def json(self):
+        return json.loads(self.body.decode("utf-8"))
+
+    def __repr__(self):
+        return "Resp(%d, %r, %r)" % (self.status, self.headers.get("content-type"), self.body[:300])
+
+
+def _quote(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _parse_headers(raw):
+    """Status and lowercase headers of the last response block (skips 100 Continue)."""
+    text = raw.decode("iso-8859-1")
+    blocks = [b for b in re.split(r"\r?\n\r?\n", text) if b.startswith("HTTP/")]
+    if not blocks:
+        return 0, {}
+    lines = blocks[-1].splitlines()
+    status = int(lines[0].split()[1])
+    headers = {}
+    for ln in lines[1:]:
+        if ":" in ln:
+            k, v = ln.split(":", 1)
+            k = k.strip().lower()
+            headers[k] = headers[k] + ", " + v.strip() if k in headers else v.strip()
+    return status, headers
+
+
+def http_batch(base, reqs, parallel=0, timeout=60):
+    """Send every request of reqs through one curl process (keep-alive, or `parallel` at a
+    time). A request is a dict: method, path, body (bytes/str/dict -> JSON), headers (dict;
+    value None removes a header curl would add), timeout. Returns one Resp per request;
+    status 0 when no response came."""
+    tmp = tempfile.mkdtemp(prefix="gpured-curl-")
+    try:
+        cfg = []
+        for i, r in enumerate(reqs):
+            if i:
+                cfg.append("next")
+            method = r.get("method", "GET")
+            cfg.append("url = " + _quote(base + r["path"]))
+            cfg.append("request = " + _quote(method))
+            cfg.append("dump-header = " + _quote(os.path.join(tmp, "h%d" % i)))
+            cfg.append("output = " + _quote(os.path.join(tmp, "b%d" % i)))
+            cfg.append("max-time = %g" % r.get("timeout", timeout))
+            hdrs = {"Expect": None}
+            body = r.get("body")
+            if body is not None:
+                if isinstance(body, (dict, list)):
+                    body = json.dumps(body, separators=(",", ":"))
+                if isinstance(body, str):
+                    body = body.encode("utf-8")
+                path = os.path.join(tmp, "d%d" % i)
+                with open(path, "wb") as f:
+                    f.write(body)
+                cfg.append("data-binary = " + _quote("@" + path))
+                hdrs["Content-Type"] = "application/json"
+            hdrs.update(r.get("headers") or {})
+            for k, v in hdrs.items():
+                cfg.append("header = " + _quote(k + ":" if v is None else "%s: %s" % (k, v)))
+        cfgpath = os.path.join(tmp, "config")
+        with open(cfgpath, "w") as f:
+            f.write("\n".join(cfg) + "\n")
+        cmd = ["curl", "-s", "-S", "-K", cfgpath]
+        if parallel:
+            cmd += ["--parallel", "--parallel-max", str(parallel)]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out = []
+        for i in range(len(reqs)):
+            raw = _read(os.path.join(tmp, "h%d" % i))
+            status, headers = _parse_headers(raw)
+            out.append(Resp(status, headers, _read(os.path.join(tmp, "b%d" % i))))
+        if p.returncode and not all(r.get("may_fail") for r in reqs):
+            print("curl exit %d: %s" % (p.returncode, p.stderr.decode(errors="replace").strip()[:500]))
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+def http(base, method, path, body=None, headers=None, timeout=60, may_fail=False):
+    return http_batch(base, [dict(method=method, path=path, body=body, headers=headers,
+                                  timeout=timeout, may_fail=may_fail)])[0]
+
+
+# ---------------------------------------------------------------- the server
+
+class Server:
+    """One gpured process on a free loopback port with its own data dir."""
+
+    def __init__(self, data_dir=None, args=(), name="gpured"):
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="gpured-e2e-")
+        self.args = list(args)
+        self.name = name
+        self.proc = None
+        self.port = None
+        self.log = []
+        self.generation = 0
+        _servers.append(self)
+
+    @property
+    def base(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def start(self, timeout=30):
+        if not BIN or not os.access(BIN, os.X_OK):
+            raise RuntimeError("GPURED_BIN is not an executable: %r" % BIN)
+        self.generation += 1
+        self.port = None
+        cmd = [BIN, "serve", "--port", "0", "--bind", "127.0.0.1", "--data-dir", self.data_dir]
+        cmd += self.args
+        self.log.append("=== start %d: %s" % (self.generation, " ".join(cmd)))
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        found = threading.Event()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            threading.Thread(target=self._drain, args=(stream, found), daemon=True).start()
+        deadline = time.time() + timeout
+        while not found.wait(0.05):
+            if self.proc.poll() is not None:
+                time.sleep(0.2)
+                raise RuntimeError("%s exited with %d before listening" % (self.name, self.proc.returncode))
+            if time.time() > deadline:
+                raise RuntimeError("%s: no 'listening on http://127.0.0.1:PORT' line in %ds" % (self.name, timeout))
+        while True:
+            if http(self.base, "GET", "/healthz", timeout=5, may_fail=True).status == 200:
+                return self
+            if time.time() > deadline:
+                raise RuntimeError("%s: /healthz never answered 200" % self.name)
+            time.sleep(0.05)
+
+    def _drain(self, stream, found):
+        pat = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.log.append(line)
+            m = pat.search(line)
+            if m and self.port is None:
+                self.port = int(m.group(1))
+                found.set()
+
+    def stop(self, timeout=60):
+        """SIGTERM; returns the exit code (None if it had to be killed)."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def print_log(self, tail=150):
+        print("---- %s log (last %d lines of %d) ----" % (self.name, tail, len(self.log)))
+        for line in self.log[-tail:]:
+            print("  | " + line)
+        print("---- end of %s log ----" % self.name, flush=True)
+
+    # conveniences
+    def req(self, method, path, body=None, headers=None, timeout=60, may_fail=False):
+        return http(self.base, method, path, body, headers, timeout, may_fail)
+
+    def batch(self, reqs, parallel=0, timeout=60):
+        return http_batch(self.base, reqs, parallel, timeout)
+
+    def get_json(self, path):
+        r = self.req("GET", path)
+        if r.status != 200:
+            raise RuntimeError("GET %s -> %r" % (path, r))
+        return r.json()
+
+
+def start_suite(args=()):
+    """Start a server for a suite; raise Skip when the suite targets a GPU and none is there."""
+    srv = Server(args=args).start()
+    if DEVICE == "gpu":
+        devs = srv.get_json("/v1/devices")
+        if not devs.get("gpus"):
+            rc = srv.stop()
+            raise Skip("GPURED_TEST_DEVICE=gpu but GET /v1/devices lists no GPUs (%s); stop rc %r"
+                       % (json.dumps(devs)[:300], rc))
+    return srv
+
+
+def check_stop(srv):
+    rc = srv.stop()
+    CHECK.eq(rc, 0, "exit code after SIGTERM")
+
+
+# ---------------------------------------------------------------- reference and data
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def result_is_int(op, dtype):
+    return dtype.startswith("int") and op != "mean"
+
+
+def gen_data(op, dtype, n, rng):
+    """n values of dtype that op can reduce without overflowing int64 (prod stays small)."""
+    if dtype.startswith("int"):
+        lo, hi = INT_RANGE[dtype]
+        if op == "prod":
+            vals, bits = [], 0
+            for _ in range(n):
+                v = rng.choice((1, 1, 1, -1, 2, 3)) if bits < 58 else rng.choice((1, -1))
+                bits += {2: 1, 3: 2}.get(abs(v), 0)
+                vals.append(v)
+            rng.shuffle(vals)
+            return vals
+        if op in ("sum", "mean") and dtype == "int64":
+            lo, hi = -2**50, 2**50
+        return [rng.randint(lo, hi) for _ in range(n)]
+    if op == "prod":
+        vals = [rng.uniform(0.97, 1.03) * rng.choice((1, 1, 1, -1)) for _ in range(n)]
+    elif dtype == "float32":
+        vals = [rng.uniform(-1000.0, 1000.0) for _ in range(n)]
+    else:
+        vals = [rng.uniform(-1e6, 1e6) for _ in range(n)]
+    return [f32(v) for v in vals] if dtype == "float32" else vals
+
+
+def gen_ties(dtype, n, rng):
+    """Data with many equal extremes, to tell ties first from last."""
+    vals = [rng.choice((-2, -1, 0, 1, 2)) for _ in range(n)]
+    return [float(v) + 0.5 for v in vals] if dtype.startswith("float") else vals
+
+
+def ref_reduce(op, dtype, xs, ties="first"):
+    """(value, index or None) of op over xs, in exact / float64 arithmetic."""
+    if op == "sum":
+        return (sum(xs) if result_is_int(op, dtype) else math.fsum(xs)), None
+    if op == "prod":
+        p = 1 if result_is_int(op, dtype) else 1.0
+        for x in xs:
+            p *= x
+        return p, None
+    if op == "mean":
+        return (sum(xs) / len(xs) if dtype.startswith("int") else math.fsum(xs) / len(xs)), None
+    if op in ("min", "max"):
+        return (min(xs) if op == "min" else max(xs)), None
+    best = min(xs) if op == "argmin" else max(xs)
+    idxs = [i for i, x in enumerate(xs) if x == best]
+    return best, (idxs[0] if ties == "first" else idxs[-1])
+
+
+def groups(rows, axis):
+    """The lists each output reduces: axis None -> one, 0 -> each column, 1 -> each row."""
+    if axis is None:
+        return [[x for row in rows for x in row]]
+    if axis == 0:
+        return [[row[j] for row in rows] for j in range(len(rows[0]))]
+    return [list(row) for row in rows]
+
+
+def _is_num(v, want_int):
+    if isinstance(v, bool):
+        return False
+    if want_int:
+        return isinstance(v, int)
+    return isinstance(v, float)
+
+
+def value_matches(op, dtype, got, want, xs):
+    """got (from JSON) against the reference want over inputs xs; returns a reason or None."""
+    want_int = result_is_int(op, dtype)
+    if not _is_num(got, want_int):
+        return "value %r should be a JSON %s" % (got, "integer" if want_int else "real (float64)")
+    if want_int or op in ("min", "max", "argmin", "argmax"):
+        return None if got == want else "value %r != reference %r" % (got, want)
+    if op == "prod":
+        tol = 1e-9 * abs(want) + 1e-300
+    else:
+        scale = math.fsum(abs(x) for x in xs)
+        tol = 1e-9 * (scale / len(xs) if op == "mean" else scale) + 1e-300
+    return None if abs(got - want) <= tol else "value %r != reference %r (tol %g)" % (got, want, tol)
+
+
+def check_result(what, op, dtype, rows, axis, ties, result):
+    """Check a job's result against the reference; rows is the 2-D view of the input (a 1-D
+    input is one row, and then axis 0 means the whole array)."""
+    if not CHECK.ok(isinstance(result, dict), "%s: result is not an object: %r" % (what, result)):
+        return
+    is_arg = op.startswith("arg")
+    gs = groups(rows, axis)
+    if axis is None:
+        keys = {"value", "index"} if is_arg else {"value"}
+        if not CHECK.eq(set(result), keys, what + ": result members"):
+            return
+        want, idx = ref_reduce(op, dtype, gs[0], ties)
+        why = value_matches(op, dtype, result["value"], want, gs[0])
+        CHECK.ok(why is None, "%s: %s" % (what, why))
+        if is_arg:
+            got = result["index"]
+            CHECK.ok(_is_num(got, True) and got == idx, "%s: index %r != reference %r" % (what, got, idx))
+        return
+    keys = {"values", "indices"} if is_arg else {"values"}
+    if not CHECK.eq(set(result), keys, what + ": result members"):
+        return
+    vals = result["values"]
+    if not CHECK.ok(isinstance(vals, list) and len(vals) == len(gs),
+                    "%s: values has %r entries, expected %d" % (what, len(vals) if isinstance(vals, list) else vals, len(gs))):
+        return
+    bad = []
+    for k, g in enumerate(gs):
+        want, idx = ref_reduce(op, dtype, g, ties)
+        why = value_matches(op, dtype, vals[k], want, g)
+        if why:
+            bad.append("[%d] %s" % (k, why))
+        if is_arg:
+            got = result["indices"][k] if len(result["indices"]) > k else None
+            if not (_is_num(got, True) and got == idx):
+                bad.append("[%d] index %r != reference %r" % (k, got, idx))
+    CHECK.ok(not bad, "%s: %d of %d outputs wrong: %s" % (what, len(bad), len(gs), "; ".join(bad[:4])))
+
+
+def check_job(what, job, op, dtype, shape, axis=None, status="succeeded", algorithm=None):
+    """The job resource's members (API.md) for a job that reached status."""
+    if not CHECK.ok(isinstance(job, dict), "%s: job is not an object: %r" % (what, job)):
+        return
+    CHECK.ok(isinstance(job.get("id"), str) and JOB_ID.match(job["id"]), "%s: id %r" % (what, job.get("id")))
+    CHECK.eq(job.get("status"), status, what + ": status")
+    CHECK.eq(job.get("op"), op, what + ": op")
+    CHECK.eq(job.get("dtype"), dtype, what + ": dtype")
+    CHECK.eq(job.get("shape"), list(shape), what + ": shape")
+    if len(shape) == 2 or axis is None:
+        CHECK.eq(job.get("axis"), axis, what + ": axis")
+    dev = job.get("device")
+    if DEVICE == "cpu":
+        CHECK.eq(dev, "cpu", what + ": device")
+    else:
+        CHECK.ok(isinstance(dev, str) and re.match(r"^gpu:\d+$", dev), "%s: device %r" % (what, dev))
+    if status != "succeeded":
+        return
+    algo = job.get("algorithm")
+    if algorithm and algorithm != "auto":
+        CHECK.eq(algo, algorithm, what + ": algorithm")
+    else:
+        CHECK.ok(isinstance(algo, str) and algo and algo != "auto", "%s: algorithm %r" % (what, algo))
+    t = job.get("timings_ms")
+    CHECK.ok(isinstance(t, dict) and all(_num(t.get(k)) and t[k] >= 0 for k in ("queue", "h2d", "kernel", "d2h", "total")),
+             "%s: timings_ms %r" % (what, t))
+    n = 1
+    for s in shape:
+        n *= s
+    CHECK.eq(job.get("bytes"), n * DTYPE_SIZE[dtype], what + ": bytes")
+    CHECK.ok(job.get("gbps") is None or _num(job["gbps"]), "%s: gbps %r" % (what, job.get("gbps")))
+    CHECK.eq(job.get("error"), None, what + ": error")
+    for k in ("created_at", "started_at", "finished_at"):
+        CHECK.ok(isinstance(job.get(k), str) and RFC3339.match(job[k]), "%s: %s %r" % (what, k, job.get(k)))
+
+
+def _num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_problem(what, r, status, field=None):
+    """r is an RFC 9457 problem with this status (and this field member, when given)."""
+    ok = CHECK.eq(r.status, status, what + ": HTTP status")
+    ctype = r.headers.get("content-type", "")
+    ok &= CHECK.ok(ctype.split(";")[0].strip() == "application/problem+json",
+                   "%s: content-type %r, expected application/problem+json" % (what, ctype))
+    try:
+        p = r.json()
+    except ValueError:
+        return CHECK.ok(False, "%s: problem body is not JSON: %r" % (what, r.body[:200]))
+    if not CHECK.ok(isinstance(p, dict), "%s: problem body is not an object" % what):
+        return False
+    ok &= CHECK.eq(p.get("status"), r.status, what + ": problem status member vs HTTP status")
+    for k in ("type", "title", "detail", "instance"):
+        ok &= CHECK.ok(isinstance(p.get(k), str) and p[k].strip(), "%s: problem member %r is %r" % (what, k, p.get(k)))
+    if field is not None:
+        want = field if isinstance(field, tuple) else (field,)
+        ok &= CHECK.ok(p.get("field") in want, "%s: problem field %r, expected %s" % (what, p.get("field"), " or ".join(want)))
+    return ok
+
+
+def rows_of(data):
+    """The 2-D view (list of rows) of nested or flat data."""
+    return data if data and isinstance(data[0], list) else [list(data)]
+
+
+def reshape(flat, r, c):
+    return [flat[i * c:(i + 1) * c] for i in range(r)]
+
+
+def rng_for(name):
+    return random.Random(name)

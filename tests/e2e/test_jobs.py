@@ -1,0 +1,174 @@
+# test_jobs.py: every op x dtype x axis (1-D, 2-D nested and flat+shape), ties, each listed
+# algorithm, Prefer: wait and the 202 + GET ?wait= path, all against a plain-Python reference.
+import time
+
+import e2e_lib as L
+from e2e_lib import CHECK
+
+
+def make_case(what, op, dtype, flat, dims=None, nested=False, axis="omit", ties=None, algorithm=None):
+    """A POST body and what to check it against. dims None: 1-D; (r, c): 2-D."""
+    spec = {"op": op, "dtype": dtype, "device": L.DEVICE}
+    if dims is None:
+        spec["data"] = flat
+        rows, shape = [flat], [len(flat)]
+    else:
+        rows, shape = L.reshape(flat, *dims), list(dims)
+        if nested:
+            spec["data"] = rows
+        else:
+            spec["data"], spec["shape"] = flat, list(dims)
+    if axis != "omit":
+        spec["axis"] = axis
+    if ties:
+        spec["ties"] = ties
+    if algorithm:
+        spec["algorithm"] = algorithm
+    job_axis = None if axis == "omit" else axis
+    ref_axis = None if dims is None else job_axis
+    return dict(what=what, spec=spec, op=op, dtype=dtype, rows=rows, shape=shape, job_axis=job_axis,
+                ref_axis=ref_axis, ties=ties or "first", algorithm=algorithm)
+
+
+def check_case(c, job):
+    L.check_job(c["what"], job, c["op"], c["dtype"], c["shape"], c["job_axis"], algorithm=c["algorithm"])
+    if isinstance(job, dict) and job.get("status") == "succeeded":
+        L.check_result(c["what"], c["op"], c["dtype"], c["rows"], c["ref_axis"], c["ties"], job.get("result"))
+
+
+def run_waiting(srv, cases):
+    """POST each case with Prefer: wait=5: 200, Preference-Applied, the finished job."""
+    reqs = [dict(method="POST", path="/v1/jobs", body=c["spec"], headers={"Prefer": "wait=5"}) for c in cases]
+    for c, r in zip(cases, srv.batch(reqs)):
+        if not CHECK.eq(r.status, 200, c["what"] + ": POST with Prefer: wait=5 status (body %r)" % r.body[:300]):
+            continue
+        CHECK.eq(r.headers.get("preference-applied"), "wait=5", c["what"] + ": Preference-Applied")
+        check_case(c, r.json())
+
+
+def algorithm_entries(srv):
+    body = srv.get_json("/v1/algorithms")
+    algos = body.get("algorithms")
+    if not CHECK.ok(isinstance(algos, list) and algos, "/v1/algorithms: no list: %r" % body):
+        return []
+    for a in algos:
+        CHECK.ok(isinstance(a, dict) and all(k in a for k in ("device", "name", "description", "ops", "dtypes", "axes"))
+                 and isinstance(a["description"], str) and a["description"],
+                 "/v1/algorithms entry lacks members: %r" % a)
+    mine = [a for a in algos if isinstance(a, dict) and str(a.get("device", "")).startswith(L.DEVICE)]
+    names = {a.get("name") for a in mine}
+    if L.DEVICE == "cpu":
+        for want in ("cpu_seq", "cpu_omp_reduction", "cpu_omp_chunked", "cpu_omp_strided"):
+            CHECK.ok(want in names, "/v1/algorithms lacks CPU variant %s (has %s)" % (want, sorted(names)))
+    CHECK.ok(mine, "/v1/algorithms lists nothing for device %s" % L.DEVICE)
+    return mine
+
+
+def covers_axis(entry, axis):
+    axes = entry.get("axes") or []
+    return axis in axes or str(axis) in axes or (axis is None and ("null" in axes or "all" in axes))
+
+
+def main():
+    srv = L.start_suite()
+    rng = L.rng_for("test_jobs")
+    cases = []
+
+    # every op x dtype, 1-D, a few sizes
+    for op in L.OPS:
+        for dt in L.DTYPES:
+            for n in (1, 1000, 4099):
+                cases.append(make_case("1-D %s %s n=%d" % (op, dt, n), op, dt, L.gen_data(op, dt, n, rng)))
+            flat = L.gen_data(op, dt, 37, rng)
+            cases.append(make_case("1-D %s %s axis null" % (op, dt), op, dt, flat, axis=None))
+            cases.append(make_case("1-D %s %s axis 0" % (op, dt), op, dt, flat, axis=0))
+
+    # 2-D: both forms, every axis, shapes in rotation
+    shapes = [(3, 5), (64, 33), (1, 7), (7, 1), (257, 9), (2, 2)]
+    k = 0
+    for op in L.OPS:
+        for dt in L.DTYPES:
+            for axis in (None, 0, 1):
+                for nested in (True, False):
+                    r, c = shapes[k % len(shapes)]
+                    k += 1
+                    cases.append(make_case("2-D %s %s %dx%d axis %s %s" % (op, dt, r, c, axis, "nested" if nested else "flat+shape"),
+                                           op, dt, L.gen_data(op, dt, r * c, rng), (r, c), nested, axis))
+
+    # ties: first, last and the default, whole array and both axes
+    for op in ("argmin", "argmax"):
+        for dt in L.DTYPES:
+            for ties in ("first", "last", None):
+                cases.append(make_case("ties %s %s %s 1-D" % (ties, op, dt), op, dt, L.gen_ties(dt, 101, rng), ties=ties))
+                for axis in (None, 0, 1):
+                    cases.append(make_case("ties %s %s %s 2-D axis %s" % (ties, op, dt, axis), op, dt,
+                                           L.gen_ties(dt, 30 * 11, rng), (30, 11), False, axis, ties))
+
+    # an int32 sum past 2^31 must not wrap; integer literals in float data; a large input
+    big = [2**31 - 1] * 1000 + [2**31 - 2] * 24
+    cases.append(make_case("int32 sum beyond 2^31", "sum", "int32", big))
+    cases.append(make_case("int32 sum below -2^31", "sum", "int32", [-2**31] * 1000))
+    cases.append(make_case("float64 integer literals", "sum", "float64", [1, 2, 3, 4.5, -7]))
+    cases.append(make_case("float32 integer literals", "max", "float32", [1, 2, 30, 4.5, -7]))
+    for op, dt in (("sum", "float32"), ("argmax", "int32"), ("mean", "float64"), ("prod", "int64")):
+        cases.append(make_case("large %s %s" % (op, dt), op, dt, L.gen_data(op, dt, 100003, rng)))
+    extremes = [-2**63, 2**63 - 1, 0, -1, 1]
+    for op in ("min", "max", "argmin", "argmax"):
+        cases.append(make_case("int64 extremes %s" % op, op, "int64", extremes * 3))
+        cases.append(make_case("int32 extremes %s" % op, op, "int32", [-2**31, 2**31 - 1, 0] * 3))
+
+    # each algorithm the server lists for this device, explicitly, plus auto
+    for a in algorithm_entries(srv):
+        for op in L.OPS:
+            if op not in (a.get("ops") or []):
+                continue
+            for dt in L.DTYPES:
+                if dt not in (a.get("dtypes") or []):
+                    continue
+                name = a["name"]
+                if covers_axis(a, None):
+                    cases.append(make_case("algo %s %s %s 1-D" % (name, op, dt), op, dt,
+                                           L.gen_data(op, dt, 5003, rng), algorithm=name))
+                for axis in (0, 1):
+                    if covers_axis(a, axis):
+                        cases.append(make_case("algo %s %s %s 2-D axis %d" % (name, op, dt, axis), op, dt,
+                                               L.gen_data(op, dt, 101 * 53, rng), (101, 53), False, axis, algorithm=name))
+    for op in L.OPS:
+        cases.append(make_case("algo auto %s" % op, op, "float64", L.gen_data(op, "float64", 999, rng), algorithm="auto"))
+
+    t0 = time.time()
+    run_waiting(srv, cases)
+    print("%d jobs with Prefer: wait in %.1fs" % (len(cases), time.time() - t0), flush=True)
+
+    # without Prefer: 202 + Location, then GET ?wait=5 until it ends
+    async_cases = [make_case("202 %s %s" % (op, dt), op, dt, L.gen_data(op, dt, 2000, rng), (40, 50), True, 1)
+                   for op, dt in zip(L.OPS, L.DTYPES * 2)]
+    reqs = [dict(method="POST", path="/v1/jobs", body=c["spec"]) for c in async_cases]
+    pending = {}
+    for c, r in zip(async_cases, srv.batch(reqs)):
+        if not CHECK.eq(r.status, 202, c["what"] + ": POST status (body %r)" % r.body[:300]):
+            continue
+        job = r.json()
+        CHECK.ok("preference-applied" not in r.headers, c["what"] + ": Preference-Applied without Prefer")
+        CHECK.ok(isinstance(job.get("id"), str) and L.JOB_ID.match(job["id"]), c["what"] + ": id %r" % job.get("id"))
+        CHECK.ok(job.get("status") in ("queued", "running", "succeeded"), c["what"] + ": status at 202 %r" % job.get("status"))
+        loc = r.headers.get("location", "")
+        CHECK.ok(loc.endswith("/v1/jobs/%s" % job.get("id")), c["what"] + ": Location %r" % loc)
+        pending[job.get("id")] = c
+    deadline = time.time() + 60
+    while pending and time.time() < deadline:
+        ids = list(pending)
+        for jid, r in zip(ids, srv.batch([dict(path="/v1/jobs/%s?wait=5" % jid) for jid in ids])):
+            if not CHECK.eq(r.status, 200, "GET /v1/jobs/%s?wait=5" % jid):
+                pending.pop(jid)
+                continue
+            job = r.json()
+            if job.get("status") in L.TERMINAL:
+                check_case(pending.pop(jid), job)
+    CHECK.ok(not pending, "jobs never finished: %s" % sorted(pending))
+
+    L.check_stop(srv)
+
+
+if __name__ == "__main__":
+    L.run_suite(main)
