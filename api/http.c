@@ -1,0 +1,306 @@
+/* http.c: the libmicrohttpd daemon: routing, per-request state, capped body reading, answers,
+ * parking and resuming. Requests run on the daemon's pool threads; a parked request is
+ * resumed by whichever thread wakes its waiter. */
+#include "http.h"
+
+#include "config.h"
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const struct gr_config *gr_api_cfg;
+struct gr_store *gr_api_store;
+static struct MHD_Daemon *daemon_;
+
+/* Match url against a route path with an optional {id} segment. */
+static int path_match(const char *pat, const char *url, char id[32])
+{
+    const char *brace = strstr(pat, "{id}");
+    if (!brace)
+        return !strcmp(pat, url);
+    size_t pre = (size_t)(brace - pat);
+    if (strncmp(pat, url, pre))
+        return 0;
+    const char *start = url + pre, *end = strchr(start, '/');
+    size_t n = end ? (size_t)(end - start) : strlen(start);
+    if (n == 0 || n >= 32 || strcmp(brace + 4, end ? end : ""))
+        return 0;
+    memcpy(id, start, n);
+    id[n] = 0;
+    return 1;
+}
+
+static const struct gr_route *route_of(const char *url, char id[32])
+{
+    for (const struct gr_route *r = gr_routes; r->path; r++)
+        if (path_match(r->path, url, id))
+            return r;
+    return NULL;
+}
+
+static gr_handler handler_of(const struct gr_route *rt, const char *method)
+{
+    if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
+        return rt->get;
+    if (!strcmp(method, "POST"))
+        return rt->post;
+    if (!strcmp(method, "DELETE"))
+        return rt->del;
+    return NULL;
+}
+
+static void allow_of(const struct gr_route *rt, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s", rt->get ? "GET, HEAD" : "", rt->post ? (rt->get ? ", POST" : "POST") : "",
+             rt->del ? ", DELETE" : "");
+}
+
+void gr_respond(struct gr_req *r, unsigned status, const char *ctype, char *body, size_t len, const char **hdrs)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return; /* MHD closes the connection: nothing better can be done without memory */
+    }
+    if (ctype)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    for (; hdrs && hdrs[0]; hdrs += 2)
+        MHD_add_response_header(resp, hdrs[0], hdrs[1]);
+    if (MHD_queue_response(r->conn, status, resp) == MHD_YES)
+        r->status = status;
+    MHD_destroy_response(resp);
+}
+
+void gr_respond_json(struct gr_req *r, unsigned status, json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(o);
+    if (!s) {
+        gr_respond_problem(r, &(struct gr_err){.code = GR_ENOMEM, .msg = "out of memory rendering the answer"});
+        return;
+    }
+    gr_respond(r, status, "application/json", s, strlen(s), NULL);
+}
+
+void gr_respond_problem(struct gr_req *r, const struct gr_err *e)
+{
+    int code = e->code ? e->code : GR_EINTERNAL;
+    unsigned status = (unsigned)gr_http_status(code);
+    json_t *p = json_pack("{s:s+, s:s, s:i, s:s, s:s}", "type", "https://gpured.dev/problems/", gr_code_slug(code),
+                          "title", gr_code_title(code), "status", status, "detail", e->msg[0] ? e->msg : gr_code_title(code),
+                          "instance", r->url);
+    if (p && e->field[0])
+        json_object_set_new(p, "field", json_string(e->field));
+    char *s = p ? json_dumps(p, JSON_COMPACT) : NULL;
+    json_decref(p);
+    if (!s)
+        return;
+    char allow[64] = "";
+    const char *hdrs[5] = {NULL}, **h = hdrs;
+    if (code == GR_EFULL) {
+        *h++ = "Retry-After";
+        *h++ = "1";
+    }
+    if (code == GR_EMETHOD && r->route) {
+        allow_of(r->route, allow, sizeof allow);
+        *h++ = MHD_HTTP_HEADER_ALLOW;
+        *h++ = allow;
+    }
+    gr_respond(r, status, "application/problem+json", s, strlen(s), hdrs);
+    gr_log(status >= 500 ? GR_LOG_ERROR : GR_LOG_DEBUG, "%s %s -> %u: %s", r->method, r->url, status, e->msg);
+}
+
+static void wake(struct gr_waiter *w)
+{
+    struct gr_req *r = (struct gr_req *)((char *)w - offsetof(struct gr_req, w));
+    MHD_resume_connection(r->conn);
+}
+
+void gr_park(struct gr_req *r, void (*resume)(struct gr_req *r))
+{
+    /* suspend before the waiter is registered, so a wake can never come first */
+    MHD_suspend_connection(r->conn);
+    r->resume = resume;
+    r->w.wake = wake;
+    gr_jobs_wait(&r->w);
+}
+
+const char *gr_query(struct gr_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *gr_header(struct gr_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+static int is_json(const char *ct)
+{
+    static const char want[] = "application/json";
+    return ct && !strncasecmp(ct, want, sizeof want - 1) &&
+           (ct[sizeof want - 1] == 0 || ct[sizeof want - 1] == ';' || ct[sizeof want - 1] == ' ');
+}
+
+/* First call for a request: route it and refuse what can be refused before the body. */
+static void begin(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    r->route = route_of(r->url, r->id);
+    if (!r->route) {
+        gr_fail(&e, GR_ENOTFOUND, NULL, "no such path: %.200s (see GET /openapi.json)", r->url);
+        gr_respond_problem(r, &e);
+        return;
+    }
+    if (!handler_of(r->route, r->method)) {
+        gr_fail(&e, GR_EMETHOD, NULL, "%s is not allowed on %s", r->method, r->route->path);
+        gr_respond_problem(r, &e);
+        return;
+    }
+    if (!r->route->body || strcmp(r->method, "POST"))
+        return;
+    const char *ct = gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!is_json(ct)) {
+        gr_fail(&e, GR_EMEDIA, NULL,
+                "the body must be JSON: send it with -H 'Content-Type: application/json' (got %.100s)",
+                ct ? ct : "no Content-Type");
+        gr_respond_problem(r, &e);
+        return;
+    }
+    const char *cl = gr_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > gr_api_cfg->max_body_bytes) {
+        gr_fail(&e, GR_ETOOBIG, NULL, "the body is %s bytes; this server accepts at most %zu (--max-body-bytes)", cl,
+                gr_api_cfg->max_body_bytes);
+        gr_respond_problem(r, &e);
+    }
+}
+
+/* Append a body chunk, keeping at most max_body_bytes; past that, count and discard. */
+static int take_body(struct gr_req *r, const char *data, size_t n)
+{
+    size_t max = gr_api_cfg->max_body_bytes;
+    if (r->over || n > max - r->len) {
+        r->over = 1;
+        free(r->body);
+        r->body = NULL;
+        r->len = r->len > max ? r->len : max;
+        /* a client that goes on sending far past the limit is cut off */
+        return (r->len += n) <= 4 * max;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (!b)
+            return 0;
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = 0;
+    return 1;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    struct gr_req *r = *con_cls;
+    if (!r) {
+        if (!(r = calloc(1, sizeof *r)))
+            return MHD_NO;
+        *con_cls = r;
+        r->conn = conn;
+        r->url = url;
+        r->method = method;
+        r->t0 = gr_mono_ms();
+        begin(r);
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        int ok = r->status || take_body(r, upload, *upload_size);
+        *upload_size = 0;
+        return ok ? MHD_YES : MHD_NO;
+    }
+    if (r->status)
+        return MHD_YES;
+    if (r->resume) {
+        void (*resume)(struct gr_req *) = r->resume;
+        r->resume = NULL;
+        resume(r);
+        return MHD_YES;
+    }
+    if (r->over) {
+        struct gr_err e;
+        gr_fail(&e, GR_ETOOBIG, NULL, "the body is over the limit of %zu bytes (--max-body-bytes)",
+                gr_api_cfg->max_body_bytes);
+        gr_respond_problem(r, &e);
+        return MHD_YES;
+    }
+    handler_of(r->route, method)(r);
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    struct gr_req *r = *con_cls;
+    if (!r)
+        return;
+    gr_log(GR_LOG_INFO, "%s %s %u %.3fms%s", r->method, r->url, r->status, gr_mono_ms() - r->t0,
+           toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
+    if (r->w.job)
+        gr_job_unref(r->w.job);
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = 0;
+    gr_log(GR_LOG_DEBUG, "libmicrohttpd: %s", msg);
+}
+
+int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port, struct gr_err *e)
+{
+    gr_api_cfg = cfg;
+    gr_api_store = store;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
+    if (inet_pton(AF_INET, cfg->bind, &sa.sin_addr) != 1)
+        return gr_fail(e, GR_EINVAL, "bind", "--bind '%s' is not an IPv4 address", cfg->bind);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    daemon_ = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
+                               on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
+                               (unsigned)cfg->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                               MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+                               MHD_OPTION_END);
+    if (!daemon_)
+        return gr_fail(e, GR_EIO, "port", "cannot listen on %s:%d (in use, or not allowed)", cfg->bind, cfg->port);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+    *port = info ? info->port : cfg->port;
+    return GR_OK;
+}
+
+void gr_api_quiesce(void)
+{
+    if (daemon_)
+        MHD_quiesce_daemon(daemon_);
+}
+
+void gr_api_stop(void)
+{
+    if (daemon_)
+        MHD_stop_daemon(daemon_);
+    daemon_ = NULL;
+}

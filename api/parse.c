@@ -1,0 +1,257 @@
+/* parse.c: validation of a job submission (JSON) into a job; runs on an HTTP thread.
+ * Every rejection names the member at fault and says what would be accepted. */
+#include "parse.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const known[] = {"op", "dtype", "data", "dataset", "shape", "axis", "ties", "algorithm",
+                                    "device", "a", "b", "c", "alpha", "beta"};
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* Optional string member into buf; GR_OK when absent (buf keeps its default). */
+static int get_string(json_t *root, const char *key, char *buf, size_t len, struct gr_err *e)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v)
+        return GR_OK;
+    if (!json_is_string(v))
+        return gr_fail(e, GR_EINVAL, key, "\"%s\" must be a string, not %s", key, type_name(v));
+    if (json_string_length(v) >= len)
+        return gr_fail(e, GR_EINVAL, key, "\"%s\" is too long (at most %zu characters)", key, len - 1);
+    snprintf(buf, len, "%s", json_string_value(v));
+    return GR_OK;
+}
+
+/* The data's shape from its nesting: 1-D [..] or 2-D [[..], ..]. */
+static int nesting(json_t *data, int *ndim, int64_t shape[2], struct gr_err *e)
+{
+    if (!json_is_array(data))
+        return gr_fail(e, GR_EINVAL, "data", "\"data\" must be an array of numbers or of rows, not %s",
+                       type_name(data));
+    size_t n = json_array_size(data);
+    if (n == 0)
+        return gr_fail(e, GR_EUNPROC, "data", "\"data\" is empty: a reduction needs at least one element");
+    if (!json_is_array(json_array_get(data, 0))) {
+        *ndim = 1;
+        shape[0] = (int64_t)n;
+        shape[1] = 1;
+        return GR_OK;
+    }
+    size_t cols = json_array_size(json_array_get(data, 0));
+    for (size_t r = 0; r < n; r++) {
+        json_t *row = json_array_get(data, r);
+        if (!json_is_array(row))
+            return gr_fail(e, GR_EUNPROC, "data", "data[%zu] is %s but data[0] is a row: mix of rows and numbers",
+                           r, type_name(row));
+        if (json_array_size(row) != cols)
+            return gr_fail(e, GR_EUNPROC, "data",
+                           "ragged rows: data[%zu] has %zu elements, data[0] has %zu; every row needs the same length",
+                           r, json_array_size(row), cols);
+    }
+    if (cols == 0)
+        return gr_fail(e, GR_EUNPROC, "data", "\"data\" has empty rows: a reduction needs at least one element");
+    *ndim = 2;
+    shape[0] = (int64_t)n;
+    shape[1] = (int64_t)cols;
+    return GR_OK;
+}
+
+/* An explicit "shape": 1 or 2 positive integers whose product is the element count. */
+static int parse_shape(json_t *v, int64_t count, int nested, int *ndim, int64_t shape[2], struct gr_err *e)
+{
+    if (!json_is_array(v))
+        return gr_fail(e, GR_EINVAL, "shape", "\"shape\" must be an array like [rows, cols], not %s", type_name(v));
+    size_t nd = json_array_size(v);
+    if (nd < 1 || nd > 2)
+        return gr_fail(e, GR_EUNPROC, "shape", "\"shape\" has %zu dimensions; 1 or 2 are supported", nd);
+    int64_t s[2] = {1, 1};
+    for (size_t d = 0; d < nd; d++) {
+        json_t *x = json_array_get(v, d);
+        if (!json_is_integer(x))
+            return gr_fail(e, GR_EINVAL, "shape", "shape[%zu] must be an integer, not %s", d, type_name(x));
+        s[d] = json_integer_value(x);
+        if (s[d] < 1)
+            return gr_fail(e, GR_EUNPROC, "shape", "shape[%zu] is %lld; dimensions must be at least 1", d,
+                           (long long)s[d]);
+    }
+    int64_t prod;
+    if (__builtin_mul_overflow(s[0], s[1], &prod) || prod != count)
+        return gr_fail(e, GR_EUNPROC, "shape", "shape [%lld%s%lld] does not hold the %lld elements of \"data\"",
+                       (long long)s[0], nd == 2 ? ", " : "", nd == 2 ? (long long)s[1] : 0LL, (long long)count);
+    if (nested && (nd != 2 || s[0] != shape[0] || s[1] != shape[1]))
+        return gr_fail(e, GR_EUNPROC, "shape",
+                       "\"shape\" disagrees with the nesting of \"data\" (%lld rows of %lld); drop one of them",
+                       (long long)shape[0], (long long)shape[1]);
+    *ndim = (int)nd;
+    shape[0] = s[0];
+    shape[1] = s[1];
+    return GR_OK;
+}
+
+/* One element into its slot of the packed input; range-checked for the dtype. */
+static int put(json_t *x, int dtype, void *out, size_t k, const char *where, struct gr_err *e)
+{
+    if (!json_is_number(x))
+        return gr_fail(e, GR_EINVAL, "data", "%s is %s; elements must be numbers", where, type_name(x));
+    int is_int = json_is_integer(x);
+    json_int_t iv = is_int ? json_integer_value(x) : 0;
+    double dv = is_int ? (double)iv : json_real_value(x);
+    switch (dtype) {
+    case GR_INT32:
+    case GR_INT64: {
+        if (!is_int) {
+            if (dv != floor(dv))
+                return gr_fail(e, GR_EUNPROC, "data", "%s is %g, not an integer as dtype %s needs", where, dv,
+                               gr_dtype_name(dtype));
+            if (!(dv >= -9223372036854775808.0 && dv < 9223372036854775808.0))
+                return gr_fail(e, GR_EUNPROC, "data", "%s = %g is outside the range of %s", where, dv,
+                               gr_dtype_name(dtype));
+            iv = (json_int_t)dv;
+        }
+        if (dtype == GR_INT32) {
+            if (iv < INT32_MIN || iv > INT32_MAX)
+                return gr_fail(e, GR_EUNPROC, "data", "%s = %lld is outside the range of int32", where,
+                               (long long)iv);
+            ((int32_t *)out)[k] = (int32_t)iv;
+        } else {
+            ((int64_t *)out)[k] = (int64_t)iv;
+        }
+        return GR_OK;
+    }
+    case GR_FLOAT32:
+        if (fabs(dv) > FLT_MAX)
+            return gr_fail(e, GR_EUNPROC, "data", "%s = %g is outside the range of float32", where, dv);
+        ((float *)out)[k] = (float)dv;
+        return GR_OK;
+    default:
+        ((double *)out)[k] = dv;
+        return GR_OK;
+    }
+}
+
+static int fill(json_t *data, struct gr_job *j, int nested, struct gr_err *e)
+{
+    size_t n, bytes;
+    if (gr_mul_size((size_t)gr_job_rows(j), (size_t)gr_job_cols(j), &n) ||
+        gr_mul_size(n, gr_dtype_size(j->dtype), &bytes))
+        return gr_fail(e, GR_EUNPROC, "data", "the data is too large");
+    j->input = malloc(bytes);
+    if (!j->input)
+        return gr_fail(e, GR_ENOMEM, NULL, "out of memory for %zu bytes of input", bytes);
+    j->input_bytes = bytes;
+    char where[64];
+    size_t k = 0;
+    size_t rows = nested ? json_array_size(data) : 1;
+    for (size_t r = 0; r < rows; r++) {
+        json_t *row = nested ? json_array_get(data, r) : data;
+        for (size_t c = 0; c < json_array_size(row); c++, k++) {
+            json_t *x = json_array_get(row, c);
+            if (nested)
+                snprintf(where, sizeof where, "data[%zu][%zu]", r, c);
+            else
+                snprintf(where, sizeof where, "data[%zu]", c);
+            if (json_is_array(x))
+                return gr_fail(e, GR_EUNPROC, "data", "%s is an array: only 1-D and 2-D data are supported", where);
+            int rc = put(x, j->dtype, j->input, k, where, e);
+            if (rc)
+                return rc;
+        }
+    }
+    return GR_OK;
+}
+
+static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
+{
+    if (!json_is_object(root))
+        return gr_fail(e, GR_EINVAL, NULL, "the body must be a JSON object like {\"op\": \"sum\", \"dtype\": "
+                                           "\"float32\", \"data\": [1, 2, 3]}, not %s", type_name(root));
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v)
+    {
+        size_t i = 0;
+        while (i < sizeof known / sizeof known[0] && strcmp(key, known[i]))
+            i++;
+        if (i == sizeof known / sizeof known[0])
+            return gr_fail(e, GR_EINVAL, key, "unknown member \"%.64s\"", key);
+    }
+    char op[16] = "", dtype[16] = "", ties[16] = "first";
+    int rc;
+    if ((rc = get_string(root, "op", op, sizeof op, e)) || (rc = get_string(root, "dtype", dtype, sizeof dtype, e)) ||
+        (rc = get_string(root, "ties", ties, sizeof ties, e)) ||
+        (rc = get_string(root, "algorithm", j->algorithm, sizeof j->algorithm, e)) ||
+        (rc = get_string(root, "device", j->device, sizeof j->device, e)))
+        return rc;
+    if (!op[0])
+        return gr_fail(e, GR_EINVAL, "op", "\"op\" is required: sum, prod, min, max, mean, argmin or argmax");
+    if (!strcmp(op, "matmul"))
+        return gr_fail(e, GR_EUNPROC, "op", "op \"matmul\" is not available in this version of gpured");
+    if ((j->op = gr_op_parse(op)) < 0)
+        return gr_fail(e, GR_EINVAL, "op", "unknown op \"%s\": use sum, prod, min, max, mean, argmin or argmax", op);
+    if (!dtype[0])
+        return gr_fail(e, GR_EINVAL, "dtype", "\"dtype\" is required: int32, int64, float32 or float64");
+    if ((j->dtype = gr_dtype_parse(dtype)) < 0)
+        return gr_fail(e, GR_EINVAL, "dtype", "unknown dtype \"%s\": use int32, int64, float32 or float64", dtype);
+    if (strcmp(ties, "first") && strcmp(ties, "last"))
+        return gr_fail(e, GR_EINVAL, "ties", "unknown ties \"%s\": use first or last", ties);
+    j->ties_last = !strcmp(ties, "last");
+    for (const char *const *m = (const char *const[]){"a", "b", "c", "alpha", "beta", NULL}; *m; m++)
+        if (json_object_get(root, *m))
+            return gr_fail(e, GR_EUNPROC, *m, "\"%s\" is for op matmul only", *m);
+
+    json_t *data = json_object_get(root, "data");
+    if (json_object_get(root, "dataset"))
+        return gr_fail(e, data ? GR_EINVAL : GR_EUNPROC, "dataset",
+                       data ? "send either \"data\" or \"dataset\", not both"
+                            : "stored datasets are not available in this version of gpured; send \"data\" inline");
+    if (!data)
+        return gr_fail(e, GR_EINVAL, "data", "\"data\" is required: the values, e.g. [1, 2, 3] or [[1, 2], [3, 4]]");
+    if ((rc = nesting(data, &j->ndim, j->shape, e)))
+        return rc;
+    int nested = j->ndim == 2;
+    json_t *shape = json_object_get(root, "shape");
+    if (shape && (rc = parse_shape(shape, j->shape[0] * j->shape[1], nested, &j->ndim, j->shape, e)))
+        return rc;
+
+    json_t *axis = json_object_get(root, "axis");
+    j->axis = GR_AXIS_ALL;
+    if (axis && !json_is_null(axis)) {
+        if (!json_is_integer(axis))
+            return gr_fail(e, GR_EINVAL, "axis", "\"axis\" must be null, 0 or 1, not %s", type_name(axis));
+        json_int_t a = json_integer_value(axis);
+        if (a < 0 || a > 1 || (a == 1 && j->ndim == 1))
+            return gr_fail(e, GR_EUNPROC, "axis", "axis %lld is out of range for %d-D data (use %s)", (long long)a,
+                           j->ndim, j->ndim == 1 ? "null or 0" : "null, 0 or 1");
+        j->axis = (int)a;
+    }
+    return fill(data, j, nested, e);
+}
+
+int gr_parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e)
+{
+    json_error_t je;
+    /* jansson caps nesting depth, so "[[[[..." 100k deep is a parse error, not a stack overflow */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return gr_fail(e, GR_EINVAL, NULL, "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    int rc = parse(root, j, e);
+    json_decref(root);
+    return rc;
+}

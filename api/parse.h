@@ -1,0 +1,13 @@
+/* parse.h: a job submission's JSON body into a job's request fields and packed input.
+ * Pure function of its arguments; called on the HTTP thread that read the body. */
+#ifndef GR_PARSE_H
+#define GR_PARSE_H
+
+#include "job.h"
+
+/* Fill j's op, dtype, ndim/shape, axis, ties_last, algorithm, device, input/input_bytes
+ * from body. Returns GR_OK, GR_EINVAL (malformed, wrong type, unknown name: 400) or
+ * GR_EUNPROC (well-formed but impossible: 422), with e->field naming the member. */
+int gr_parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e);
+
+#endif

@@ -1,0 +1,392 @@
+/* routes.c: the routing table and one handler per route and method (API.md). Handlers run on
+ * the request's HTTP thread; a handler answers at once or parks the request until a job's
+ * state is committed, and its resume function answers then. */
+#include "http.h"
+
+#include "backend.h"
+#include "config.h"
+#include "parse.h"
+#include "store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WAIT_S 60
+
+static void problem(struct gr_req *r, int code, const char *field, const char *msg)
+{
+    struct gr_err e;
+    gr_fail(&e, code, field, "%s", msg);
+    gr_respond_problem(r, &e);
+}
+
+/* A whole number 0..max from text; -1 if it is not one. */
+static int64_t parse_uint(const char *s, int64_t max)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    return errno || *end || v > max ? -1 : v;
+}
+
+/* Prefer: wait=N (RFC 7240), possibly among other preferences; -1 when absent or unreadable. */
+static int64_t prefer_wait(struct gr_req *r)
+{
+    const char *p = gr_header(r, "Prefer");
+    for (const char *s = p; s && (s = strstr(s, "wait")); s += 4) {
+        if ((s != p && s[-1] != ' ' && s[-1] != ',' && s[-1] != ';') || s[4] != '=')
+            continue;
+        char num[16];
+        size_t n = strcspn(s + 5, " ,;");
+        if (n == 0 || n >= sizeof num)
+            return -1;
+        memcpy(num, s + 5, n);
+        num[n] = 0;
+        int64_t v = parse_uint(num, INT32_MAX);
+        return v < 0 ? -1 : v > MAX_WAIT_S ? MAX_WAIT_S : v;
+    }
+    return -1;
+}
+
+static int valid_id(const char *id, char prefix)
+{
+    if (id[0] != prefix || id[1] != '_' || strlen(id) != 18)
+        return 0;
+    for (const char *c = id + 2; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* --- jobs --- */
+
+static void answer_job(struct gr_req *r)
+{
+    struct gr_job *j = r->w.job;
+    int committed;
+    char *doc = gr_jobs_render(j, &committed);
+    if (committed == -2) {
+        problem(r, GR_EIO, NULL, "the store could not keep this job; it was not accepted");
+        free(doc);
+        return;
+    }
+    if (!doc) {
+        problem(r, GR_ENOMEM, NULL, "out of memory rendering the job");
+        return;
+    }
+    char loc[48], applied[24];
+    snprintf(loc, sizeof loc, "/v1/jobs/%s", j->id);
+    snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
+    const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, r->wait_s >= 0 ? "Preference-Applied" : NULL, applied, NULL};
+    gr_respond(r, GR_TERMINAL(committed) ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
+}
+
+static void post_job(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    struct gr_job *j = gr_job_new();
+    if (!j) {
+        problem(r, GR_ENOMEM, NULL, "out of memory for a new job");
+        return;
+    }
+    int rc = gr_parse_job(r->body ? r->body : "", r->len, j, &e);
+    if (!rc)
+        rc = gr_jobs_route(j->device, &j->backend, &e);
+    if (!rc)
+        rc = gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, j->ndim == 1 ? GR_AXIS_ALL : j->axis, &e);
+    if (!rc)
+        rc = gr_jobs_submit(j, &e);
+    if (rc) {
+        gr_respond_problem(r, &e);
+        gr_job_unref(j);
+        return;
+    }
+    /* the body is parsed into the job: free it now rather than when the connection ends */
+    free(r->body);
+    r->body = NULL;
+    r->wait_s = prefer_wait(r);
+    r->w = (struct gr_waiter){.job = j, .until = r->wait_s > 0 ? GR_UNTIL_TERMINAL : GR_UNTIL_DURABLE,
+                              .deadline_ms = r->wait_s > 0 ? gr_mono_ms() + (double)r->wait_s * 1000 : 0};
+    gr_park(r, answer_job);
+}
+
+static void get_job_again(struct gr_req *r);
+
+/* Answer GET /v1/jobs/{id} from the store; park first when asked to wait for a change. */
+static void get_job_from_store(struct gr_req *r, int may_wait)
+{
+    struct gr_err e = {0};
+    char *doc = NULL, status[16] = "";
+    int rc = gr_store_get_job(gr_api_store, r->id, &doc, status, &e);
+    if (rc == GR_ENOTFOUND)
+        gr_fail(&e, rc, NULL, "no job with id %s", r->id);
+    if (rc) {
+        gr_respond_problem(r, &e);
+        return;
+    }
+    int st = gr_status_parse(status);
+    if (may_wait && r->wait_s > 0 && !GR_TERMINAL(st)) {
+        struct gr_job *j = gr_jobs_find(r->id);
+        if (j) {
+            free(doc);
+            r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_CHANGED, .seen = st,
+                                      .deadline_ms = gr_mono_ms() + (double)r->wait_s * 1000};
+            gr_park(r, get_job_again);
+            return;
+        }
+    }
+    char etag[48];
+    snprintf(etag, sizeof etag, "\"%s-%s\"", r->id, status);
+    const char *inm = gr_header(r, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    const char *hdrs[] = {MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache", NULL};
+    if (inm && strstr(inm, etag)) {
+        free(doc);
+        gr_respond(r, 304, NULL, NULL, 0, hdrs);
+        return;
+    }
+    gr_respond(r, 200, "application/json", doc, strlen(doc), hdrs);
+}
+
+static void get_job_again(struct gr_req *r) { get_job_from_store(r, 0); }
+
+static void get_job(struct gr_req *r)
+{
+    if (!valid_id(r->id, 'j')) {
+        problem(r, GR_ENOTFOUND, NULL, "no job with that id (ids look like j_0123456789abcdef)");
+        return;
+    }
+    const char *w = gr_query(r, "wait");
+    r->wait_s = w ? parse_uint(w, INT32_MAX) : 0;
+    if (r->wait_s < 0) {
+        problem(r, GR_EINVAL, "wait", "?wait= must be a whole number of seconds (at most 60 are honoured)");
+        return;
+    }
+    if (r->wait_s > MAX_WAIT_S)
+        r->wait_s = MAX_WAIT_S;
+    get_job_from_store(r, 1);
+}
+
+static void cancel_job(struct gr_req *r)
+{
+    if (!valid_id(r->id, 'j')) {
+        problem(r, GR_ENOTFOUND, NULL, "no job with that id (ids look like j_0123456789abcdef)");
+        return;
+    }
+    struct gr_err e = {0};
+    struct gr_job *j;
+    int rc = gr_jobs_cancel(r->id, &j, &e);
+    if (rc == GR_OK) {
+        r->wait_s = -1;
+        r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_TERMINAL};
+        gr_park(r, answer_job);
+        return;
+    }
+    if (rc == GR_ENOTFOUND) { /* not in flight: finished long ago, or never existed */
+        char *doc = NULL, status[16];
+        rc = gr_store_get_job(gr_api_store, r->id, &doc, status, &e);
+        free(doc);
+        if (rc == GR_OK)
+            gr_fail(&e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled", r->id, status);
+        else if (rc == GR_ENOTFOUND)
+            gr_fail(&e, rc, NULL, "no job with id %s", r->id);
+    }
+    gr_respond_problem(r, &e);
+}
+
+static void get_result(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    char *doc = NULL, status[16];
+    int rc = valid_id(r->id, 'j') ? gr_store_get_job(gr_api_store, r->id, &doc, status, &e) : GR_ENOTFOUND;
+    if (rc == GR_ENOTFOUND)
+        gr_fail(&e, rc, NULL, "no job with id %s", r->id);
+    else if (rc == GR_OK && strcmp(status, "succeeded"))
+        rc = gr_fail(&e, GR_ECONFLICT, NULL, "job %s is %s: it has no result%s", r->id, status,
+                     GR_TERMINAL(gr_status_parse(status)) ? "" : " yet (GET /v1/jobs/{id}?wait=N waits for it)");
+    json_t *o = rc ? NULL : json_loads(doc, 0, NULL);
+    free(doc);
+    if (rc) {
+        gr_respond_problem(r, &e);
+        return;
+    }
+    json_t *res = json_incref(json_object_get(o, "result"));
+    json_decref(o);
+    gr_respond_json(r, 200, res);
+}
+
+struct list_ctx {
+    char *buf;
+    size_t len, cap;
+    int rows, oom;
+    char last[32];
+};
+
+static void append(struct list_ctx *c, const char *s)
+{
+    size_t n = strlen(s);
+    if (c->oom)
+        return;
+    if (c->len + n + 1 > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8192;
+        while (cap < c->len + n + 1)
+            cap *= 2;
+        char *b = realloc(c->buf, cap);
+        if (!b) {
+            c->oom = 1;
+            return;
+        }
+        c->buf = b;
+        c->cap = cap;
+    }
+    memcpy(c->buf + c->len, s, n + 1);
+    c->len += n;
+}
+
+/* Stored docs are JSON already: the page is assembled as text, not re-parsed. */
+static void list_row(void *ctx, const char *id, const char *doc)
+{
+    struct list_ctx *c = ctx;
+    append(c, c->rows++ ? "," : "");
+    append(c, doc);
+    snprintf(c->last, sizeof c->last, "%s", id);
+}
+
+static void list_jobs(struct gr_req *r)
+{
+    const char *status = gr_query(r, "status"), *op = gr_query(r, "op"), *lim = gr_query(r, "limit"),
+               *cursor = gr_query(r, "cursor");
+    int64_t limit = lim ? parse_uint(lim, 1000) : 50;
+    if (status && gr_status_parse(status) < 0) {
+        problem(r, GR_EINVAL, "status", "unknown status filter: use queued, running, succeeded, failed or canceled");
+        return;
+    }
+    if (op && gr_op_parse(op) < 0) {
+        problem(r, GR_EINVAL, "op", "unknown op filter: use sum, prod, min, max, mean, argmin or argmax");
+        return;
+    }
+    if (limit < 1) {
+        problem(r, GR_EINVAL, "limit", "limit must be a whole number from 1 to 1000");
+        return;
+    }
+    if (cursor && !valid_id(cursor, 'j')) {
+        problem(r, GR_EINVAL, "cursor", "cursor is not one this server gave out (use next_cursor as is)");
+        return;
+    }
+
+    /* the store's commit counter makes a cheap ETag: an idle dashboard polls into 304s */
+    char etag[40];
+    snprintf(etag, sizeof etag, "\"v%llu\"", (unsigned long long)gr_store_version(gr_api_store));
+    const char *hdrs[] = {MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache", NULL};
+    const char *inm = gr_header(r, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    if (inm && strstr(inm, etag)) {
+        gr_respond(r, 304, NULL, NULL, 0, hdrs);
+        return;
+    }
+
+    struct list_ctx c = {0};
+    struct gr_err e = {0};
+    append(&c, "{\"jobs\":[");
+    if (gr_store_list_jobs(gr_api_store, status, op, cursor, (int)limit, list_row, &c, &e) != GR_OK) {
+        free(c.buf);
+        gr_respond_problem(r, &e);
+        return;
+    }
+    char tail[64];
+    if (c.rows == limit)
+        snprintf(tail, sizeof tail, "],\"next_cursor\":\"%s\"}", c.last);
+    else
+        snprintf(tail, sizeof tail, "],\"next_cursor\":null}");
+    append(&c, tail);
+    if (c.oom) {
+        free(c.buf);
+        problem(r, GR_ENOMEM, NULL, "out of memory rendering the list");
+        return;
+    }
+    gr_respond(r, 200, "application/json", c.buf, c.len, hdrs);
+}
+
+/* --- service --- */
+
+static void healthz(struct gr_req *r) { gr_respond_json(r, 200, json_pack("{s:s}", "status", "ok")); }
+
+static void readyz(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    if (gr_store_ping(gr_api_store, &e) != GR_OK) {
+        struct gr_err u;
+        gr_fail(&u, GR_EUNAVAIL, NULL, "the store is not answering: %s", e.msg);
+        gr_respond_problem(r, &u);
+        return;
+    }
+    gr_respond_json(r, 200, json_pack("{s:s, s:i}", "status", "ready", "queued", gr_jobs_queued()));
+}
+
+static json_t *names_of(unsigned mask, int n, const char *(*name)(int))
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        if (mask & (1u << i))
+            json_array_append_new(a, json_string(name(i)));
+    return a;
+}
+
+static json_t *axes_of(unsigned mask)
+{
+    json_t *a = json_array();
+    for (int axis = GR_AXIS_ALL; axis <= 1; axis++)
+        if (mask & GR_AXIS_BIT(axis))
+            json_array_append_new(a, axis == GR_AXIS_ALL ? json_null() : json_integer(axis));
+    return a;
+}
+
+static void algorithms(struct gr_req *r)
+{
+    json_t *list = json_array();
+    for (int i = 0; i < gr_jobs_nbackends(); i++) {
+        const struct gr_backend *b = gr_jobs_backend(i);
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "device", b->name, "name", "auto",
+                                              "description", "picks the fastest variant for the op, dtype and size",
+                                              "ops", names_of(GR_ALL_OPS, GR_NOPS, gr_op_name), "dtypes",
+                                              names_of(GR_ALL_DTYPES, GR_NDTYPES, gr_dtype_name), "axes",
+                                              axes_of(GR_ALL_AXES)));
+        for (int k = 0; k < b->nalgos; k++) {
+            const struct gr_algo *a = &b->algos[k];
+            json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "device", b->name, "name",
+                                                  a->name, "description", a->description, "ops",
+                                                  names_of(a->ops, GR_NOPS, gr_op_name), "dtypes",
+                                                  names_of(a->dtypes, GR_NDTYPES, gr_dtype_name), "axes",
+                                                  axes_of(a->axes)));
+        }
+    }
+    gr_respond_json(r, 200, json_pack("{s:o}", "algorithms", list));
+}
+
+static void devices(struct gr_req *r)
+{
+    json_t *gpus = json_array();
+    for (int i = 1; i < gr_jobs_nbackends(); i++) {
+        const struct gr_backend *b = gr_jobs_backend(i);
+        json_array_append_new(gpus, json_pack("{s:s, s:s, s:I, s:i, s:i}", "id", b->name, "name", b->info.name,
+                                              "memory_bytes", (json_int_t)b->info.memory_bytes, "sms", b->info.sms,
+                                              "streams", b->info.streams));
+    }
+    const struct gr_backend *cpu = gr_jobs_backend(0);
+    gr_respond_json(r, 200, json_pack("{s:o, s:{s:s, s:s, s:i, s:I}}", "gpus", gpus, "cpu", "id", cpu->name, "name",
+                                      cpu->info.name, "threads", cpu->info.sms, "memory_bytes",
+                                      (json_int_t)cpu->info.memory_bytes));
+}
+
+const struct gr_route gr_routes[] = {
+    {"/v1/jobs", list_jobs, post_job, NULL, 1},
+    {"/v1/jobs/{id}", get_job, NULL, cancel_job, 0},
+    {"/v1/jobs/{id}/result", get_result, NULL, NULL, 0},
+    {"/v1/algorithms", algorithms, NULL, NULL, 0},
+    {"/v1/devices", devices, NULL, NULL, 0},
+    {"/healthz", healthz, NULL, NULL, 0},
+    {"/readyz", readyz, NULL, NULL, 0},
+    {NULL, NULL, NULL, NULL, 0},
+};

@@ -1,0 +1,128 @@
+/* config.c: flags and environment into struct gr_config; runs on the main thread at start-up. */
+#include "config.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum kind { K_INT, K_SIZE, K_STR, K_LEVEL };
+
+/* One table drives flags, environment variables and --help. */
+static const struct opt {
+    const char *flag, *env;
+    enum kind kind;
+    size_t off, len;
+    long long min, max;
+    const char *help;
+} opts[] = {
+    {"--port", "GPURED_PORT", K_INT, offsetof(struct gr_config, port), 0, 0, 65535,
+     "TCP port (0 picks a free one and logs it)"},
+    {"--bind", "GPURED_BIND", K_STR, offsetof(struct gr_config, bind), sizeof((struct gr_config *)0)->bind, 0, 0,
+     "IPv4 address to listen on"},
+    {"--data-dir", "GPURED_DATA_DIR", K_STR, offsetof(struct gr_config, data_dir),
+     sizeof((struct gr_config *)0)->data_dir, 0, 0, "folder for gpured.db (created if missing)"},
+    {"--threads", "GPURED_THREADS", K_INT, offsetof(struct gr_config, threads), 0, 1, 256, "HTTP threads"},
+    {"--queue-capacity", "GPURED_QUEUE_CAPACITY", K_INT, offsetof(struct gr_config, queue_capacity), 0, 1,
+     10000000, "jobs waiting per device before POST answers 429"},
+    {"--max-body-bytes", "GPURED_MAX_BODY_BYTES", K_SIZE, offsetof(struct gr_config, max_body_bytes), 0, 64,
+     (long long)1 << 40, "largest request body accepted (413 above)"},
+    {"--log-level", "GPURED_LOG_LEVEL", K_LEVEL, offsetof(struct gr_config, log_level), 0, 0, 0,
+     "debug, info, warn or error"},
+    {"--streams", "GPURED_STREAMS", K_INT, offsetof(struct gr_config, streams), 0, 1, 64, "CUDA streams per GPU"},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static int set(struct gr_config *c, const struct opt *o, const char *val, const char *from)
+{
+    char *p = (char *)c + o->off;
+    if (o->kind == K_STR) {
+        if (strlen(val) >= o->len) {
+            fprintf(stderr, "gpured: %s is too long (at most %zu characters)\n", from, o->len - 1);
+            return 2;
+        }
+        memcpy(p, val, strlen(val) + 1);
+        return 0;
+    }
+    if (o->kind == K_LEVEL) {
+        int l = gr_log_level_parse(val);
+        if (l < 0) {
+            fprintf(stderr, "gpured: %s must be debug, info, warn or error, not '%s'\n", from, val);
+            return 2;
+        }
+        *(int *)p = l;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(val, &end, 10);
+    if (errno || end == val || *end || v < o->min || v > o->max) {
+        fprintf(stderr, "gpured: %s must be an integer from %lld to %lld, not '%s'\n", from, o->min, o->max, val);
+        return 2;
+    }
+    if (o->kind == K_SIZE)
+        *(size_t *)p = (size_t)v;
+    else
+        *(int *)p = (int)v;
+    return 0;
+}
+
+static void usage(const struct gr_config *d)
+{
+    fprintf(stderr, "usage: gpured serve [options]\n\n");
+    for (size_t i = 0; i < NOPTS; i++)
+        fprintf(stderr, "  %-18s %-24s %s\n", opts[i].flag, opts[i].env, opts[i].help);
+    fprintf(stderr, "\ndefaults: --port %d --bind %s --data-dir %s --threads %d --queue-capacity %d "
+                    "--max-body-bytes %zu --log-level info --streams %d\n",
+            d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->streams);
+}
+
+int gr_config_load(struct gr_config *c, int argc, char **argv)
+{
+    *c = (struct gr_config){.port = 8080,
+                            .bind = "127.0.0.1",
+                            .data_dir = "./gpured-data",
+                            .threads = 4,
+                            .queue_capacity = 4096,
+                            .max_body_bytes = 8u << 20,
+                            .log_level = GR_LOG_INFO,
+                            .streams = 4};
+    struct gr_config defaults = *c;
+    for (size_t i = 0; i < NOPTS; i++) {
+        const char *v = getenv(opts[i].env);
+        if (v && *v && set(c, &opts[i], v, opts[i].env))
+            return 2;
+    }
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+            usage(&defaults);
+            return 1;
+        }
+        const struct opt *o = NULL;
+        const char *val = NULL;
+        for (size_t i = 0; i < NOPTS && !o; i++) {
+            size_t n = strlen(opts[i].flag);
+            if (!strncmp(argv[a], opts[i].flag, n) && (argv[a][n] == '=' || !argv[a][n])) {
+                o = &opts[i];
+                val = argv[a][n] == '=' ? argv[a] + n + 1 : NULL;
+            }
+        }
+        if (!o) {
+            fprintf(stderr, "gpured: unknown option '%s' (see gpured serve --help)\n", argv[a]);
+            return 2;
+        }
+        if (!val) {
+            if (a + 1 >= argc) {
+                fprintf(stderr, "gpured: %s needs a value\n", o->flag);
+                return 2;
+            }
+            val = argv[++a];
+        }
+        if (set(c, o, val, o->flag))
+            return 2;
+    }
+    return 0;
+}

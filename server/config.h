@@ -1,0 +1,23 @@
+/* config.h: the server's settings from flags and GPURED_* environment variables.
+ * Filled once by main before any thread starts; read-only afterwards. */
+#ifndef GR_CONFIG_H
+#define GR_CONFIG_H
+
+#include <stddef.h>
+
+struct gr_config {
+    int port;
+    char bind[64];
+    char data_dir[512];
+    int threads;        /* HTTP threads */
+    int queue_capacity; /* per device queue */
+    size_t max_body_bytes;
+    int log_level;
+    int streams; /* CUDA streams per GPU */
+};
+
+/* Defaults, then environment, then flags (flags win). Returns 0, or prints the problem
+ * (or --help) to stderr and returns 2 (bad usage) or 1 (help shown). */
+int gr_config_load(struct gr_config *c, int argc, char **argv);
+
+#endif

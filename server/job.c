@@ -1,0 +1,225 @@
+/* job.c: job lifetime (ids, references), its JSON rendering and its rebuilding from the store.
+ * Reference counts are atomic; rendering reads state the caller keeps still (jobs lock). */
+#include "job.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *status_names[GR_NSTATUS] = {"queued", "running", "succeeded", "failed", "canceled"};
+
+const char *gr_status_name(int s) { return s >= 0 && s < GR_NSTATUS ? status_names[s] : "?"; }
+
+int gr_status_parse(const char *s)
+{
+    for (int i = 0; s && i < GR_NSTATUS; i++)
+        if (!strcmp(s, status_names[i]))
+            return i;
+    return -1;
+}
+
+/* Ids are microseconds since the epoch, made strictly increasing: time-ordered, so the
+ * store lists newest first by id alone, and unique across restarts of one server. */
+static _Atomic uint64_t last_id;
+
+static uint64_t next_id(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    uint64_t prev = atomic_load(&last_id), want;
+    do
+        want = now > prev ? now : prev + 1;
+    while (!atomic_compare_exchange_weak(&last_id, &prev, want));
+    return want;
+}
+
+struct gr_job *gr_job_new(void)
+{
+    struct gr_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->refs = 1;
+    snprintf(j->id, sizeof j->id, "j_%016llx", (unsigned long long)next_id());
+    j->axis = GR_AXIS_ALL;
+    j->ndim = 1;
+    j->shape[1] = 1;
+    j->status = GR_QUEUED;
+    j->committed = -1;
+    j->created_at = gr_now();
+    snprintf(j->algorithm, sizeof j->algorithm, "auto");
+    snprintf(j->device, sizeof j->device, "auto");
+    return j;
+}
+
+void gr_job_ref(struct gr_job *j) { atomic_fetch_add((_Atomic int *)&j->refs, 1); }
+
+void gr_job_unref(struct gr_job *j)
+{
+    if (!j || atomic_fetch_sub((_Atomic int *)&j->refs, 1) != 1)
+        return;
+    free(j->input);
+    gr_result_free(&j->result);
+    free(j);
+}
+
+int64_t gr_job_rows(const struct gr_job *j) { return j->ndim == 2 ? j->shape[0] : 1; }
+int64_t gr_job_cols(const struct gr_job *j) { return j->ndim == 2 ? j->shape[1] : j->shape[0]; }
+
+void gr_rfc3339(double t, char *buf, size_t len)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    int ms = (int)((t - (double)s) * 1000.0);
+    snprintf(buf + n, len - n, ".%03dZ", ms < 0 ? 0 : ms > 999 ? 999 : ms);
+}
+
+json_t *gr_json_double(double v)
+{
+    if (isnan(v))
+        return json_string("NaN");
+    if (isinf(v))
+        return json_string(v > 0 ? "Infinity" : "-Infinity");
+    return json_real(v);
+}
+
+static json_t *time_or_null(double t)
+{
+    if (t <= 0)
+        return json_null();
+    char buf[40];
+    gr_rfc3339(t, buf, sizeof buf);
+    return json_string(buf);
+}
+
+static json_t *result_value(const struct gr_result *r, int64_t k)
+{
+    return r->i ? json_integer(r->i[k]) : gr_json_double(r->f[k]);
+}
+
+static json_t *render_result(const struct gr_job *j)
+{
+    const struct gr_result *r = &j->result;
+    json_t *o = json_object();
+    if (j->axis == GR_AXIS_ALL || j->ndim == 1) {
+        json_object_set_new(o, "value", result_value(r, 0));
+        if (r->index)
+            json_object_set_new(o, "index", json_integer(r->index[0]));
+        return o;
+    }
+    json_t *vals = json_array(), *idx = r->index ? json_array() : NULL;
+    for (int64_t k = 0; k < r->n; k++) {
+        json_array_append_new(vals, result_value(r, k));
+        if (idx)
+            json_array_append_new(idx, json_integer(r->index[k]));
+    }
+    json_object_set_new(o, "values", vals);
+    if (idx)
+        json_object_set_new(o, "indices", idx);
+    return o;
+}
+
+static json_t *render_error(const struct gr_job *j)
+{
+    int code = j->err.code ? j->err.code : GR_EINTERNAL;
+    json_t *p = json_pack("{s:s+, s:s, s:i, s:s}", "type", "https://gpured.dev/problems/", gr_code_slug(code),
+                          "title", gr_code_title(code), "status", gr_http_status(code), "detail", j->err.msg);
+    if (p && j->err.field[0])
+        json_object_set_new(p, "field", json_string(j->err.field));
+    return p;
+}
+
+char *gr_job_render(const struct gr_job *j)
+{
+    json_t *shape = json_array();
+    json_array_append_new(shape, json_integer(j->shape[0]));
+    if (j->ndim == 2)
+        json_array_append_new(shape, json_integer(j->shape[1]));
+    int done = j->status == GR_SUCCEEDED;
+    const struct gr_timings *t = &j->t;
+    json_t *timings = json_pack("{s:f, s:f, s:f, s:f, s:f}", "queue", t->queue, "h2d", t->h2d, "kernel", t->kernel,
+                                "d2h", t->d2h, "total", t->total);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:I}", "id", j->id, "status",
+                          gr_status_name(j->status), "op", gr_op_name(j->op), "dtype", gr_dtype_name(j->dtype),
+                          "shape", shape, "axis", j->axis == GR_AXIS_ALL ? json_null() : json_integer(j->axis),
+                          "ties", j->ties_last ? "last" : "first", "device", j->device, "algorithm", j->algorithm,
+                          "bytes", (json_int_t)j->input_bytes);
+    if (!o || !timings) {
+        json_decref(o);
+        json_decref(timings);
+        return NULL;
+    }
+    json_object_set_new(o, "result", done ? render_result(j) : json_null());
+    json_object_set_new(o, "timings_ms", GR_TERMINAL(j->status) ? timings : (json_decref(timings), json_null()));
+    /* throughput of the kernel stage alone: what the variant achieved on its input */
+    json_object_set_new(o, "gbps",
+                        done && t->kernel > 0 ? json_real((double)j->input_bytes / (t->kernel * 1e6)) : json_null());
+    json_object_set_new(o, "gflops", json_null());
+    json_object_set_new(o, "error", j->status == GR_FAILED ? render_error(j) : json_null());
+    json_object_set_new(o, "created_at", time_or_null(j->created_at));
+    json_object_set_new(o, "started_at", time_or_null(j->started_at));
+    json_object_set_new(o, "finished_at", time_or_null(j->finished_at));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    return s;
+}
+
+static double parse_time(const char *s)
+{
+    struct tm tm = {0};
+    int ms = 0;
+    if (!s || sscanf(s, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                     &tm.tm_sec, &ms) != 7)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double)timegm(&tm) + ms / 1000.0;
+}
+
+int gr_job_restore(const char *id, const char *doc, const void *input, size_t bytes, struct gr_job **out,
+                   struct gr_err *e)
+{
+    *out = NULL;
+    json_t *o = json_loads(doc, 0, NULL), *shape = NULL, *axis = NULL;
+    const char *op = NULL, *dtype = NULL, *ties = NULL, *algo = NULL, *dev = NULL, *created = NULL;
+    if (!o || json_unpack(o, "{s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s}", "op", &op, "dtype", &dtype, "shape", &shape,
+                          "axis", &axis, "ties", &ties, "algorithm", &algo, "device", &dev, "created_at",
+                          &created) ||
+        gr_op_parse(op) < 0 || gr_dtype_parse(dtype) < 0 || !json_is_array(shape) || json_array_size(shape) < 1 ||
+        json_array_size(shape) > 2 || strlen(id) >= sizeof((struct gr_job *)0)->id) {
+        json_decref(o);
+        return gr_fail(e, GR_EINVAL, NULL, "stored job %s is unreadable", id);
+    }
+    struct gr_job *j = gr_job_new();
+    void *copy = bytes ? malloc(bytes) : NULL;
+    if (!j || (bytes && !copy)) {
+        free(copy);
+        gr_job_unref(j);
+        json_decref(o);
+        return gr_fail(e, GR_ENOMEM, NULL, "out of memory restoring job %s", id);
+    }
+    snprintf(j->id, sizeof j->id, "%s", id);
+    j->op = gr_op_parse(op);
+    j->dtype = gr_dtype_parse(dtype);
+    j->ndim = (int)json_array_size(shape);
+    for (int d = 0; d < j->ndim; d++)
+        j->shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
+    j->axis = json_is_integer(axis) ? (int)json_integer_value(axis) : GR_AXIS_ALL;
+    j->ties_last = !strcmp(ties, "last");
+    snprintf(j->algorithm, sizeof j->algorithm, "%s", algo);
+    snprintf(j->device, sizeof j->device, "%s", dev);
+    j->created_at = parse_time(created);
+    j->committed = GR_QUEUED;
+    if (bytes)
+        memcpy(copy, input, bytes);
+    j->input = copy;
+    j->input_bytes = bytes;
+    json_decref(o);
+    *out = j;
+    return GR_OK;
+}

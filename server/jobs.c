@@ -1,0 +1,580 @@
+/* jobs.c: routing, bounded per-device queues, one worker thread per backend, the in-flight
+ * table and parked waiters with their timer thread. One mutex (`mu`) guards all of it, held
+ * only for short bookkeeping: never across a kernel, a store call or a waiter's wake. */
+#include "jobs.h"
+
+#include "backend.h"
+#include "log.h"
+#include "store.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_BACKENDS 17
+#define NBUCKETS 4096 /* in-flight table; jobs leave it once their final state is stored */
+
+struct queue {
+    struct gr_job *head, *tail;
+    int count, reserved;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int started;
+    struct gr_backend *backend;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t timer_cv;
+static pthread_t timer_thread;
+static struct gr_store *store;
+static struct queue queues[MAX_BACKENDS];
+static int nqueues, capacity, stopping, waking_all, timer_stop, timer_started;
+static struct gr_job *table[NBUCKETS];
+static struct gr_waiter *timed; /* waiters with a deadline */
+static int parked;
+
+/* --- in-flight table (mu held) --- */
+
+static unsigned bucket(const char *id)
+{
+    unsigned h = 2166136261u;
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 16777619u;
+    return h % NBUCKETS;
+}
+
+static struct gr_job *table_find(const char *id)
+{
+    for (struct gr_job *j = table[bucket(id)]; j; j = j->hnext)
+        if (!strcmp(j->id, id))
+            return j;
+    return NULL;
+}
+
+static void table_add(struct gr_job *j)
+{
+    unsigned b = bucket(j->id);
+    j->hnext = table[b];
+    table[b] = j;
+    gr_job_ref(j);
+}
+
+static void table_remove(struct gr_job *j)
+{
+    for (struct gr_job **p = &table[bucket(j->id)]; *p; p = &(*p)->hnext)
+        if (*p == j) {
+            *p = j->hnext;
+            gr_job_unref(j); /* never the last reference: the caller holds one */
+            return;
+        }
+}
+
+/* --- waiters (mu held) --- */
+
+static int satisfied(const struct gr_waiter *w, double now)
+{
+    const struct gr_job *j = w->job;
+    if (j->committed == -2) /* the store refused it: answer now, the handler reports it */
+        return 1;
+    if (j->committed < 0)
+        return 0;
+    if (waking_all || (w->deadline_ms > 0 && now >= w->deadline_ms))
+        return 1;
+    switch (w->until) {
+    case GR_UNTIL_DURABLE:
+        return 1;
+    case GR_UNTIL_CHANGED:
+        return j->committed != w->seen;
+    default:
+        return GR_TERMINAL(j->committed);
+    }
+}
+
+static void timed_remove(struct gr_waiter *w)
+{
+    if (!w->tpprev)
+        return;
+    *w->tpprev = w->tnext;
+    if (w->tnext)
+        w->tnext->tpprev = w->tpprev;
+    w->tpprev = NULL;
+}
+
+/* Move the waiters of j that are satisfied onto *fired (mu held). */
+static void collect(struct gr_job *j, double now, struct gr_waiter **fired)
+{
+    for (struct gr_waiter **p = &j->waiters; *p;) {
+        struct gr_waiter *w = *p;
+        if (!satisfied(w, now)) {
+            p = &w->next;
+            continue;
+        }
+        *p = w->next;
+        timed_remove(w);
+        w->fired = 1;
+        w->next = *fired;
+        *fired = w;
+        parked--;
+    }
+}
+
+/* Wake collected waiters, without mu: wake() resumes an HTTP connection. */
+static void wake_list(struct gr_waiter *w)
+{
+    while (w) {
+        struct gr_waiter *next = w->next;
+        w->wake(w);
+        w = next;
+    }
+}
+
+void gr_jobs_wait(struct gr_waiter *w)
+{
+    struct gr_waiter *fired = NULL;
+    pthread_mutex_lock(&mu);
+    w->fired = 0;
+    w->tpprev = NULL;
+    w->next = w->job->waiters;
+    w->job->waiters = w;
+    parked++;
+    if (w->deadline_ms > 0) {
+        w->tnext = timed;
+        if (timed)
+            timed->tpprev = &w->tnext;
+        timed = w;
+        w->tpprev = &timed;
+        pthread_cond_signal(&timer_cv);
+    }
+    collect(w->job, gr_mono_ms(), &fired);
+    pthread_mutex_unlock(&mu);
+    wake_list(fired);
+}
+
+int gr_jobs_parked(void)
+{
+    pthread_mutex_lock(&mu);
+    int n = parked;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+static void *timer_main(void *arg)
+{
+    pthread_mutex_lock(&mu);
+    while (!timer_stop) {
+        double now = gr_mono_ms(), next = now + 1000;
+        struct gr_waiter *fired = NULL;
+        for (struct gr_waiter *w = timed, *n; w; w = n) {
+            n = w->tnext;
+            if (w->deadline_ms <= now)
+                collect(w->job, now, &fired);
+            else if (w->deadline_ms < next)
+                next = w->deadline_ms;
+        }
+        if (fired) {
+            pthread_mutex_unlock(&mu);
+            wake_list(fired);
+            pthread_mutex_lock(&mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double wait_ms = next - now;
+        ts.tv_sec += (time_t)(wait_ms / 1000);
+        ts.tv_nsec += (long)((wait_ms - (double)(long)(wait_ms / 1000) * 1000) * 1e6);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&timer_cv, &mu, &ts);
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+/* --- store commits --- */
+
+struct commit {
+    struct gr_job *job;
+    int status;
+};
+
+/* Record that the store has (code GR_OK) or has not kept j at status; wake who waits. */
+static void committed(struct gr_job *j, int status, int code)
+{
+    struct gr_waiter *fired = NULL;
+    pthread_mutex_lock(&mu);
+    if (code == GR_OK) {
+        if (status > j->committed)
+            j->committed = status;
+    } else {
+        gr_log(GR_LOG_ERROR, "job %s: the store did not keep status %s", j->id, gr_status_name(status));
+        if (j->committed < 0)
+            j->committed = -2;
+    }
+    collect(j, gr_mono_ms(), &fired);
+    if (GR_TERMINAL(j->committed) || j->committed == -2)
+        table_remove(j);
+    pthread_mutex_unlock(&mu);
+    wake_list(fired);
+}
+
+/* Runs on the store's writer thread once a job's write is committed (or refused). */
+static void on_commit(void *ctx, int code)
+{
+    struct commit *c = ctx;
+    committed(c->job, c->status, code);
+    gr_job_unref(c->job);
+    free(c);
+}
+
+/* Queue the write of j's current state (doc rendered under mu by the caller; ours now). */
+static void store_write(struct gr_job *j, char *doc, int status, int insert)
+{
+    struct commit *c = doc ? malloc(sizeof *c) : NULL;
+    if (!c) {
+        free(doc);
+        committed(j, status, GR_ENOMEM);
+        return;
+    }
+    gr_job_ref(j);
+    *c = (struct commit){j, status};
+    int rc = insert ? gr_store_insert_job(store, j->id, j->op, gr_status_name(status), doc, j->input,
+                                          j->input_bytes, on_commit, c)
+                    : gr_store_update_job(store, j->id, gr_status_name(status), doc, on_commit, c);
+    if (rc != GR_OK)
+        on_commit(c, rc);
+}
+
+/* --- queues and workers --- */
+
+static struct queue *queue_of(const struct gr_backend *b)
+{
+    for (int i = 0; i < nqueues; i++)
+        if (queues[i].backend == b)
+            return &queues[i];
+    return NULL;
+}
+
+static void push(struct queue *q, struct gr_job *j)
+{
+    j->qnext = NULL;
+    if (q->tail)
+        q->tail->qnext = j;
+    else
+        q->head = j;
+    q->tail = j;
+    q->count++;
+    pthread_cond_signal(&q->cv);
+}
+
+static void set_state(struct gr_job *j, int status, char **doc)
+{
+    j->status = status;
+    *doc = gr_job_render(j);
+}
+
+static void run(struct queue *q, struct gr_job *j)
+{
+    char *doc;
+    pthread_mutex_lock(&mu);
+    j->started_at = gr_now();
+    j->t.queue = (j->started_at - j->created_at) * 1e3;
+    set_state(j, GR_RUNNING, &doc);
+    pthread_mutex_unlock(&mu);
+    store_write(j, doc, GR_RUNNING, 0);
+    gr_log(GR_LOG_DEBUG, "job %s running on %s", j->id, q->backend->name);
+
+    struct gr_reduce_req req = {.op = j->op, .dtype = j->dtype, .axis = j->ndim == 1 ? GR_AXIS_ALL : j->axis,
+                                .ties_last = j->ties_last, .rows = gr_job_rows(j), .cols = gr_job_cols(j),
+                                .data = j->input, .algorithm = j->algorithm};
+    struct gr_result r = {0};
+    struct gr_timings t = {0};
+    struct gr_err e = {0};
+    char used[32] = "";
+    int rc = q->backend->reduce(q->backend, &req, &r, &t, used, &e);
+
+    pthread_mutex_lock(&mu);
+    j->finished_at = gr_now();
+    t.queue = j->t.queue;
+    t.total = (j->finished_at - j->created_at) * 1e3;
+    j->t = t;
+    j->result = r;
+    snprintf(j->device, sizeof j->device, "%s", q->backend->name);
+    if (used[0])
+        snprintf(j->algorithm, sizeof j->algorithm, "%s", used);
+    if (rc != GR_OK)
+        j->err = e.code ? e : (struct gr_err){.code = rc, .msg = "the backend failed without a message"};
+    set_state(j, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, &doc);
+    pthread_mutex_unlock(&mu);
+    store_write(j, doc, j->status, 0);
+    gr_log(rc == GR_OK ? GR_LOG_DEBUG : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
+           gr_status_name(j->status), q->backend->name, j->algorithm, t.total, rc ? ": " : "", rc ? e.msg : "");
+}
+
+static void *worker_main(void *arg)
+{
+    struct queue *q = arg;
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        while (!q->head && !stopping)
+            pthread_cond_wait(&q->cv, &mu);
+        if (stopping)
+            break;
+        struct gr_job *j = q->head;
+        q->head = j->qnext;
+        if (!q->head)
+            q->tail = NULL;
+        q->count--;
+        int skip = j->status != GR_QUEUED || j->committed == -2; /* canceled, or never stored */
+        pthread_mutex_unlock(&mu);
+        if (!skip)
+            run(q, j);
+        gr_job_unref(j);
+        pthread_mutex_lock(&mu);
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+int gr_jobs_start(struct gr_store *s, struct gr_backend **backends, int nbackends, int queue_capacity,
+                  struct gr_err *e)
+{
+    if (nbackends < 1 || nbackends > MAX_BACKENDS)
+        return gr_fail(e, GR_EINTERNAL, NULL, "%d backends (1 to %d supported)", nbackends, MAX_BACKENDS);
+    store = s;
+    capacity = queue_capacity;
+    stopping = waking_all = timer_stop = 0;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&timer_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    for (int i = 0; i < nbackends; i++) {
+        struct queue *q = &queues[i];
+        memset(q, 0, sizeof *q);
+        q->backend = backends[i];
+        pthread_cond_init(&q->cv, NULL);
+        nqueues = i + 1;
+        if (pthread_create(&q->thread, NULL, worker_main, q))
+            return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the worker for %s", backends[i]->name);
+        q->started = 1;
+    }
+    if (pthread_create(&timer_thread, NULL, timer_main, NULL))
+        return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the timer thread");
+    timer_started = 1;
+    return GR_OK;
+}
+
+int gr_jobs_nbackends(void) { return nqueues; }
+struct gr_backend *gr_jobs_backend(int i) { return i >= 0 && i < nqueues ? queues[i].backend : NULL; }
+
+int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
+{
+    *out = NULL;
+    if (!strcmp(device, "cpu")) {
+        *out = queues[0].backend;
+        return GR_OK;
+    }
+    int auto_dev = !strcmp(device, "auto");
+    if (auto_dev || !strcmp(device, "gpu")) {
+        if (nqueues == 1) {
+            if (auto_dev) {
+                *out = queues[0].backend;
+                return GR_OK;
+            }
+            return gr_fail(e, GR_EUNPROC, "device",
+                           "device 'gpu' was asked for but this server has no GPU (GET /v1/devices); "
+                           "use \"device\": \"cpu\" or \"auto\"");
+        }
+        /* the GPU with the shortest queue */
+        pthread_mutex_lock(&mu);
+        int best = 1;
+        for (int i = 2; i < nqueues; i++)
+            if (queues[i].count + queues[i].reserved < queues[best].count + queues[best].reserved)
+                best = i;
+        pthread_mutex_unlock(&mu);
+        *out = queues[best].backend;
+        return GR_OK;
+    }
+    int n, used = 0;
+    if (sscanf(device, "gpu:%d%n", &n, &used) == 1 && used == (int)strlen(device) && n >= 0 && device[4] != '+' &&
+        device[4] != '-') {
+        if (n + 1 >= nqueues)
+            return gr_fail(e, GR_EUNPROC, "device", "device '%s' does not exist: this server has %d GPU(s)",
+                           device, nqueues - 1);
+        *out = queues[n + 1].backend;
+        return GR_OK;
+    }
+    return gr_fail(e, GR_EINVAL, "device", "unknown device '%s': use auto, cpu, gpu or gpu:N", device);
+}
+
+int gr_jobs_submit(struct gr_job *j, struct gr_err *e)
+{
+    pthread_mutex_lock(&mu);
+    struct queue *q = queue_of(j->backend);
+    if (!q || q->count + q->reserved >= capacity) {
+        pthread_mutex_unlock(&mu);
+        return gr_fail(e, GR_EFULL, NULL, "the queue for %s is full (%d jobs); retry after a second",
+                       j->backend ? j->backend->name : "?", capacity);
+    }
+    q->reserved++;
+    table_add(j);
+    char *doc = gr_job_render(j);
+    pthread_mutex_unlock(&mu);
+    /* the insert is queued in the store before the worker can queue any update of it */
+    store_write(j, doc, GR_QUEUED, 1);
+    pthread_mutex_lock(&mu);
+    q->reserved--;
+    gr_job_ref(j);
+    push(q, j);
+    pthread_mutex_unlock(&mu);
+    gr_log(GR_LOG_DEBUG, "job %s queued for %s", j->id, q->backend->name);
+    return GR_OK;
+}
+
+struct recover_ctx {
+    int count;
+};
+
+static void recover_one(void *ctx, const char *id, const char *doc, const void *input, size_t bytes)
+{
+    struct recover_ctx *rc = ctx;
+    struct gr_job *j;
+    struct gr_err e = {0};
+    if (gr_job_restore(id, doc, input, bytes, &j, &e) != GR_OK) {
+        gr_log(GR_LOG_ERROR, "recovery: %s", e.msg);
+        return;
+    }
+    /* a job's device may be gone (a GPU job restarted on a CPU-only machine): run it on the CPU */
+    if (gr_jobs_route(j->device, &j->backend, &e) != GR_OK)
+        j->backend = queues[0].backend;
+    pthread_mutex_lock(&mu);
+    table_add(j);
+    push(queue_of(j->backend), j); /* recovery ignores the capacity: these were accepted */
+    pthread_mutex_unlock(&mu);
+    rc->count++;
+}
+
+int gr_jobs_recover(struct gr_err *e)
+{
+    struct recover_ctx rc = {0};
+    if (gr_store_load_pending(store, recover_one, &rc, e) != GR_OK)
+        return -1;
+    return rc.count;
+}
+
+struct gr_job *gr_jobs_find(const char *id)
+{
+    pthread_mutex_lock(&mu);
+    struct gr_job *j = table_find(id);
+    if (j)
+        gr_job_ref(j);
+    pthread_mutex_unlock(&mu);
+    return j;
+}
+
+int gr_jobs_cancel(const char *id, struct gr_job **out, struct gr_err *e)
+{
+    *out = NULL;
+    char *doc;
+    pthread_mutex_lock(&mu);
+    struct gr_job *j = table_find(id);
+    if (!j) {
+        pthread_mutex_unlock(&mu);
+        return GR_ENOTFOUND;
+    }
+    if (j->status != GR_QUEUED) {
+        int st = j->status;
+        pthread_mutex_unlock(&mu);
+        return gr_fail(e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled", id,
+                       gr_status_name(st));
+    }
+    j->finished_at = gr_now();
+    j->t.total = (j->finished_at - j->created_at) * 1e3;
+    set_state(j, GR_CANCELED, &doc);
+    gr_job_ref(j);
+    pthread_mutex_unlock(&mu);
+    store_write(j, doc, GR_CANCELED, 0);
+    gr_log(GR_LOG_INFO, "job %s canceled", id);
+    *out = j;
+    return GR_OK;
+}
+
+int gr_jobs_queued(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nqueues; i++)
+        n += queues[i].count;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+void gr_jobs_stop_workers(void)
+{
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    for (int i = 0; i < nqueues; i++)
+        pthread_cond_broadcast(&queues[i].cv);
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < nqueues; i++)
+        if (queues[i].started) {
+            pthread_join(queues[i].thread, NULL);
+            queues[i].started = 0;
+        }
+}
+
+void gr_jobs_wake_all(void)
+{
+    struct gr_waiter *fired = NULL;
+    pthread_mutex_lock(&mu);
+    waking_all = 1;
+    double now = gr_mono_ms();
+    for (int b = 0; b < NBUCKETS; b++)
+        for (struct gr_job *j = table[b]; j; j = j->hnext)
+            collect(j, now, &fired);
+    pthread_mutex_unlock(&mu);
+    wake_list(fired);
+}
+
+void gr_jobs_stop(void)
+{
+    pthread_mutex_lock(&mu);
+    timer_stop = 1;
+    pthread_cond_signal(&timer_cv);
+    pthread_mutex_unlock(&mu);
+    if (timer_started)
+        pthread_join(timer_thread, NULL);
+    timer_started = 0;
+    /* drop what is still queued or in flight: the store has it as queued */
+    for (int i = 0; i < nqueues; i++) {
+        for (struct gr_job *j = queues[i].head, *n; j; j = n) {
+            n = j->qnext;
+            gr_job_unref(j);
+        }
+        queues[i].head = queues[i].tail = NULL;
+        queues[i].count = 0;
+        pthread_cond_destroy(&queues[i].cv);
+    }
+    for (int b = 0; b < NBUCKETS; b++) {
+        for (struct gr_job *j = table[b], *n; j; j = n) {
+            n = j->hnext;
+            gr_job_unref(j);
+        }
+        table[b] = NULL;
+    }
+    pthread_cond_destroy(&timer_cv);
+    nqueues = 0;
+}
+
+char *gr_jobs_render(struct gr_job *j, int *committed)
+{
+    pthread_mutex_lock(&mu);
+    char *doc = gr_job_render(j);
+    *committed = j->committed;
+    pthread_mutex_unlock(&mu);
+    return doc;
+}

@@ -1,0 +1,74 @@
+/* jobs.h: the job pipeline: routing to a device, the bounded per-device queues, one worker
+ * thread per backend, jobs in flight, and waiters parked until a job's state is committed.
+ * Everything here is guarded by one jobs lock; callbacks (waiter wake) run without it. */
+#ifndef GR_JOBS_H
+#define GR_JOBS_H
+
+#include "job.h"
+
+struct gr_store;
+struct gr_backend;
+
+enum gr_until {
+    GR_UNTIL_DURABLE,  /* the job's insert is committed */
+    GR_UNTIL_CHANGED,  /* the committed status differs from `seen` */
+    GR_UNTIL_TERMINAL, /* a final status is committed */
+};
+
+/* A parked request. wake() runs exactly once, on some other thread (or on the caller's,
+ * inside gr_jobs_wait, when the condition already holds), with no lock held. A deadline
+ * only fires once the job is durable: nothing answers for a job the store may not keep. */
+struct gr_waiter {
+    void (*wake)(struct gr_waiter *w);
+    struct gr_job *job; /* the waiter holds a reference */
+    int until, seen;
+    double deadline_ms; /* gr_mono_ms() time; 0 = none */
+    int fired;
+    struct gr_waiter *next, *tnext, **tpprev;
+};
+
+/* Start one worker per backend (backends[0] is the CPU) and the timer thread. The store
+ * and backends must outlive gr_jobs_stop(). Returns GR_OK or GR_EINTERNAL. */
+int gr_jobs_start(struct gr_store *store, struct gr_backend **backends, int nbackends, int queue_capacity,
+                  struct gr_err *e);
+
+/* Queue again the jobs the store holds as queued or running (start-up). Returns the count
+ * re-queued, or -1 with e filled. */
+int gr_jobs_recover(struct gr_err *e);
+
+/* The backend for a requested device ("auto", "cpu", "gpu", "gpu:N"): GR_OK with *out,
+ * GR_EINVAL (not a device name) or GR_EUNPROC (no such device here). */
+int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e);
+int gr_jobs_nbackends(void);
+struct gr_backend *gr_jobs_backend(int i);
+
+/* Accept j (its backend set): reserve a queue slot (GR_EFULL if none), queue its insert
+ * in the store, then queue it for its worker. Takes its own references. */
+int gr_jobs_submit(struct gr_job *j, struct gr_err *e);
+
+/* The in-flight job with this id, with a reference taken; NULL when not in flight. */
+struct gr_job *gr_jobs_find(const char *id);
+
+/* Cancel a queued in-flight job: GR_OK (status canceled, its write queued; *out referenced),
+ * GR_ECONFLICT (running or finished), GR_ENOTFOUND (not in flight: ask the store). */
+int gr_jobs_cancel(const char *id, struct gr_job **out, struct gr_err *e);
+
+/* j's JSON as it stands now (malloc'd, NULL if out of memory) and the status the store has
+ * committed (-1 none yet, -2 refused). */
+char *gr_jobs_render(struct gr_job *j, int *committed);
+
+/* Park w (w->job, until, seen, deadline_ms, wake set by the caller). */
+void gr_jobs_wait(struct gr_waiter *w);
+
+/* Shutdown, in order: workers finish their current job and exit (queued jobs stay queued in
+ * the store); then every parked waiter is woken as soon as its job is durable and new ones
+ * wake at once; gr_jobs_parked() tells how many are still parked; gr_jobs_stop frees the rest. */
+void gr_jobs_stop_workers(void);
+void gr_jobs_wake_all(void);
+int gr_jobs_parked(void);
+void gr_jobs_stop(void);
+
+/* Gauges for /readyz and logs. */
+int gr_jobs_queued(void);
+
+#endif

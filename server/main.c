@@ -1,0 +1,102 @@
+/* main.c: gpured's entry point: settings, start-up order, signals and the orderly stop.
+ * The main thread only starts things and then waits for SIGINT/SIGTERM. */
+#include "backend.h"
+#include "config.h"
+#include "http.h"
+#include "jobs.h"
+#include "log.h"
+#include "store.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_GPUS 16
+
+static int die(const char *what, const struct gr_err *e)
+{
+    gr_log(GR_LOG_ERROR, "%s: %s", what, e->msg);
+    return 1;
+}
+
+static int serve(const struct gr_config *cfg)
+{
+    /* signals are taken by sigwait below; every thread started from here inherits the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct gr_err e = {0};
+    struct gr_store *store;
+    if (gr_store_open(&store, cfg->data_dir, &e) != GR_OK)
+        return die("cannot open the store", &e);
+
+    struct gr_backend *backends[1 + MAX_GPUS];
+    int nb = 0;
+    if (!(backends[nb++] = gr_cpu_backend_new())) {
+        gr_store_close(store);
+        return die("cannot start the CPU backend", &(struct gr_err){.msg = "out of memory"});
+    }
+    int ngpus = gr_gpu_discover(backends + nb, MAX_GPUS, cfg->streams, &e);
+    if (ngpus == 0)
+        gr_log(GR_LOG_INFO, "no GPU in use (%s): jobs run on the CPU", e.msg[0] ? e.msg : "none found");
+    nb += ngpus;
+    for (int i = 0; i < nb; i++)
+        gr_log(GR_LOG_INFO, "device %s: %s", backends[i]->name, backends[i]->info.name);
+
+    int port = 0, rc = 1;
+    if (gr_jobs_start(store, backends, nb, cfg->queue_capacity, &e) != GR_OK) {
+        die("cannot start the workers", &e);
+        goto out;
+    }
+    int recovered = gr_jobs_recover(&e);
+    if (recovered < 0) {
+        die("cannot read unfinished jobs", &e);
+        goto out;
+    }
+    if (recovered)
+        gr_log(GR_LOG_INFO, "re-queued %d unfinished job(s) from the store", recovered);
+    if (gr_api_start(cfg, store, &port, &e) != GR_OK) {
+        die("cannot start the HTTP server", &e);
+        goto out;
+    }
+    gr_log(GR_LOG_WARN, "listening on http://%s:%d (data in %s)", cfg->bind, port, cfg->data_dir);
+
+    int sig;
+    sigwait(&sigs, &sig);
+    gr_log(GR_LOG_WARN, "%s: stopping (the running job finishes; queued jobs stay queued)", strsignal(sig));
+    gr_api_quiesce();
+    rc = 0;
+out:
+    gr_jobs_stop_workers();
+    gr_jobs_wake_all();
+    /* parked requests answer as soon as their job is durable; give them a moment */
+    for (int i = 0; i < 500 && gr_jobs_parked() > 0; i++)
+        usleep(10000);
+    gr_api_stop();
+    gr_store_close(store); /* commits what is pending; its callbacks still reach the job table */
+    gr_jobs_stop();
+    for (int i = 0; i < nb; i++)
+        backends[i]->destroy(backends[i]);
+    gr_log(GR_LOG_INFO, "stopped");
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "serve")) {
+        fprintf(stderr, "usage: gpured serve [--help | options]\n"
+                        "gpured runs reductions on NVIDIA GPUs (or the CPU) as jobs over HTTP; see README.md\n");
+        return argc < 2 ? 2 : (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
+    }
+    struct gr_config cfg;
+    int rc = gr_config_load(&cfg, argc - 1, argv + 1);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    gr_log_level = cfg.log_level;
+    return serve(&cfg);
+}
