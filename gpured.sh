@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# gpured.sh: the two commands of the README. Installs what is missing (Debian 12), builds, then
+#   ./gpured.sh serve [gpured serve options]   starts the service (CPU backend without a GPU)
+#   ./gpured.sh test                           runs every test (ctest: unit, e2e, gpu-labelled)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Debian packages the build and tests need (versions checked by CMakeLists.txt's minimums).
+PKGS=(build-essential cmake pkg-config curl python3 libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev)
+
+install_missing() {
+  local missing=()
+  for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "gpured.sh: installing ${missing[*]}" >&2
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+  # CUDA for sm_90 only (the H100/H200 gpured runs on); without nvcc the build is CPU-only.
+  if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+    args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+  fi
+  args+=(-DCMAKE_CUDA_ARCHITECTURES=90)
+  if [ "${CI:-}" = "true" ]; then
+    args+=(-DGPURED_WERROR=ON)
+  fi
+  cmake -S . -B "${BUILD_DIR:-build}" "${args[@]}" >/dev/null
+  cmake --build "${BUILD_DIR:-build}" -j"$(nproc)"
+}
+
+case "${1:-}" in
+  serve)
+    shift
+    install_missing
+    build
+    exec "${BUILD_DIR:-build}/gpured" serve "$@"
+    ;;
+  test)
+    install_missing
+    build
+    cd "${BUILD_DIR:-build}"
+    exec ctest --output-on-failure -j"$(nproc)" --timeout 900
+    ;;
+  *)
+    echo "usage: ./gpured.sh serve [options] | ./gpured.sh test" >&2
+    exit 2
+    ;;
+esac
