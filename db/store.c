@@ -1,0 +1,551 @@
+/* store.c: the SQLite store. The writer thread owns the write connection and commits the
+ * queue in batches; each reading thread owns its read connection (a thread-specific). */
+#include "store.h"
+
+#include "schema.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define BUSY_MS 5000
+#define NWRITE (GR_SQL_N - GR_SQL_NREAD)
+
+/* Sorts after every text id (U+10FFFF), so one list statement serves the first page too. */
+static const char no_cursor[] = "\xf4\x8f\xbf\xbf";
+
+/* A queued write, allocated by the caller's thread and freed by the writer. */
+struct op {
+    struct op *next;
+    int insert; /* else update */
+    const char *opname;
+    char *doc;
+    const void *input;
+    size_t input_bytes;
+    double created;
+    gr_store_done done;
+    void *ctx;
+    int code;
+    char status[16];
+    char id[];
+};
+
+struct reader {
+    struct reader *prev, *next;
+    struct gr_store *s;
+    sqlite3 *db;
+    sqlite3_stmt *st[GR_SQL_NREAD];
+};
+
+struct gr_store {
+    char *path;
+    sqlite3 *wdb; /* the writer thread's */
+    sqlite3_stmt *w[NWRITE];
+    pthread_t writer;
+    int have_writer, have_key;
+    pthread_mutex_t mu; /* queue and closing; never taken by reads */
+    pthread_cond_t cv;
+    struct op *head, **tail;
+    int closing;
+    _Atomic uint64_t version;
+    pthread_key_t key;   /* this thread's struct reader */
+    pthread_mutex_t rmu; /* readers list: taken only when a thread opens or drops one */
+    struct reader *readers;
+};
+
+static int db_fail(struct gr_err *e, sqlite3 *db, const char *what)
+{
+    return gr_fail(e, GR_EIO, NULL, "store: %s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
+}
+
+static int exec(sqlite3 *db, const char *sql, struct gr_err *e)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? GR_OK : db_fail(e, db, sql);
+}
+
+/* Run a statement that answers one row and copy its first column as text into buf. */
+static int query1(sqlite3 *db, const char *sql, char *buf, size_t n, struct gr_err *e)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(e, db, sql);
+    int code = GR_OK;
+    const unsigned char *t = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+    if (t)
+        snprintf(buf, n, "%s", (const char *)t);
+    else
+        code = db_fail(e, db, sql);
+    sqlite3_finalize(st);
+    return code;
+}
+
+static int prepare_all(sqlite3 *db, int from, int to, sqlite3_stmt **st, struct gr_err *e)
+{
+    for (int i = from; i < to; i++)
+        if (sqlite3_prepare_v3(db, gr_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &st[i - from], NULL) !=
+            SQLITE_OK)
+            return db_fail(e, db, gr_sql[i]);
+    return GR_OK;
+}
+
+static void finalize_all(sqlite3_stmt **st, int n)
+{
+    for (int i = 0; i < n; i++)
+        sqlite3_finalize(st[i]);
+}
+
+/* Each migration step commits on its own; the version is read inside the write
+ * transaction so two processes opening at once cannot both apply a step. */
+static int migrate(sqlite3 *db, struct gr_err *e)
+{
+    for (;;) {
+        char v[32], set[48];
+        if (exec(db, "BEGIN IMMEDIATE", e) != GR_OK)
+            return GR_EIO;
+        if (query1(db, "PRAGMA user_version", v, sizeof v, e) != GR_OK)
+            break;
+        long ver = strtol(v, NULL, 10);
+        if (ver < 0 || ver > gr_schema_nsteps) {
+            gr_fail(e, GR_EIO, NULL,
+                    "store: database schema version %ld is newer than this gpured knows (%d); "
+                    "run a newer gpured or use another data directory",
+                    ver, gr_schema_nsteps);
+            break;
+        }
+        if (ver == gr_schema_nsteps)
+            return exec(db, "COMMIT", e);
+        snprintf(set, sizeof set, "PRAGMA user_version = %ld", ver + 1);
+        if (exec(db, gr_schema_steps[ver], e) != GR_OK || exec(db, set, e) != GR_OK ||
+            exec(db, "COMMIT", e) != GR_OK)
+            break;
+    }
+    if (!sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return GR_EIO;
+}
+
+static int open_writer(struct gr_store *s, const char *data_dir, struct gr_err *e)
+{
+    if (mkdir(data_dir, 0750) != 0 && errno != EEXIST)
+        return gr_fail(e, GR_EIO, NULL, "store: cannot create %s: %s", data_dir, strerror(errno));
+    size_t n = strlen(data_dir) + sizeof "/gpured.db";
+    if (!(s->path = malloc(n)))
+        return gr_fail(e, GR_EIO, NULL, "store: out of memory");
+    snprintf(s->path, n, "%s/gpured.db", data_dir);
+
+    if (sqlite3_open_v2(s->path, &s->wdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK)
+        return db_fail(e, s->wdb, s->path);
+    char mode[16];
+    if (sqlite3_busy_timeout(s->wdb, BUSY_MS) != SQLITE_OK ||
+        query1(s->wdb, "PRAGMA journal_mode = WAL", mode, sizeof mode, e) != GR_OK)
+        return db_fail(e, s->wdb, "setting WAL mode");
+    if (strcmp(mode, "wal") != 0)
+        return gr_fail(e, GR_EIO, NULL, "store: %s stays in journal mode %s, not wal", s->path, mode);
+    if (exec(s->wdb, "PRAGMA synchronous = NORMAL", e) != GR_OK ||
+        exec(s->wdb, "PRAGMA foreign_keys = ON", e) != GR_OK || migrate(s->wdb, e) != GR_OK)
+        return GR_EIO;
+    return prepare_all(s->wdb, GR_SQL_NREAD, GR_SQL_N, s->w, e);
+}
+
+static void close_reader(struct reader *r)
+{
+    finalize_all(r->st, GR_SQL_NREAD);
+    sqlite3_close(r->db);
+    free(r);
+}
+
+/* Thread-exit destructor. gr_store_close must not run while a thread that read from the
+ * store is exiting: by then every such thread is expected to be gone or idle. */
+static void drop_reader(void *arg)
+{
+    struct reader *r = arg;
+    pthread_mutex_lock(&r->s->rmu);
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        r->s->readers = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    pthread_mutex_unlock(&r->s->rmu);
+    close_reader(r);
+}
+
+/* This thread's read connection, opened on first use. NULL with e filled on failure. */
+static struct reader *reader(struct gr_store *s, struct gr_err *e)
+{
+    struct reader *r = pthread_getspecific(s->key);
+    if (r)
+        return r;
+    if (!(r = calloc(1, sizeof *r))) {
+        gr_fail(e, GR_EIO, NULL, "store: out of memory");
+        return NULL;
+    }
+    r->s = s;
+    if (sqlite3_open_v2(s->path, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+        sqlite3_busy_timeout(r->db, BUSY_MS) != SQLITE_OK) {
+        db_fail(e, r->db, s->path);
+        close_reader(r);
+        return NULL;
+    }
+    if (prepare_all(r->db, 0, GR_SQL_NREAD, r->st, e) != GR_OK) {
+        close_reader(r);
+        return NULL;
+    }
+    if (pthread_setspecific(s->key, r) != 0) {
+        gr_fail(e, GR_EIO, NULL, "store: cannot keep a read connection for this thread");
+        close_reader(r);
+        return NULL;
+    }
+    pthread_mutex_lock(&s->rmu);
+    r->next = s->readers;
+    if (r->next)
+        r->next->prev = r;
+    s->readers = r;
+    pthread_mutex_unlock(&s->rmu);
+    return r;
+}
+
+/* Step a statement that returns no rows and reset it: SQLITE_OK or the error. */
+static int step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    return sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+}
+
+/* Run one op inside the open transaction and set o->code. Returns 0, or -1 when the error
+ * may have ended the transaction or left half an op in it (retry the batch op by op). */
+static int apply(struct gr_store *s, struct op *o)
+{
+    sqlite3_stmt *st = s->w[(o->insert ? GR_SQL_INSERT : GR_SQL_UPDATE) - GR_SQL_NREAD];
+    sqlite3_stmt *in = s->w[GR_SQL_INPUT - GR_SQL_NREAD];
+    int with_input = o->insert && o->input;
+    /* Everything is bound before anything runs, so a too-big input fails only its op. */
+    int rc = bind_text(st, 1, o->id);
+    if (rc == SQLITE_OK)
+        rc = bind_text(st, 2, o->status);
+    if (rc == SQLITE_OK)
+        rc = bind_text(st, 3, o->doc);
+    if (rc == SQLITE_OK && o->insert)
+        rc = bind_text(st, 4, o->opname);
+    if (rc == SQLITE_OK && o->insert)
+        rc = sqlite3_bind_double(st, 5, o->created);
+    if (rc == SQLITE_OK && with_input)
+        rc = bind_text(in, 1, o->id);
+    if (rc == SQLITE_OK && with_input)
+        rc = sqlite3_bind_blob64(in, 2, o->input, o->input_bytes, SQLITE_STATIC);
+    o->code = GR_EIO;
+    if (rc != SQLITE_OK)
+        return 0;
+    rc = step_done(st);
+    if (rc == SQLITE_OK && !o->insert && sqlite3_changes(s->wdb) == 0) {
+        o->code = GR_ENOTFOUND;
+        return 0;
+    }
+    if (rc == SQLITE_OK && with_input && step_done(in) != SQLITE_OK)
+        return -1;
+    if (rc == SQLITE_OK) {
+        o->code = GR_OK;
+        return 0;
+    }
+    /* A constraint (duplicate id) aborts only its statement. */
+    return (rc & 0xff) == SQLITE_CONSTRAINT && !sqlite3_get_autocommit(s->wdb) ? 0 : -1;
+}
+
+static void rollback(struct gr_store *s)
+{
+    if (!sqlite3_get_autocommit(s->wdb))
+        step_done(s->w[GR_SQL_ROLLBACK - GR_SQL_NREAD]);
+}
+
+static int begin(struct gr_store *s) { return step_done(s->w[GR_SQL_BEGIN - GR_SQL_NREAD]) == SQLITE_OK; }
+static int commit(struct gr_store *s) { return step_done(s->w[GR_SQL_COMMIT - GR_SQL_NREAD]) == SQLITE_OK; }
+
+static void commit_alone(struct gr_store *s, struct op *o)
+{
+    o->code = GR_EIO;
+    if (!begin(s))
+        return;
+    apply(s, o);
+    if (o->code != GR_OK || !commit(s)) {
+        if (o->code == GR_OK)
+            o->code = GR_EIO;
+        rollback(s);
+    }
+}
+
+/* One transaction for the whole batch: this is what keeps many small jobs from costing a
+ * transaction each. */
+static void commit_batch(struct gr_store *s, struct op *batch)
+{
+    int ok = begin(s);
+    for (struct op *o = batch; ok && o; o = o->next)
+        ok = apply(s, o) == 0;
+    if (ok)
+        ok = commit(s);
+    if (!ok) {
+        fprintf(stderr, "gpured: store: batch commit failed (%s); retrying each write alone\n",
+                sqlite3_errmsg(s->wdb));
+        rollback(s);
+        for (struct op *o = batch; o; o = o->next)
+            commit_alone(s, o);
+    }
+    atomic_fetch_add(&s->version, 1);
+    while (batch) {
+        struct op *next = batch->next;
+        if (batch->done)
+            batch->done(batch->ctx, batch->code);
+        free(batch->doc);
+        free(batch);
+        batch = next;
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    struct gr_store *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->closing)
+            pthread_cond_wait(&s->cv, &s->mu);
+        struct op *batch = s->head;
+        if (!batch)
+            break;
+        s->head = NULL;
+        s->tail = &s->head;
+        pthread_mutex_unlock(&s->mu);
+        commit_batch(s, batch);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Frees whatever part of the store exists; the writer must be stopped. */
+static void free_store(struct gr_store *s)
+{
+    while (s->readers) {
+        struct reader *r = s->readers;
+        s->readers = r->next;
+        close_reader(r);
+    }
+    if (s->have_key)
+        pthread_key_delete(s->key);
+    finalize_all(s->w, NWRITE);
+    sqlite3_close(s->wdb);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->rmu);
+    free(s->path);
+    free(s);
+}
+
+int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e)
+{
+    *out = NULL;
+    struct gr_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return gr_fail(e, GR_EIO, NULL, "store: out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->rmu, NULL);
+    s->tail = &s->head;
+    int code = open_writer(s, data_dir, e);
+    if (code == GR_OK && !(s->have_key = pthread_key_create(&s->key, drop_reader) == 0))
+        code = gr_fail(e, GR_EIO, NULL, "store: out of thread-specific keys");
+    if (code == GR_OK && !(s->have_writer = pthread_create(&s->writer, NULL, writer_main, s) == 0))
+        code = gr_fail(e, GR_EIO, NULL, "store: cannot start the writer thread");
+    if (code != GR_OK) {
+        free_store(s);
+        return code;
+    }
+    *out = s;
+    return GR_OK;
+}
+
+void gr_store_close(struct gr_store *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->closing = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->writer, NULL);
+    free_store(s);
+}
+
+/* Takes doc in every case. NULL with doc freed if the arguments are bad or memory is out. */
+static struct op *new_op(const char *id, const char *status, char *doc)
+{
+    struct op *o = NULL;
+    if (id && status && doc && strlen(status) < sizeof o->status)
+        o = calloc(1, sizeof *o + strlen(id) + 1);
+    if (!o) {
+        free(doc);
+        return NULL;
+    }
+    memcpy(o->id, id, strlen(id) + 1);
+    memcpy(o->status, status, strlen(status) + 1);
+    o->doc = doc;
+    return o;
+}
+
+static int push(struct gr_store *s, struct op *o)
+{
+    pthread_mutex_lock(&s->mu);
+    int closing = s->closing;
+    if (!closing) {
+        *s->tail = o;
+        s->tail = &o->next;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (closing) {
+        free(o->doc);
+        free(o);
+        return GR_EIO;
+    }
+    return GR_OK;
+}
+
+int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *status, char *doc,
+                        const void *input, size_t input_bytes, gr_store_done done, void *ctx)
+{
+    if (!s || op < 0 || op >= GR_NOPS || (!input && input_bytes)) {
+        free(doc);
+        return GR_EINVAL;
+    }
+    struct op *o = new_op(id, status, doc);
+    if (!o)
+        return GR_EINVAL;
+    o->insert = 1;
+    o->opname = gr_op_name(op);
+    o->input = input;
+    o->input_bytes = input_bytes;
+    o->created = gr_now();
+    o->done = done;
+    o->ctx = ctx;
+    return push(s, o);
+}
+
+int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc,
+                        gr_store_done done, void *ctx)
+{
+    if (!s) {
+        free(doc);
+        return GR_EINVAL;
+    }
+    struct op *o = new_op(id, status, doc);
+    if (!o)
+        return GR_EINVAL;
+    o->done = done;
+    o->ctx = ctx;
+    return push(s, o);
+}
+
+int gr_store_get_job(struct gr_store *s, const char *id, char **doc, char status[16], struct gr_err *e)
+{
+    *doc = NULL;
+    struct reader *r = reader(s, e);
+    if (!r)
+        return GR_EIO;
+    sqlite3_stmt *st = r->st[GR_SQL_GET];
+    int rc = bind_text(st, 1, id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    int code;
+    const char *st_text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    const char *doc_text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 1) : NULL;
+    if (rc == SQLITE_DONE) {
+        code = gr_fail(e, GR_ENOTFOUND, NULL, "no job %s", id ? id : "");
+    } else if (!st_text || !doc_text) {
+        code = db_fail(e, r->db, "reading a job");
+    } else {
+        size_t n = (size_t)sqlite3_column_bytes(st, 1);
+        if ((*doc = malloc(n + 1))) {
+            memcpy(*doc, doc_text, n + 1);
+            snprintf(status, 16, "%s", st_text);
+            code = GR_OK;
+        } else {
+            code = gr_fail(e, GR_EIO, NULL, "store: out of memory");
+        }
+    }
+    sqlite3_reset(st);
+    return code;
+}
+
+int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, const char *before,
+                       int limit, gr_store_row row, void *ctx, struct gr_err *e)
+{
+    if (limit < 1 || limit > 1000)
+        return gr_fail(e, GR_EINVAL, "limit", "limit must be 1 to 1000, not %d", limit);
+    struct reader *r = reader(s, e);
+    if (!r)
+        return GR_EIO;
+    sqlite3_stmt *st = r->st[GR_SQL_LIST_ALL | (status ? GR_SQL_LIST_STATUS : 0) | (op ? GR_SQL_LIST_OP : 0)];
+    int rc = bind_text(st, 1, before ? before : no_cursor);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int(st, 2, limit);
+    if (rc == SQLITE_OK && status)
+        rc = bind_text(st, 3, status);
+    if (rc == SQLITE_OK && op)
+        rc = bind_text(st, 4, op);
+    while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+        if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+            break;
+        const char *id = (const char *)sqlite3_column_text(st, 0);
+        const char *doc = (const char *)sqlite3_column_text(st, 1);
+        if (!id || !doc)
+            break;
+        row(ctx, id, doc);
+    }
+    int code = rc == SQLITE_DONE ? GR_OK : db_fail(e, r->db, "listing jobs");
+    sqlite3_reset(st);
+    return code;
+}
+
+int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx, struct gr_err *e)
+{
+    struct reader *r = reader(s, e);
+    if (!r)
+        return GR_EIO;
+    sqlite3_stmt *st = r->st[GR_SQL_PENDING];
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *id = (const char *)sqlite3_column_text(st, 0);
+        const char *doc = (const char *)sqlite3_column_text(st, 1);
+        const void *input = sqlite3_column_blob(st, 2);
+        size_t bytes = (size_t)sqlite3_column_bytes(st, 2);
+        if (!id || !doc || (!input && bytes))
+            break;
+        pending(ctx, id, doc, input, bytes);
+    }
+    int code = rc == SQLITE_DONE ? GR_OK : db_fail(e, r->db, "loading pending jobs");
+    sqlite3_reset(st);
+    return code;
+}
+
+uint64_t gr_store_version(struct gr_store *s) { return atomic_load(&s->version); }
+
+int gr_store_ping(struct gr_store *s, struct gr_err *e)
+{
+    struct reader *r = reader(s, e);
+    if (!r)
+        return GR_EIO;
+    sqlite3_stmt *st = r->st[GR_SQL_PING];
+    int code = sqlite3_step(st) == SQLITE_ROW ? GR_OK : db_fail(e, r->db, "ping");
+    sqlite3_reset(st);
+    return code;
+}

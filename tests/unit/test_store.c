@@ -1,0 +1,845 @@
+/* test_store.c: the SQLite store against plain in-test references, each test in its own
+ * temporary directory. The main thread drives; done callbacks run on the store's writer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "schema.h"
+#include "store.h"
+
+struct fixture {
+    char dir[64];
+    char data[96];
+    char db[128];
+    struct gr_store *s;
+};
+
+/* One per queued write: done must run exactly once. */
+struct rec {
+    int calls, code;
+};
+
+static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+static int ndone;
+
+static void on_done(void *ctx, int code)
+{
+    struct rec *r = ctx;
+    pthread_mutex_lock(&done_mu);
+    r->calls++;
+    r->code = code;
+    ndone++;
+    pthread_cond_broadcast(&done_cv);
+    pthread_mutex_unlock(&done_mu);
+}
+
+/* Wait (at most a minute) until n done callbacks ran since the test began. */
+static void wait_done(int n)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&done_mu);
+    while (ndone < n && pthread_cond_timedwait(&done_cv, &done_mu, &until) == 0)
+        ;
+    int got = ndone;
+    pthread_mutex_unlock(&done_mu);
+    assert_int_equal(got, n);
+}
+
+static void make_id(char id[24], unsigned long long n) { snprintf(id, 24, "j_%016llx", n); }
+
+static void doc_text(char *buf, size_t size, unsigned long long n, const char *tag)
+{
+    snprintf(buf, size, "{\"n\":%llu,\"tag\":\"%s\"}", n, tag);
+}
+
+static char *make_doc(unsigned long long n, const char *tag)
+{
+    char *d = malloc(64);
+    assert_non_null(d);
+    doc_text(d, 64, n, tag);
+    return d;
+}
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof *fx);
+    if (!fx)
+        return -1;
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/gr_store_XXXXXX");
+    if (!mkdtemp(fx->dir)) {
+        free(fx);
+        return -1;
+    }
+    snprintf(fx->data, sizeof fx->data, "%s/data", fx->dir);
+    snprintf(fx->db, sizeof fx->db, "%s/gpured.db", fx->data);
+    ndone = 0;
+    *state = fx;
+    return 0;
+}
+
+static void remove_in(const char *dir, const char *name)
+{
+    char p[160];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    unlink(p);
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    gr_store_close(fx->s);
+    const char *names[] = {"gpured.db", "gpured.db-wal", "gpured.db-shm"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        remove_in(fx->data, names[i]);
+    rmdir(fx->data);
+    remove_in(fx->dir, "data"); /* the plain file of test_open_fails */
+    int rc = rmdir(fx->dir);
+    free(fx);
+    return rc;
+}
+
+static void open_store(struct fixture *fx)
+{
+    struct gr_err e = {0};
+    int rc = gr_store_open(&fx->s, fx->data, &e);
+    if (rc != GR_OK)
+        fail_msg("gr_store_open: %s", e.msg);
+    assert_non_null(fx->s);
+}
+
+static sqlite3 *raw_open(struct fixture *fx)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(fx->db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    return db;
+}
+
+static void raw_text(sqlite3 *db, const char *sql, char *buf, size_t n)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+}
+
+static void raw_exec(sqlite3 *db, const char *sql)
+{
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
+static void insert(struct fixture *fx, unsigned long long n, int op, const char *status, const void *input,
+                   size_t bytes, struct rec *r)
+{
+    char id[24];
+    make_id(id, n);
+    assert_int_equal(gr_store_insert_job(fx->s, id, op, status, make_doc(n, status), input, bytes, on_done, r),
+                     GR_OK);
+}
+
+static void expect_job(struct fixture *fx, unsigned long long n, const char *status, const char *tag)
+{
+    char id[24], want[64], st[16] = "poison", *doc = NULL;
+    struct gr_err e = {0};
+    make_id(id, n);
+    doc_text(want, sizeof want, n, tag);
+    int rc = gr_store_get_job(fx->s, id, &doc, st, &e);
+    if (rc != GR_OK)
+        fail_msg("get %s: %d %s", id, rc, e.msg);
+    assert_string_equal(doc, want);
+    assert_string_equal(st, status);
+    free(doc);
+}
+
+static void test_open_close(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct stat sb;
+    assert_int_equal(stat(fx->data, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0750);
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_ping(fx->s, &e), GR_OK);
+
+    /* The -wal file exists while the store is open and has written. */
+    struct rec r = {0};
+    insert(fx, 1, GR_SUM, "queued", NULL, 0, &r);
+    wait_done(1);
+    char wal[160];
+    snprintf(wal, sizeof wal, "%s-wal", fx->db);
+    assert_int_equal(access(wal, F_OK), 0);
+
+    char v[32];
+    sqlite3 *db = raw_open(fx);
+    raw_text(db, "PRAGMA journal_mode", v, sizeof v);
+    assert_string_equal(v, "wal");
+    raw_text(db, "PRAGMA user_version", v, sizeof v);
+    assert_int_equal(atoi(v), gr_schema_nsteps);
+    sqlite3_close(db);
+
+    gr_store_close(fx->s);
+    fx->s = NULL;
+    open_store(fx); /* reopening migrates nothing and keeps the data */
+    expect_job(fx, 1, "queued", "queued");
+    assert_int_equal(gr_store_ping(fx->s, &e), GR_OK);
+    gr_store_close(fx->s);
+    fx->s = NULL;
+    db = raw_open(fx);
+    raw_text(db, "PRAGMA user_version", v, sizeof v);
+    assert_int_equal(atoi(v), gr_schema_nsteps);
+    raw_text(db, "SELECT count(*) FROM jobs", v, sizeof v);
+    assert_string_equal(v, "1");
+    sqlite3_close(db);
+    gr_store_close(NULL);
+}
+
+static void test_newer_schema_refused(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    gr_store_close(fx->s);
+    fx->s = NULL;
+    sqlite3 *db = raw_open(fx);
+    raw_exec(db, "PRAGMA user_version = 99");
+    sqlite3_close(db);
+    struct gr_err e = {0};
+    struct gr_store *s = (struct gr_store *)&e; /* poison: must come back NULL */
+    assert_int_equal(gr_store_open(&s, fx->data, &e), GR_EIO);
+    assert_null(s);
+    assert_int_equal(e.code, GR_EIO);
+    assert_non_null(strstr(e.msg, "99"));
+    assert_non_null(strstr(e.msg, "newer"));
+}
+
+static void test_open_fails(void **state)
+{
+    struct fixture *fx = *state;
+    FILE *f = fopen(fx->data, "w"); /* data_dir is a plain file: cannot hold a database */
+    assert_non_null(f);
+    fclose(f);
+    struct gr_err e = {0};
+    struct gr_store *s = NULL;
+    assert_int_equal(gr_store_open(&s, fx->data, &e), GR_EIO);
+    assert_null(s);
+    assert_true(e.msg[0] != '\0');
+}
+
+static void test_insert_get(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    uint64_t v0 = gr_store_version(fx->s);
+    struct rec r = {0};
+    static const unsigned char input[] = {1, 2, 3, 4};
+    insert(fx, 7, GR_MAX, "queued", input, sizeof input, &r);
+    wait_done(1);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.code, GR_OK);
+    assert_true(gr_store_version(fx->s) > v0);
+    expect_job(fx, 7, "queued", "queued");
+
+    char *doc = (char *)&r, st[16] = "poison";
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_get_job(fx->s, "j_ffffffffffffffff", &doc, st, &e), GR_ENOTFOUND);
+    assert_null(doc);
+    assert_int_equal(e.code, GR_ENOTFOUND);
+
+    /* Bad arguments are refused at once and the doc is still taken. */
+    assert_int_equal(gr_store_insert_job(fx->s, "j_x", GR_NOPS, "queued", make_doc(1, "x"), NULL, 0, NULL, NULL),
+                     GR_EINVAL);
+    assert_int_equal(gr_store_insert_job(fx->s, "j_x", GR_SUM, "a-status-far-too-long", make_doc(1, "x"), NULL, 0,
+                                         NULL, NULL),
+                     GR_EINVAL);
+}
+
+static void test_update(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct rec r[4] = {{0}};
+    insert(fx, 3, GR_SUM, "queued", NULL, 0, &r[0]);
+    wait_done(1);
+    uint64_t v0 = gr_store_version(fx->s);
+    char id[24];
+    make_id(id, 3);
+    assert_int_equal(gr_store_update_job(fx->s, id, "running", make_doc(3, "running"), on_done, &r[1]), GR_OK);
+    wait_done(2);
+    assert_int_equal(r[1].calls, 1);
+    assert_int_equal(r[1].code, GR_OK);
+    assert_true(gr_store_version(fx->s) > v0);
+    expect_job(fx, 3, "running", "running");
+
+    /* done may be NULL; a later write's callback shows the earlier one is committed. */
+    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(3, "final"), NULL, NULL), GR_OK);
+    make_id(id, 4);
+    assert_int_equal(gr_store_update_job(fx->s, id, "failed", make_doc(4, "x"), on_done, &r[2]), GR_OK);
+    wait_done(3);
+    assert_int_equal(r[2].code, GR_ENOTFOUND);
+    expect_job(fx, 3, "succeeded", "final");
+    char *doc = NULL, st[16];
+    assert_int_equal(gr_store_get_job(fx->s, id, &doc, st, NULL), GR_ENOTFOUND);
+}
+
+static void test_duplicate_insert_fails_alone(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct rec r[3] = {{0}};
+    char id[24];
+    make_id(id, 5);
+    insert(fx, 5, GR_SUM, "queued", NULL, 0, &r[0]);
+    assert_int_equal(gr_store_insert_job(fx->s, id, GR_SUM, "running", make_doc(5, "dup"), NULL, 0, on_done, &r[1]),
+                     GR_OK);
+    insert(fx, 6, GR_MIN, "queued", NULL, 0, &r[2]);
+    wait_done(3);
+    assert_int_equal(r[0].code, GR_OK);
+    assert_int_equal(r[1].code, GR_EIO);
+    assert_int_equal(r[2].code, GR_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(r[i].calls, 1);
+    expect_job(fx, 5, "queued", "queued");
+    expect_job(fx, 6, "queued", "queued");
+}
+
+/* A write that fails half way (its input row refused by a test trigger after the job row
+ * went in) sinks the batch; retried alone, it fails by itself and leaves nothing behind
+ * while its neighbours in the same batch commit. */
+static void test_failed_write_isolated(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    sqlite3 *db = raw_open(fx);
+    raw_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON job_inputs WHEN NEW.id = 'j_0000000000000002'"
+                 " BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
+    raw_exec(db, "BEGIN IMMEDIATE"); /* hold the writer so the four land in one or two batches */
+    struct rec r[4] = {{0}};
+    static const unsigned char input[] = {9, 8, 7};
+    for (int n = 0; n < 4; n++)
+        insert(fx, (unsigned long long)n, GR_SUM, "queued", input, sizeof input, &r[n]);
+    raw_exec(db, "COMMIT");
+    wait_done(4);
+    for (int n = 0; n < 4; n++) {
+        assert_int_equal(r[n].calls, 1);
+        assert_int_equal(r[n].code, n == 2 ? GR_EIO : GR_OK);
+    }
+    expect_job(fx, 3, "queued", "queued");
+    char *doc = NULL, st[16];
+    assert_int_equal(gr_store_get_job(fx->s, "j_0000000000000002", &doc, st, NULL), GR_ENOTFOUND);
+    char v[32];
+    raw_text(db, "SELECT count(*) FROM job_inputs", v, sizeof v);
+    assert_string_equal(v, "3");
+    sqlite3_close(db);
+}
+
+/* 250 jobs; n's status and op cycle so every filter matches a different subset. */
+#define NLIST 250
+static const char *const list_status[] = {"queued", "running", "succeeded"};
+static const int list_op[] = {GR_SUM, GR_MIN, GR_MAX, GR_ARGMIN};
+
+struct page {
+    int n;
+    unsigned long long got[NLIST];
+    char last[24];
+    int bad_doc;
+};
+
+static void on_row(void *ctx, const char *id, const char *doc)
+{
+    struct page *p = ctx;
+    unsigned long long n = strtoull(id + 2, NULL, 16);
+    char want[64];
+    doc_text(want, sizeof want, n, list_status[n % 3]);
+    p->bad_doc += strcmp(doc, want) != 0;
+    if (p->n < NLIST)
+        p->got[p->n] = n;
+    p->n++;
+    snprintf(p->last, sizeof p->last, "%s", id);
+}
+
+static void check_listing(struct fixture *fx, const char *status, const char *op, int limit)
+{
+    unsigned long long want[NLIST];
+    int nwant = 0;
+    for (int n = NLIST - 1; n >= 0; n--)
+        if ((!status || strcmp(status, list_status[n % 3]) == 0) && (!op || strcmp(op, gr_op_name(list_op[n % 4])) == 0))
+            want[nwant++] = (unsigned long long)n;
+    assert_true(nwant > 0);
+
+    struct page all = {0};
+    char before[24] = "";
+    for (int pages = 0;; pages++) {
+        assert_true(pages <= NLIST);
+        struct page p = {0};
+        struct gr_err e = {0};
+        int rc = gr_store_list_jobs(fx->s, status, op, before[0] ? before : NULL, limit, on_row, &p, &e);
+        if (rc != GR_OK)
+            fail_msg("list: %s", e.msg);
+        assert_true(p.n <= limit);
+        assert_int_equal(p.bad_doc, 0);
+        for (int i = 0; i < p.n && all.n < NLIST; i++)
+            all.got[all.n++] = p.got[i];
+        if (p.n < limit)
+            break;
+        snprintf(before, sizeof before, "%s", p.last);
+    }
+    assert_int_equal(all.n, nwant);
+    for (int i = 0; i < nwant; i++)
+        assert_int_equal(all.got[i], want[i]);
+}
+
+static void test_list_paging_filters(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct rec *r = calloc(NLIST, sizeof *r);
+    assert_non_null(r);
+    for (int n = 0; n < NLIST; n++)
+        insert(fx, (unsigned long long)n, list_op[n % 4], list_status[n % 3], NULL, 0, &r[n]);
+    wait_done(NLIST);
+    for (int n = 0; n < NLIST; n++)
+        assert_int_equal(r[n].code, GR_OK);
+    free(r);
+
+    check_listing(fx, NULL, NULL, 100);
+    check_listing(fx, NULL, NULL, 1000);
+    check_listing(fx, NULL, NULL, 1);
+    check_listing(fx, "running", NULL, 7);
+    check_listing(fx, NULL, "argmin", 10);
+    check_listing(fx, "succeeded", "min", 3);
+
+    struct page p = {0};
+    assert_int_equal(gr_store_list_jobs(fx->s, "canceled", NULL, NULL, 10, on_row, &p, NULL), GR_OK);
+    assert_int_equal(p.n, 0);
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, 0, on_row, &p, &e), GR_EINVAL);
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, 1001, on_row, &p, &e), GR_EINVAL);
+    assert_int_equal(p.n, 0);
+}
+
+#define NPEND 60
+static const char *const pend_status[] = {"queued", "running", "succeeded", "failed", "canceled"};
+
+struct pending_seen {
+    int n, bad;
+    unsigned long long got[NPEND];
+    unsigned char *input[NPEND];
+    size_t bytes[NPEND];
+};
+
+static void on_pending(void *ctx, const char *id, const char *doc, const void *input, size_t bytes)
+{
+    struct pending_seen *p = ctx;
+    unsigned long long n = strtoull(id + 2, NULL, 16);
+    char want[64];
+    doc_text(want, sizeof want, n, pend_status[n % 5]);
+    if (n >= NPEND || p->n >= NPEND || strcmp(doc, want) != 0 || bytes != p->bytes[n] ||
+        (bytes && memcmp(input, p->input[n], bytes) != 0)) {
+        p->bad++;
+        return;
+    }
+    p->got[p->n++] = n;
+}
+
+static void test_load_pending(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct pending_seen p = {0};
+    struct rec r[NPEND] = {{0}};
+    srand(12345);
+    for (int n = 0; n < NPEND; n++) {
+        /* Every seventh job has no input; the others random bytes, some empty. */
+        p.bytes[n] = n % 7 == 0 ? 0 : (size_t)(rand() % 3000);
+        p.input[n] = n % 7 == 0 ? NULL : malloc(p.bytes[n] + 1);
+        for (size_t i = 0; n % 7 && i < p.bytes[n]; i++)
+            p.input[n][i] = (unsigned char)rand();
+        insert(fx, (unsigned long long)n, GR_SUM, pend_status[n % 5], p.input[n], p.bytes[n], &r[n]);
+    }
+    wait_done(NPEND);
+    for (int n = 0; n < NPEND; n++)
+        assert_int_equal(r[n].code, GR_OK);
+
+    struct gr_err e = {0};
+    int rc = gr_store_load_pending(fx->s, on_pending, &p, &e);
+    if (rc != GR_OK)
+        fail_msg("load_pending: %s", e.msg);
+    assert_int_equal(p.bad, 0);
+    int k = 0;
+    for (int n = 0; n < NPEND; n++)
+        if (n % 5 < 2) {
+            assert_true(k < p.n);
+            assert_int_equal(p.got[k++], n);
+        }
+    assert_int_equal(k, p.n);
+    for (int n = 0; n < NPEND; n++)
+        free(p.input[n]);
+}
+
+/* Concurrency: writers on many threads, readers beside them. */
+#define NTHREADS 8
+#define PER_THREAD 2000
+
+struct writer_arg {
+    struct gr_store *s;
+    int t;
+    struct rec *r;
+    int refused;
+};
+
+static void *insert_many(void *arg)
+{
+    struct writer_arg *w = arg;
+    for (int i = 0; i < PER_THREAD; i++) {
+        char id[24];
+        unsigned long long n = ((unsigned long long)w->t << 48) | (unsigned long long)i;
+        make_id(id, n);
+        char *doc = malloc(64);
+        if (!doc) {
+            w->refused++;
+            continue;
+        }
+        doc_text(doc, 64, n, "queued");
+        w->refused += gr_store_insert_job(w->s, id, GR_SUM, "queued", doc, NULL, 0, on_done, &w->r[i]) != GR_OK;
+    }
+    return NULL;
+}
+
+struct presence {
+    unsigned char *seen;
+    int n, distinct, bad;
+    char last[24];
+};
+
+static void on_present(void *ctx, const char *id, const char *doc)
+{
+    struct presence *p = ctx;
+    unsigned long long n = strtoull(id + 2, NULL, 16), t = n >> 48, i = n & 0xffffffffffffull;
+    char want[64];
+    doc_text(want, sizeof want, n, "queued");
+    p->n++;
+    snprintf(p->last, sizeof p->last, "%s", id);
+    if (t >= NTHREADS || i >= PER_THREAD || p->seen[t * PER_THREAD + i] || strcmp(doc, want) != 0) {
+        p->bad++;
+        return;
+    }
+    p->seen[t * PER_THREAD + i] = 1;
+    p->distinct++;
+}
+
+struct reader_arg {
+    struct gr_store *s;
+    atomic_int *stop;
+    int rounds, errors;
+};
+
+static void count_row(void *ctx, const char *id, const char *doc) { (*(int *)ctx)++; }
+
+static void *read_loop(void *arg)
+{
+    struct reader_arg *a = arg;
+    while (!atomic_load(a->stop) || a->rounds == 0) {
+        int rows = 0;
+        char *doc = NULL, st[16];
+        a->errors += gr_store_list_jobs(a->s, "queued", NULL, NULL, 50, count_row, &rows, NULL) != GR_OK;
+        int rc = gr_store_get_job(a->s, "j_0000000000000000", &doc, st, NULL);
+        a->errors += rc != GR_OK && rc != GR_ENOTFOUND;
+        free(doc);
+        a->rounds++;
+    }
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void test_concurrent_inserts(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    enum { TOTAL = NTHREADS * PER_THREAD };
+    struct rec *recs = calloc(TOTAL, sizeof *recs);
+    assert_non_null(recs);
+    struct writer_arg w[NTHREADS];
+    pthread_t wt[NTHREADS], rt[2];
+    atomic_int stop = 0;
+    struct reader_arg ra[2] = {{fx->s, &stop, 0, 0}, {fx->s, &stop, 0, 0}};
+    uint64_t v0 = gr_store_version(fx->s);
+
+    double t0 = now_s();
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&rt[i], NULL, read_loop, &ra[i]), 0);
+    for (int t = 0; t < NTHREADS; t++) {
+        w[t] = (struct writer_arg){fx->s, t, recs + t * PER_THREAD, 0};
+        assert_int_equal(pthread_create(&wt[t], NULL, insert_many, &w[t]), 0);
+    }
+    for (int t = 0; t < NTHREADS; t++) {
+        pthread_join(wt[t], NULL);
+        assert_int_equal(w[t].refused, 0);
+    }
+    wait_done(TOTAL);
+    double secs = now_s() - t0;
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(rt[i], NULL); /* its read connection closes as it exits */
+        assert_int_equal(ra[i].errors, 0);
+    }
+    uint64_t commits = gr_store_version(fx->s) - v0;
+    for (int i = 0; i < TOTAL; i++) {
+        assert_int_equal(recs[i].calls, 1);
+        assert_int_equal(recs[i].code, GR_OK);
+    }
+    free(recs);
+    print_message("concurrent: %d inserts from %d threads in %.3f s = %.0f inserts/s, %llu commits "
+                  "(%.1f inserts per commit); readers did %d + %d rounds\n",
+                  TOTAL, NTHREADS, secs, TOTAL / secs, (unsigned long long)commits, (double)TOTAL / (double)commits,
+                  ra[0].rounds, ra[1].rounds);
+    assert_true(commits >= 1 && commits <= TOTAL);
+
+    /* All present: paging newest first meets every id exactly once. */
+    struct presence pr = {calloc(TOTAL, 1), 0, 0, 0, ""};
+    assert_non_null(pr.seen);
+    for (int pages = 0; pages <= TOTAL / 1000; pages++) {
+        int before_n = pr.n;
+        struct gr_err e = {0};
+        assert_int_equal(gr_store_list_jobs(fx->s, NULL, "sum", pr.last[0] ? pr.last : NULL, 1000, on_present, &pr, &e),
+                         GR_OK);
+        if (pr.n - before_n < 1000)
+            break;
+    }
+    assert_int_equal(pr.bad, 0);
+    assert_int_equal(pr.n, TOTAL);
+    assert_int_equal(pr.distinct, TOTAL);
+    free(pr.seen);
+}
+
+/* Each thread waits for its write to be durable before the next, as a client waiting for
+ * 202 does: the batches then come only from concurrency. */
+#define PER_ACKED 500
+
+struct acker {
+    struct gr_store *s;
+    int t, errors, acked, code;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void on_acked(void *ctx, int code)
+{
+    struct acker *a = ctx;
+    pthread_mutex_lock(&a->mu);
+    a->acked = 1;
+    a->code = code;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void *insert_acked(void *arg)
+{
+    struct acker *a = arg;
+    for (int i = 0; i < PER_ACKED; i++) {
+        char id[24];
+        unsigned long long n = ((unsigned long long)a->t << 48) | (unsigned long long)i;
+        make_id(id, n);
+        a->acked = 0;
+        if (gr_store_insert_job(a->s, id, GR_SUM, "queued", make_doc(n, "queued"), NULL, 0, on_acked, a) != GR_OK) {
+            a->errors++;
+            continue;
+        }
+        pthread_mutex_lock(&a->mu);
+        while (!a->acked)
+            pthread_cond_wait(&a->cv, &a->mu);
+        a->errors += a->code != GR_OK;
+        pthread_mutex_unlock(&a->mu);
+    }
+    return NULL;
+}
+
+static void test_concurrent_acked(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct acker a[NTHREADS];
+    pthread_t t[NTHREADS];
+    uint64_t v0 = gr_store_version(fx->s);
+    double t0 = now_s();
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (struct acker){.s = fx->s, .t = i};
+        pthread_mutex_init(&a[i].mu, NULL);
+        pthread_cond_init(&a[i].cv, NULL);
+        assert_int_equal(pthread_create(&t[i], NULL, insert_acked, &a[i]), 0);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    double secs = now_s() - t0;
+    uint64_t commits = gr_store_version(fx->s) - v0;
+    for (int i = 0; i < NTHREADS; i++) {
+        assert_int_equal(a[i].errors, 0);
+        pthread_mutex_destroy(&a[i].mu);
+        pthread_cond_destroy(&a[i].cv);
+    }
+    print_message("acked: %d durable inserts from %d waiting threads in %.3f s = %.0f inserts/s, "
+                  "%llu commits (%.1f inserts per commit)\n",
+                  NTHREADS * PER_ACKED, NTHREADS, secs, NTHREADS * PER_ACKED / secs, (unsigned long long)commits,
+                  (double)(NTHREADS * PER_ACKED) / (double)commits);
+    assert_true(commits >= 1 && commits <= NTHREADS * PER_ACKED);
+    struct presence pr = {calloc(NTHREADS * PER_THREAD, 1), 0, 0, 0, ""};
+    assert_non_null(pr.seen);
+    assert_int_equal(gr_store_list_jobs(fx->s, "queued", NULL, NULL, 1000, on_present, &pr, NULL), GR_OK);
+    int more = pr.n;
+    while (more == 1000) {
+        int n0 = pr.n;
+        assert_int_equal(gr_store_list_jobs(fx->s, "queued", NULL, pr.last, 1000, on_present, &pr, NULL), GR_OK);
+        more = pr.n - n0;
+    }
+    assert_int_equal(pr.bad, 0);
+    assert_int_equal(pr.distinct, NTHREADS * PER_ACKED);
+    free(pr.seen);
+}
+
+/* With the write lock held elsewhere the writer is stuck on its first batch, so all 100
+ * writes queued meanwhile must go in at most two commits. */
+static void test_group_commit(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct rec r[100] = {{0}};
+    sqlite3 *db = raw_open(fx);
+    raw_exec(db, "BEGIN IMMEDIATE");
+    uint64_t v0 = gr_store_version(fx->s);
+    for (int n = 0; n < 100; n++)
+        insert(fx, (unsigned long long)n, GR_PROD, "queued", NULL, 0, &r[n]);
+    raw_exec(db, "COMMIT");
+    wait_done(100);
+    uint64_t commits = gr_store_version(fx->s) - v0;
+    print_message("group commit: 100 writes in %llu commits\n", (unsigned long long)commits);
+    assert_true(commits >= 1 && commits <= 2);
+    for (int n = 0; n < 100; n++)
+        assert_int_equal(r[n].code, GR_OK);
+    sqlite3_close(db);
+}
+
+struct closer {
+    struct gr_store *s;
+};
+
+static void *close_store(void *arg)
+{
+    gr_store_close(((struct closer *)arg)->s);
+    return NULL;
+}
+
+/* close drains: writes queued before close all commit and run their callbacks. The writer
+ * is held on the lock, so the store outlives the probing insert that close refuses. */
+static void test_close_drains(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    enum { N = 500, MAXPROBE = 5000 };
+    struct rec *r = calloc(N + MAXPROBE, sizeof *r);
+    assert_non_null(r);
+    sqlite3 *db = raw_open(fx);
+    raw_exec(db, "BEGIN IMMEDIATE");
+    for (int n = 0; n < N; n++)
+        insert(fx, (unsigned long long)n, GR_MEAN, "queued", NULL, 0, &r[n]);
+    struct closer c = {fx->s};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, close_store, &c), 0);
+    int probes = 0, rc;
+    do {
+        assert_true(probes < MAXPROBE);
+        char id[24];
+        make_id(id, (unsigned long long)(N + probes));
+        rc = gr_store_insert_job(fx->s, id, GR_MEAN, "queued", make_doc((unsigned long long)(N + probes), "queued"),
+                                 NULL, 0, on_done, &r[N + probes]);
+        probes++;
+        if (rc == GR_OK)
+            usleep(1000);
+    } while (rc == GR_OK);
+    assert_int_equal(rc, GR_EIO);
+    raw_exec(db, "COMMIT");
+    pthread_join(t, NULL);
+    fx->s = NULL;
+    int accepted = N + probes - 1;
+    assert_int_equal(ndone, accepted);
+    for (int n = 0; n < accepted; n++) {
+        assert_int_equal(r[n].calls, 1);
+        assert_int_equal(r[n].code, GR_OK);
+    }
+    assert_int_equal(r[accepted].calls, 0); /* refused: no callback */
+    free(r);
+    char v[32];
+    raw_text(db, "SELECT count(*) FROM jobs", v, sizeof v);
+    assert_int_equal(atoi(v), accepted);
+    sqlite3_close(db);
+}
+
+/* Every read (and the update) is served by an index: no plan line scans a table. */
+static void test_query_plans(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    sqlite3 *db = raw_open(fx);
+    const int ids[] = {GR_SQL_LIST_ALL, GR_SQL_LIST_STATUS, GR_SQL_LIST_OP, GR_SQL_LIST_OP_STATUS,
+                       GR_SQL_GET,      GR_SQL_PENDING,     GR_SQL_UPDATE};
+    for (size_t q = 0; q < sizeof ids / sizeof ids[0]; q++) {
+        char sql[512];
+        snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", gr_sql[ids[q]]);
+        sqlite3_stmt *st;
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        int indexed = 0, scans = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *d = (const char *)sqlite3_column_text(st, 3);
+            print_message("plan %d: %s\n", ids[q], d);
+            indexed += strstr(d, "USING INDEX") || strstr(d, "USING COVERING INDEX") || strstr(d, "USING PRIMARY KEY");
+            scans += strncmp(d, "SCAN", 4) == 0 && !strstr(d, "USING");
+        }
+        sqlite3_finalize(st);
+        assert_true(indexed > 0);
+        assert_int_equal(scans, 0);
+    }
+    sqlite3_close(db);
+}
+
+int main(void)
+{
+    umask(022);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_insert_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_insert_fails_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_write_isolated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_paging_filters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_acked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_drains, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_query_plans, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
