@@ -64,6 +64,8 @@ static int valid_id(const char *id, char prefix)
 
 /* --- jobs --- */
 
+/* Answer with the job: 200 once its final state is stored and the client asked to wait
+ * for it (or canceled it), 202 while it is only accepted. */
 static void answer_job(struct gr_req *r)
 {
     struct gr_job *j = r->w.job;
@@ -82,7 +84,8 @@ static void answer_job(struct gr_req *r)
     snprintf(loc, sizeof loc, "/v1/jobs/%s", j->id);
     snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
     const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, r->wait_s >= 0 ? "Preference-Applied" : NULL, applied, NULL};
-    gr_respond(r, GR_TERMINAL(committed) ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
+    int done = GR_TERMINAL(committed) && r->w.until == GR_UNTIL_TERMINAL;
+    gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
 }
 
 static void post_job(struct gr_req *r)
