@@ -15,6 +15,11 @@ const char *const gr_schema_steps[] = {
     "CREATE INDEX jobs_op_status ON jobs(op, status, id);"
     "CREATE TABLE job_inputs(id TEXT PRIMARY KEY NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
     "                        data BLOB NOT NULL);",
+    /* An input is only needed to run its job again after a crash: once the job has ended
+     * it is dead weight, so it goes in the same transaction as the final status. */
+    "CREATE TRIGGER job_inputs_done AFTER UPDATE OF status ON jobs"
+    " WHEN NEW.status IN ('succeeded', 'failed', 'canceled')"
+    " BEGIN DELETE FROM job_inputs WHERE id = NEW.id; END;",
 };
 const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_steps[0]);
 

@@ -14,7 +14,7 @@ struct gr_store;
 int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e);
 
 /* Commit everything still pending (running its callbacks), stop the writer, close every
- * connection. Safe on NULL. */
+ * connection. Safe on NULL. Not while a thread that has read from the store is exiting. */
 void gr_store_close(struct gr_store *s);
 
 /* Called on the writer thread after the write is committed (code GR_OK) or failed
@@ -22,8 +22,10 @@ void gr_store_close(struct gr_store *s);
 typedef void (*gr_store_done)(void *ctx, int code);
 
 /* Queue the insert of a job row. doc (the rendered job JSON) becomes the store's and is
- * freed by it; input must stay valid until done runs. Returns GR_OK, or GR_EIO when the
- * store is closing (done is then not called). */
+ * freed by it in every case; input must stay valid until done runs. Returns GR_OK, GR_EIO
+ * when the store is closing, or GR_EINVAL for bad arguments (done is then not called).
+ * done gets GR_OK, GR_EIO, or (update of a missing id) GR_ENOTFOUND. A job's input is
+ * dropped when its status becomes final. */
 int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *status, char *doc,
                         const void *input, size_t input_bytes, gr_store_done done, void *ctx);
 
@@ -37,7 +39,7 @@ int gr_store_get_job(struct gr_store *s, const char *id, char **doc, char status
                      struct gr_err *e);
 
 /* Newest first: jobs with id < before (NULL: from the newest), filtered by status and/or op
- * name (NULL: any), at most limit rows; row(ctx, id, doc) for each, in order.
+ * name (NULL: any), at most limit (1..1000, else GR_EINVAL) rows; row(ctx, id, doc) for each, in order.
  * Served from indexes, never a full scan. GR_OK or GR_EIO. */
 typedef void (*gr_store_row)(void *ctx, const char *id, const char *doc);
 int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, const char *before,
