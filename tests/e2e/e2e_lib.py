@@ -54,7 +54,13 @@ class Checker:
         return bool(cond)
 
     def eq(self, got, want, what):
-        return self.ok(got == want, "%s: expected %r, got %r" % (what, want, got))
+        if got == want:
+            return self.ok(True, what)
+        if isinstance(got, list) and isinstance(want, list) and max(len(got), len(want)) > 8:
+            k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            return self.ok(False, "%s: lists differ first at [%d] (expected %d entries, got %d): expected %r, got %r"
+                           % (what, k, len(want), len(got), want[k:k + 3], got[k:k + 3]))
+        return self.ok(False, "%s: expected %r, got %r" % (what, want, got))
 
 
 CHECK = Checker()
@@ -78,7 +84,7 @@ def run_suite(body):
             s.print_log()
     print("%d checks passed, %d failed" % (CHECK.passes, len(CHECK.fails)), flush=True)
     for f in CHECK.fails[:60]:
-        print("  - " + f[:600])
+        print("  - " + f[:400])
     _stop_all()
     sys.exit(code)
 

@@ -1,5 +1,6 @@
 # test_hostile.py: a table of hostile requests, each answered with the right status and an
 # RFC 9457 problem; the server stays healthy after each and answers the same table again.
+# Then a full queue: 429 with Retry-After.
 import json
 import time
 
@@ -51,7 +52,7 @@ CASES = [
     ("op is a number", dict(body=job(op=5)), 400, "op"),
     ("dtype is null", dict(body=job(dtype=None)), 400, "dtype"),
     ("unknown op", dict(body=job(op="median")), 400, "op"),
-    ("op with a NUL", dict(body=job(op="su\u0000m")), 400, "op"),
+    ("op with a NUL", dict(body=job(op="su\u0000m")), 400, None),
     ("unknown dtype", dict(body=job(dtype="float16")), 400, "dtype"),
     ("unknown algorithm", dict(body=job(algorithm="quantum_sort")), 400, "algorithm"),
     ("unknown device", dict(body=job(device="tpu")), 400, "device"),
@@ -95,6 +96,7 @@ CASES = [
     ("no Content-Type", dict(body=VALID, headers={"Content-Type": None}), 415, None),
     ("Content-Type application/jsonx", dict(body=VALID, headers={"Content-Type": "application/jsonx"}), 415, None),
     ("unknown job id", dict(method="GET", path="/v1/jobs/j_" + "0" * 24), 404, None),
+    ("unknown job id, short", dict(method="GET", path="/v1/jobs/j_" + "0" * 16), 404, None),
     ("malformed job id", dict(method="GET", path="/v1/jobs/not-an-id"), 404, None),
     ("long job id", dict(method="GET", path="/v1/jobs/j_" + "f" * 5000), 404, None),
     ("cancel unknown id", dict(method="DELETE", path="/v1/jobs/j_" + "f" * 24), 404, None),
@@ -171,6 +173,34 @@ def main():
     if CHECK.eq(r.status, 200, "a normal job after the table"):
         L.check_job("final job", r.json(), "sum", "float64", [4])
         L.check_result("final job", "sum", "float64", [data], None, "first", r.json().get("result"))
+    L.check_stop(srv)
+    queue_full()
+
+
+def queue_full():
+    """With --queue-capacity 1 a burst overflows the queue: 429 + Retry-After + a problem;
+    every job that was accepted still succeeds."""
+    srv = L.Server(args=["--queue-capacity", "1"], name="gpured-queue-1").start()
+    rng = L.rng_for("queue_full")
+    data = [L.gen_data("sum", "int32", 1000, rng) for _ in range(300)]
+    reqs = [dict(method="POST", path="/v1/jobs", body={"op": "sum", "dtype": "int32", "data": d, "device": L.DEVICE})
+            for d in data]
+    rs = srv.batch(reqs, parallel=32)
+    full = [r for r in rs if r.status == 429]
+    print("queue capacity 1, burst of %d: %d answered 429" % (len(rs), len(full)), flush=True)
+    CHECK.ok(full, "no 429 in a burst of %d jobs against --queue-capacity 1" % len(rs))
+    for r in full[:20]:
+        L.check_problem("queue full", r, 429)
+        ra = r.headers.get("retry-after", "")
+        CHECK.ok(ra.isdigit() and int(ra) >= 1, "429 Retry-After %r is not a whole number of seconds" % ra)
+    CHECK.ok(all(r.status in (200, 202, 429) for r in rs), "burst statuses: %s" % sorted({r.status for r in rs}))
+    taken = {r.json()["id"]: d for r, d in zip(rs, data) if r.status in (200, 202)}
+    rs = srv.batch([dict(path="/v1/jobs/%s?wait=10" % j) for j in taken])
+    for (jid, d), r in zip(taken.items(), rs):
+        job = r.json() if r.status == 200 else {}
+        L.check_job("accepted beside 429s " + jid, job, "sum", "int32", [len(d)])
+        L.check_result("accepted beside 429s " + jid, "sum", "int32", [d], None, "first", job.get("result"))
+    CHECK.eq(srv.req("GET", "/healthz").status, 200, "GET /healthz after the burst")
     L.check_stop(srv)
 
 
