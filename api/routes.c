@@ -69,8 +69,8 @@ static int valid_id(const char *id, char prefix)
 static void answer_job(struct gr_req *r)
 {
     struct gr_job *j = r->w.job;
-    int committed;
-    char *doc = gr_jobs_render(j, &committed);
+    int committed, st;
+    char *doc = gr_jobs_render(j, &committed, &st);
     if (committed == -2) {
         problem(r, GR_EIO, NULL, "the store could not keep this job; it was not accepted");
         free(doc);
@@ -119,26 +119,35 @@ static void post_job(struct gr_req *r)
 
 static void get_job_again(struct gr_req *r);
 
-/* Answer GET /v1/jobs/{id} from the store; park first when asked to wait for a change. */
-static void get_job_from_store(struct gr_req *r, int may_wait)
+/* Answer GET /v1/jobs/{id}: a job in flight from memory (its running state is never stored),
+ * any other from the store; park first when asked to wait for a change. */
+static void get_job_answer(struct gr_req *r, int may_wait)
 {
     struct gr_err e = {0};
     char *doc = NULL, status[16] = "";
-    int rc = gr_store_get_job(gr_api_store, r->id, &doc, status, &e);
-    if (rc == GR_ENOTFOUND)
-        gr_fail(&e, rc, NULL, "no job with id %s", r->id);
-    if (rc) {
-        gr_respond_problem(r, &e);
-        return;
-    }
-    int st = gr_status_parse(status);
-    if (may_wait && r->wait_s > 0 && !GR_TERMINAL(st)) {
-        struct gr_job *j = gr_jobs_find(r->id);
-        if (j) {
+    struct gr_job *j = gr_jobs_find(r->id);
+    if (j) {
+        int committed, st;
+        doc = gr_jobs_render(j, &committed, &st);
+        if (may_wait && r->wait_s > 0 && !GR_TERMINAL(st)) {
             free(doc);
             r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_CHANGED, .seen = st,
                                       .deadline_ms = gr_mono_ms() + (double)r->wait_s * 1000};
             gr_park(r, get_job_again);
+            return;
+        }
+        gr_job_unref(j);
+        snprintf(status, sizeof status, "%s", gr_status_name(st));
+        if (!doc) {
+            problem(r, GR_ENOMEM, NULL, "out of memory rendering the job");
+            return;
+        }
+    } else {
+        int rc = gr_store_get_job(gr_api_store, r->id, &doc, status, &e);
+        if (rc == GR_ENOTFOUND)
+            gr_fail(&e, rc, NULL, "no job with id %s", r->id);
+        if (rc) {
+            gr_respond_problem(r, &e);
             return;
         }
     }
@@ -154,7 +163,7 @@ static void get_job_from_store(struct gr_req *r, int may_wait)
     gr_respond(r, 200, "application/json", doc, strlen(doc), hdrs);
 }
 
-static void get_job_again(struct gr_req *r) { get_job_from_store(r, 0); }
+static void get_job_again(struct gr_req *r) { get_job_answer(r, 0); }
 
 static void get_job(struct gr_req *r)
 {
@@ -170,7 +179,7 @@ static void get_job(struct gr_req *r)
     }
     if (r->wait_s > MAX_WAIT_S)
         r->wait_s = MAX_WAIT_S;
-    get_job_from_store(r, 1);
+    get_job_answer(r, 1);
 }
 
 static void cancel_job(struct gr_req *r)

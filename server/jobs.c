@@ -86,7 +86,9 @@ static int satisfied(const struct gr_waiter *w, double now)
     case GR_UNTIL_DURABLE:
         return 1;
     case GR_UNTIL_CHANGED:
-        return j->committed != w->seen;
+        /* running is never stored (a crash re-queues running jobs anyway): that change is
+         * seen in memory; a final state only once it is committed */
+        return (j->status != w->seen && !GR_TERMINAL(j->status)) || (GR_TERMINAL(j->committed) && j->committed != w->seen);
     default:
         return GR_TERMINAL(j->committed);
     }
@@ -270,21 +272,17 @@ static void push(struct queue *q, struct gr_job *j)
     pthread_cond_signal(&q->cv);
 }
 
-static void set_state(struct gr_job *j, int status, char **doc)
-{
-    j->status = status;
-    *doc = gr_job_render(j);
-}
-
 static void run(struct queue *q, struct gr_job *j)
 {
     char *doc;
+    struct gr_waiter *fired = NULL;
     pthread_mutex_lock(&mu);
     j->started_at = gr_now();
     j->t.queue = (j->started_at - j->created_at) * 1e3;
-    set_state(j, GR_RUNNING, &doc);
+    j->status = GR_RUNNING; /* in memory only: one store write less per job */
+    collect(j, gr_mono_ms(), &fired);
     pthread_mutex_unlock(&mu);
-    store_write(j, doc, GR_RUNNING, 0);
+    wake_list(fired);
     gr_log(GR_LOG_DEBUG, "job %s running on %s", j->id, q->backend->name);
 
     struct gr_reduce_req req = {.op = j->op, .dtype = j->dtype, .axis = j->ndim == 1 ? GR_AXIS_ALL : j->axis,
@@ -307,7 +305,8 @@ static void run(struct queue *q, struct gr_job *j)
         snprintf(j->algorithm, sizeof j->algorithm, "%s", used);
     if (rc != GR_OK)
         j->err = e.code ? e : (struct gr_err){.code = rc, .msg = "the backend failed without a message"};
-    set_state(j, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, &doc);
+    j->status = rc == GR_OK ? GR_SUCCEEDED : GR_FAILED;
+    doc = gr_job_render(j);
     pthread_mutex_unlock(&mu);
     store_write(j, doc, j->status, 0);
     gr_log(rc == GR_OK ? GR_LOG_DEBUG : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
@@ -494,7 +493,8 @@ int gr_jobs_cancel(const char *id, struct gr_job **out, struct gr_err *e)
     }
     j->finished_at = gr_now();
     j->t.total = (j->finished_at - j->created_at) * 1e3;
-    set_state(j, GR_CANCELED, &doc);
+    j->status = GR_CANCELED;
+    doc = gr_job_render(j);
     gr_job_ref(j);
     pthread_mutex_unlock(&mu);
     store_write(j, doc, GR_CANCELED, 0);
@@ -570,11 +570,12 @@ void gr_jobs_stop(void)
     nqueues = 0;
 }
 
-char *gr_jobs_render(struct gr_job *j, int *committed)
+char *gr_jobs_render(struct gr_job *j, int *committed, int *status)
 {
     pthread_mutex_lock(&mu);
     char *doc = gr_job_render(j);
     *committed = j->committed;
+    *status = j->status;
     pthread_mutex_unlock(&mu);
     return doc;
 }

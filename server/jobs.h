@@ -11,7 +11,7 @@ struct gr_backend;
 
 enum gr_until {
     GR_UNTIL_DURABLE,  /* the job's insert is committed */
-    GR_UNTIL_CHANGED,  /* the committed status differs from `seen` */
+    GR_UNTIL_CHANGED,  /* the status differs from `seen` (a final one: once committed) */
     GR_UNTIL_TERMINAL, /* a final status is committed */
 };
 
@@ -53,9 +53,9 @@ struct gr_job *gr_jobs_find(const char *id);
  * GR_ECONFLICT (running or finished), GR_ENOTFOUND (not in flight: ask the store). */
 int gr_jobs_cancel(const char *id, struct gr_job **out, struct gr_err *e);
 
-/* j's JSON as it stands now (malloc'd, NULL if out of memory) and the status the store has
- * committed (-1 none yet, -2 refused). */
-char *gr_jobs_render(struct gr_job *j, int *committed);
+/* j's JSON as it stands now (malloc'd, NULL if out of memory), its status in memory and the
+ * status the store has committed (-1 none yet, -2 refused). */
+char *gr_jobs_render(struct gr_job *j, int *committed, int *status);
 
 /* Park w (w->job, until, seen, deadline_ms, wake set by the caller). */
 void gr_jobs_wait(struct gr_waiter *w);
