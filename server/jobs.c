@@ -283,7 +283,7 @@ static void run(struct queue *q, struct gr_job *j)
     collect(j, gr_mono_ms(), &fired);
     pthread_mutex_unlock(&mu);
     wake_list(fired);
-    gr_log(GR_LOG_DEBUG, "job %s running on %s", j->id, q->backend->name);
+    gr_log(GR_LOG_INFO, "job %s running on %s", j->id, q->backend->name);
 
     struct gr_reduce_req req = {.op = j->op, .dtype = j->dtype, .axis = j->ndim == 1 ? GR_AXIS_ALL : j->axis,
                                 .ties_last = j->ties_last, .rows = gr_job_rows(j), .cols = gr_job_cols(j),
@@ -309,7 +309,7 @@ static void run(struct queue *q, struct gr_job *j)
     doc = gr_job_render(j);
     pthread_mutex_unlock(&mu);
     store_write(j, doc, j->status, 0);
-    gr_log(rc == GR_OK ? GR_LOG_DEBUG : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
+    gr_log(rc == GR_OK ? GR_LOG_INFO : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
            gr_status_name(j->status), q->backend->name, j->algorithm, t.total, rc ? ": " : "", rc ? e.msg : "");
 }
 
@@ -430,7 +430,7 @@ int gr_jobs_submit(struct gr_job *j, struct gr_err *e)
     gr_job_ref(j);
     push(q, j);
     pthread_mutex_unlock(&mu);
-    gr_log(GR_LOG_DEBUG, "job %s queued for %s", j->id, q->backend->name);
+    gr_log(GR_LOG_INFO, "job %s queued for %s", j->id, q->backend->name);
     return GR_OK;
 }
 

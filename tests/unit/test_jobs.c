@@ -1,0 +1,192 @@
+/* test_jobs.c: the job pipeline with the real store: bounded queue (full -> GR_EFULL), cancel of
+ * a queued job, waiters woken once a final state is committed, and re-queueing after a stop.
+ * The backend is a gate the test opens, so what is queued and what runs is decided, not raced. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "backend.h"
+#include "jobs.h"
+#include "store.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_open, runs;
+
+static void gate(int open)
+{
+    pthread_mutex_lock(&gate_mu);
+    gate_open = open;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
+
+static int gated_reduce(struct gr_backend *b, const struct gr_reduce_req *req, struct gr_result *r,
+                        struct gr_timings *t, char algo_used[32], struct gr_err *e)
+{
+    pthread_mutex_lock(&gate_mu);
+    runs++;
+    while (!gate_open)
+        pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+    if (gr_result_alloc(r, 1, 1, 0, e))
+        return e->code;
+    r->i[0] = 0;
+    for (int64_t k = 0; k < req->rows * req->cols; k++)
+        r->i[0] += ((const int32_t *)req->data)[k];
+    snprintf(algo_used, 32, "gate");
+    return GR_OK;
+}
+
+static void no_destroy(struct gr_backend *b) {}
+static struct gr_backend gated = {.name = "cpu", .reduce = gated_reduce, .destroy = no_destroy};
+
+static struct gr_job *make_job(int32_t a, int32_t b)
+{
+    struct gr_job *j = gr_job_new();
+    j->op = GR_SUM;
+    j->dtype = GR_INT32;
+    j->shape[0] = 2;
+    j->input = malloc(8);
+    j->input_bytes = 8;
+    ((int32_t *)j->input)[0] = a;
+    ((int32_t *)j->input)[1] = b;
+    snprintf(j->device, sizeof j->device, "cpu");
+    j->backend = &gated;
+    return j;
+}
+
+static int status_of(struct gr_job *j)
+{
+    int committed, st;
+    free(gr_jobs_render(j, &committed, &st));
+    return st;
+}
+
+static int committed_of(struct gr_job *j)
+{
+    int committed, st;
+    free(gr_jobs_render(j, &committed, &st));
+    return committed;
+}
+
+static void wait_for(struct gr_job *j, int (*get)(struct gr_job *), int want)
+{
+    for (int i = 0; i < 5000 && get(j) != want; i++)
+        usleep(1000);
+    assert_int_equal(get(j), want);
+}
+
+struct flag {
+    struct gr_waiter w;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int woken;
+};
+
+static void wake_flag(struct gr_waiter *w)
+{
+    struct flag *f = (struct flag *)w;
+    pthread_mutex_lock(&f->mu);
+    f->woken++;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void *stop_workers(void *arg)
+{
+    gr_jobs_stop_workers();
+    return NULL;
+}
+
+static void test_queue_cancel_wait_recover(void **state)
+{
+    char dir[] = "/tmp/gpured-test-jobs-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct gr_store *store;
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_open(&store, dir, &e), GR_OK);
+    struct gr_backend *bs[] = {&gated};
+    assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
+    gate(0);
+
+    struct gr_job *a = make_job(1, 2), *b = make_job(3, 4), *c = make_job(5, 6), *d = make_job(7, 8),
+                  *x = make_job(0, 0);
+    assert_int_equal(gr_jobs_submit(a, &e), GR_OK);
+    wait_for(a, status_of, GR_RUNNING); /* a is at the gate: the queue is empty again */
+    assert_int_equal(gr_jobs_submit(b, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(c, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(d, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(x, &e), GR_EFULL); /* capacity 3: b, c, d */
+    assert_int_equal(gr_jobs_queued(), 3);
+
+    struct gr_job *canceled;
+    assert_int_equal(gr_jobs_cancel(a->id, &canceled, &e), GR_ECONFLICT); /* running */
+    assert_int_equal(gr_jobs_cancel(b->id, &canceled, &e), GR_OK);
+    assert_ptr_equal(canceled, b);
+    gr_job_unref(canceled);
+    assert_int_equal(gr_jobs_cancel("j_ffffffffffffffff", &canceled, &e), GR_ENOTFOUND);
+
+    /* a waiter on c, parked before c can run */
+    struct flag f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    gr_job_ref(c);
+    f.w = (struct gr_waiter){.wake = wake_flag, .job = c, .until = GR_UNTIL_TERMINAL};
+    gr_jobs_wait(&f.w);
+    assert_int_equal(f.woken, 0);
+
+    /* stop while c and d wait: a finishes, the rest stays queued in the store */
+    pthread_t t;
+    pthread_create(&t, NULL, stop_workers, NULL);
+    usleep(200000); /* lets the stop be asked before a returns, so c is not taken next */
+    gate(1);
+    pthread_join(t, NULL);
+    wait_for(a, committed_of, GR_SUCCEEDED);
+    wait_for(b, committed_of, GR_CANCELED);
+    assert_int_equal(runs, 1);
+    gr_jobs_wake_all(); /* shutdown: c's waiter answers now that c is durable */
+    assert_int_equal(f.woken, 1);
+    assert_int_equal(gr_jobs_parked(), 0);
+    gr_job_unref(c);
+    gr_store_close(store);
+    gr_jobs_stop();
+
+    /* restart on the same store: c and d run, a and b do not run again */
+    assert_int_equal(gr_store_open(&store, dir, &e), GR_OK);
+    assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
+    assert_int_equal(gr_jobs_recover(&e), 2);
+    struct gr_job *again = gr_jobs_find(d->id);
+    assert_non_null(again);
+    wait_for(again, committed_of, GR_SUCCEEDED);
+    char *doc = NULL, st[16];
+    assert_int_equal(gr_store_get_job(store, d->id, &doc, st, &e), GR_OK);
+    assert_string_equal(st, "succeeded");
+    assert_non_null(strstr(doc, "\"value\":15"));
+    free(doc);
+    assert_int_equal(gr_store_get_job(store, c->id, &doc, st, &e), GR_OK);
+    assert_non_null(strstr(doc, "\"value\":11"));
+    free(doc);
+    gr_job_unref(again);
+    assert_int_equal(runs, 3);
+    gr_jobs_stop_workers();
+    gr_store_close(store);
+    gr_jobs_stop();
+    for (struct gr_job **j = (struct gr_job *[]){a, b, c, d, x, NULL}; *j; j++)
+        gr_job_unref(*j);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

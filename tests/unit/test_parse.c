@@ -1,0 +1,168 @@
+/* test_parse.c: job submission bodies into jobs: what is accepted, exactly how it is packed,
+ * and that every rejection has the right code and names the member at fault. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "parse.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct gr_job *parse_ok(const char *body)
+{
+    struct gr_job *j = gr_job_new();
+    struct gr_err e = {0};
+    int rc = gr_parse_job(body, strlen(body), j, &e);
+    if (rc != GR_OK)
+        fail_msg("%s -> %d: %s", body, rc, e.msg);
+    return j;
+}
+
+static void test_flat_float32(void **state)
+{
+    struct gr_job *j = parse_ok("{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1.5,-2,3e2]}");
+    assert_int_equal(j->op, GR_SUM);
+    assert_int_equal(j->dtype, GR_FLOAT32);
+    assert_int_equal(j->ndim, 1);
+    assert_int_equal(j->shape[0], 3);
+    assert_int_equal(j->axis, GR_AXIS_ALL);
+    assert_int_equal(j->input_bytes, 12);
+    const float *f = j->input;
+    assert_true(f[0] == 1.5f && f[1] == -2.0f && f[2] == 300.0f);
+    assert_string_equal(j->algorithm, "auto");
+    assert_string_equal(j->device, "auto");
+    gr_job_unref(j);
+}
+
+static void test_nested_int32_axis(void **state)
+{
+    struct gr_job *j = parse_ok("{\"op\":\"argmax\",\"dtype\":\"int32\",\"data\":[[1,2,3],[4,5,-2147483648]],"
+                                "\"axis\":1,\"ties\":\"last\",\"algorithm\":\"cpu_seq\",\"device\":\"cpu\"}");
+    assert_int_equal(j->ndim, 2);
+    assert_int_equal(j->shape[0], 2);
+    assert_int_equal(j->shape[1], 3);
+    assert_int_equal(j->axis, 1);
+    assert_int_equal(j->ties_last, 1);
+    const int32_t *v = j->input;
+    assert_int_equal(v[3], 4);
+    assert_int_equal(v[5], INT32_MIN);
+    assert_string_equal(j->algorithm, "cpu_seq");
+    assert_string_equal(j->device, "cpu");
+    gr_job_unref(j);
+}
+
+static void test_flat_with_shape(void **state)
+{
+    struct gr_job *j = parse_ok("{\"op\":\"min\",\"dtype\":\"int64\",\"data\":[1,2,3,4,5,6],\"shape\":[3,2],\"axis\":0}");
+    assert_int_equal(j->ndim, 2);
+    assert_int_equal(j->shape[0], 3);
+    assert_int_equal(j->shape[1], 2);
+    assert_int_equal(((int64_t *)j->input)[5], 6);
+    gr_job_unref(j);
+    j = parse_ok("{\"op\":\"min\",\"dtype\":\"int64\",\"data\":[1,2,3],\"shape\":[3]}");
+    assert_int_equal(j->ndim, 1);
+    gr_job_unref(j);
+}
+
+static void test_integral_real_is_an_integer(void **state)
+{
+    struct gr_job *j = parse_ok("{\"op\":\"sum\",\"dtype\":\"int64\",\"data\":[2.0, -9007199254740992.0]}");
+    assert_int_equal(((int64_t *)j->input)[0], 2);
+    assert_int_equal(((int64_t *)j->input)[1], -9007199254740992LL);
+    gr_job_unref(j);
+}
+
+struct bad {
+    const char *body;
+    int code;
+    const char *field;
+};
+
+static const struct bad bad_bodies[] = {
+    {"{", GR_EINVAL, ""},
+    {"{\"op\":\"sum\"} x", GR_EINVAL, ""},
+    {"[1,2]", GR_EINVAL, ""},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"op\":\"max\"}", GR_EINVAL, ""},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"bogus\":1}", GR_EINVAL, "bogus"},
+    {"{\"dtype\":\"float32\",\"data\":[1]}", GR_EINVAL, "op"},
+    {"{\"op\":\"median\",\"dtype\":\"float32\",\"data\":[1]}", GR_EINVAL, "op"},
+    {"{\"op\":7,\"dtype\":\"float32\",\"data\":[1]}", GR_EINVAL, "op"},
+    {"{\"op\":\"sum\",\"data\":[1]}", GR_EINVAL, "dtype"},
+    {"{\"op\":\"sum\",\"dtype\":\"float16\",\"data\":[1]}", GR_EINVAL, "dtype"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\"}", GR_EINVAL, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":\"1,2\"}", GR_EINVAL, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1,\"2\"]}", GR_EINVAL, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1,null]}", GR_EINVAL, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[true]}", GR_EINVAL, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[]]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1,2],[3]]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1],2]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1,[2]]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[[1]]]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[3000000000]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1.5]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"int64\",\"data\":[1e19]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1e39]}", GR_EUNPROC, "data"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[NaN]}", GR_EINVAL, ""},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1,2,3],\"shape\":[2,2]}", GR_EUNPROC, "shape"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1,2,3],\"shape\":[-1,-3]}", GR_EUNPROC, "shape"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"shape\":[4611686018427387904,4611686018427387904]}",
+     GR_EUNPROC, "shape"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"shape\":[1,1,1]}", GR_EUNPROC, "shape"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"shape\":[\"1\"]}", GR_EINVAL, "shape"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1,2],[3,4]],\"shape\":[4]}", GR_EUNPROC, "shape"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":2}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":1}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":-1}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":\"0\"}", GR_EINVAL, "axis"},
+    {"{\"op\":\"argmax\",\"dtype\":\"float32\",\"data\":[1],\"ties\":\"middle\"}", GR_EINVAL, "ties"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"dataset\":\"d_1\"}", GR_EINVAL, "dataset"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"alpha\":2}", GR_EUNPROC, "alpha"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"algorithm\":\"a-very-long-name-that-cannot-fit-here\"}",
+     GR_EINVAL, "algorithm"},
+};
+
+static void test_rejections(void **state)
+{
+    for (size_t i = 0; i < sizeof bad_bodies / sizeof bad_bodies[0]; i++) {
+        const struct bad *b = &bad_bodies[i];
+        struct gr_job *j = gr_job_new();
+        struct gr_err e = {0};
+        int rc = gr_parse_job(b->body, strlen(b->body), j, &e);
+        if (rc != b->code || strcmp(e.field, b->field) || !e.msg[0])
+            fail_msg("%s -> code %d field '%s' msg '%s'; want code %d field '%s'", b->body, rc, e.field, e.msg,
+                     b->code, b->field);
+        gr_job_unref(j);
+    }
+}
+
+static void test_deep_nesting_is_an_error_not_a_crash(void **state)
+{
+    size_t n = 100000;
+    char *body = malloc(n + 64);
+    int k = snprintf(body, 64, "{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":");
+    memset(body + k, '[', n);
+    body[k + n] = 0;
+    struct gr_job *j = gr_job_new();
+    struct gr_err e = {0};
+    assert_int_equal(gr_parse_job(body, strlen(body), j, &e), GR_EINVAL);
+    gr_job_unref(j);
+    free(body);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flat_float32),
+        cmocka_unit_test(test_nested_int32_axis),
+        cmocka_unit_test(test_flat_with_shape),
+        cmocka_unit_test(test_integral_real_is_an_integer),
+        cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
