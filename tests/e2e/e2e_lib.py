@@ -86,6 +86,11 @@ def run_suite(body):
     for f in CHECK.fails[:60]:
         print("  - " + f[:400])
     _stop_all()
+    for s in _servers:
+        if code:
+            print("kept data dir of %s: %s" % (s.name, s.data_dir))
+        else:
+            shutil.rmtree(s.data_dir, ignore_errors=True)
     sys.exit(code)
 
 
@@ -205,9 +210,12 @@ def http(base, method, path, body=None, headers=None, timeout=60, may_fail=False
 class Server:
     """One gpured process on a free loopback port with its own data dir."""
 
-    def __init__(self, data_dir=None, args=(), name="gpured"):
+    def __init__(self, data_dir=None, args=(), name="gpured", env=None, flags=True):
+        """env: extra environment; flags False: port, bind and data dir are left to env."""
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="gpured-e2e-")
         self.args = list(args)
+        self.env = dict(os.environ, **(env or {}))
+        self.flags = flags
         self.name = name
         self.proc = None
         self.port = None
@@ -224,11 +232,13 @@ class Server:
             raise RuntimeError("GPURED_BIN is not an executable: %r" % BIN)
         self.generation += 1
         self.port = None
-        cmd = [BIN, "serve", "--port", "0", "--bind", "127.0.0.1", "--data-dir", self.data_dir]
+        cmd = [BIN, "serve"]
+        if self.flags:
+            cmd += ["--port", "0", "--bind", "127.0.0.1", "--data-dir", self.data_dir]
         cmd += self.args
         self.log.append("=== start %d: %s" % (self.generation, " ".join(cmd)))
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, env=self.env)
         found = threading.Event()
         for stream in (self.proc.stdout, self.proc.stderr):
             threading.Thread(target=self._drain, args=(stream, found), daemon=True).start()

@@ -1,7 +1,8 @@
 # test_hostile.py: a table of hostile requests, each answered with the right status and an
 # RFC 9457 problem; the server stays healthy after each and answers the same table again.
-# Then a full queue: 429 with Retry-After.
+# Then a full queue: 429 with Retry-After; settings from GPURED_* variables.
 import json
+import os
 import time
 
 import e2e_lib as L
@@ -175,6 +176,7 @@ def main():
         L.check_result("final job", "sum", "float64", [data], None, "first", r.json().get("result"))
     L.check_stop(srv)
     queue_full()
+    config_from_env()
 
 
 def queue_full():
@@ -202,6 +204,29 @@ def queue_full():
         L.check_result("accepted beside 429s " + jid, "sum", "int32", [d], None, "first", job.get("result"))
     CHECK.eq(srv.req("GET", "/healthz").status, 200, "GET /healthz after the burst")
     L.check_stop(srv)
+
+
+def config_from_env():
+    """Every setting has a GPURED_* variable; a flag beats its variable."""
+    env = {"GPURED_PORT": "0", "GPURED_BIND": "127.0.0.1", "GPURED_THREADS": "2", "GPURED_QUEUE_CAPACITY": "1",
+           "GPURED_MAX_BODY_BYTES": "4096", "GPURED_LOG_LEVEL": "warn"}
+    srv = L.Server(name="gpured-env", flags=False)
+    srv.env.update(env, GPURED_DATA_DIR=srv.data_dir)
+    srv.start()
+    body = job(data=[1] * 2500)
+    L.check_problem("GPURED_MAX_BODY_BYTES=4096, body of %d bytes" % len(body), srv.req("POST", "/v1/jobs", body), 413)
+    r = srv.req("POST", "/v1/jobs", VALID, headers={"Prefer": "wait=5"})
+    CHECK.eq(r.status, 200, "a small job under GPURED_* settings")
+    rs = srv.batch([dict(method="POST", path="/v1/jobs", body=job(data=list(range(i, i + 100)))) for i in range(300)], parallel=32)
+    CHECK.ok(any(r.status == 429 for r in rs), "GPURED_QUEUE_CAPACITY=1: no 429 in a burst (statuses %s)" % sorted({r.status for r in rs}))
+    CHECK.ok(os.path.exists(os.path.join(srv.data_dir, "gpured.db")), "GPURED_DATA_DIR: no gpured.db in %s" % srv.data_dir)
+    CHECK.ok(not any("/healthz" in line for line in srv.log), "GPURED_LOG_LEVEL=warn still logs each request")
+    L.check_stop(srv)
+
+    flag = L.Server(args=["--max-body-bytes", "100000"], name="gpured-flag-over-env", env={"GPURED_MAX_BODY_BYTES": "4096"}).start()
+    r = flag.req("POST", "/v1/jobs", body, headers={"Prefer": "wait=5"})
+    CHECK.eq(r.status, 200, "--max-body-bytes 100000 beats GPURED_MAX_BODY_BYTES=4096")
+    L.check_stop(flag)
 
 
 if __name__ == "__main__":
