@@ -511,11 +511,6 @@ def check_problem(what, r, status, field=None):
     return ok
 
 
-def rows_of(data):
-    """The 2-D view (list of rows) of nested or flat data."""
-    return data if data and isinstance(data[0], list) else [list(data)]
-
-
 def reshape(flat, r, c):
     return [flat[i * c:(i + 1) * c] for i in range(r)]
 
