@@ -2,15 +2,20 @@
 # gpured.sh: the two commands of the README. Installs what is missing (Debian 12), builds, then
 #   ./gpured.sh serve [gpured serve options]   starts the service (CPU backend without a GPU)
 #   ./gpured.sh test                           runs every test (ctest: unit, e2e, gpu-labelled)
+#   ./gpured.sh build                          only builds (what the Dockerfile runs)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 # Debian packages the build and tests need (versions checked by CMakeLists.txt's minimums).
-PKGS=(build-essential cmake pkg-config curl python3 libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev)
+# libjs-chart.js and python3-yaml: the dashboard's Chart.js and the OpenAPI spec are embedded at build time.
+PKGS=(build-essential cmake pkg-config curl python3 libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev
+      libjs-chart.js python3-yaml)
+# Only the tests need these: the dashboard runs in headless Chromium; schemathesis goes in a venv.
+TEST_PKGS=(chromium chromium-driver python3-selenium python3-venv)
 
 install_missing() {
   local missing=()
-  for p in "${PKGS[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -37,18 +42,22 @@ build() {
 case "${1:-}" in
   serve)
     shift
-    install_missing
+    install_missing "${PKGS[@]}"
     build
     exec "${BUILD_DIR:-build}/gpured" serve "$@"
     ;;
+  build)
+    install_missing "${PKGS[@]}"
+    build
+    ;;
   test)
-    install_missing
+    install_missing "${PKGS[@]}" "${TEST_PKGS[@]}"
     build
     cd "${BUILD_DIR:-build}"
     exec ctest --output-on-failure -j"$(nproc)" --timeout 900
     ;;
   *)
-    echo "usage: ./gpured.sh serve [options] | ./gpured.sh test" >&2
+    echo "usage: ./gpured.sh serve [options] | ./gpured.sh test | ./gpured.sh build" >&2
     exit 2
     ;;
 esac

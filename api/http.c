@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -254,6 +255,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     gr_log(GR_LOG_INFO, "%s %s %u %.3fms%s", r->method, r->url, r->status, gr_mono_ms() - r->t0,
            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
+    gr_metrics_http(r->route ? (int)(r->route - gr_routes) : -1, r->route ? r->route->path : NULL, r->method, r->status);
     if (r->w.job)
         gr_job_unref(r->w.job);
     free(r->body);

@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "config.h"
 #include "parse.h"
+#include "routes_ops.h"
 #include "store.h"
 
 #include <errno.h>
@@ -400,5 +401,9 @@ const struct gr_route gr_routes[] = {
     {"/v1/devices", devices, NULL, NULL, 0},
     {"/healthz", healthz, NULL, NULL, 0},
     {"/readyz", readyz, NULL, NULL, 0},
+    {"/metrics", gr_get_metrics, NULL, NULL, 0},
+    {"/openapi.json", gr_get_openapi, NULL, NULL, 0},
+    {"/", gr_get_dashboard, NULL, NULL, 0},
+    {"/assets/{id}", gr_get_asset, NULL, NULL, 0},
     {NULL, NULL, NULL, NULL, 0},
 };

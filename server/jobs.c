@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "log.h"
+#include "metrics.h"
 #include "store.h"
 
 #include <pthread.h>
@@ -260,6 +261,8 @@ static struct queue *queue_of(const struct gr_backend *b)
     return NULL;
 }
 
+static int dev_of(const struct queue *q) { return q ? (int)(q - queues) : -1; } /* metrics index */
+
 static void push(struct queue *q, struct gr_job *j)
 {
     j->qnext = NULL;
@@ -269,6 +272,7 @@ static void push(struct queue *q, struct gr_job *j)
         q->head = j;
     q->tail = j;
     q->count++;
+    gr_metrics_queued(dev_of(q), 1);
     pthread_cond_signal(&q->cv);
 }
 
@@ -280,6 +284,7 @@ static void run(struct queue *q, struct gr_job *j)
     j->started_at = gr_now();
     j->t.queue = (j->started_at - j->created_at) * 1e3;
     j->status = GR_RUNNING; /* in memory only: one store write less per job */
+    gr_metrics_running(dev_of(q), 1);
     collect(j, gr_mono_ms(), &fired);
     pthread_mutex_unlock(&mu);
     wake_list(fired);
@@ -308,6 +313,8 @@ static void run(struct queue *q, struct gr_job *j)
     j->status = rc == GR_OK ? GR_SUCCEEDED : GR_FAILED;
     doc = gr_job_render(j);
     pthread_mutex_unlock(&mu);
+    gr_metrics_running(dev_of(q), -1);
+    gr_metrics_job_end(dev_of(q), j->op, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, &t, j->input_bytes);
     store_write(j, doc, j->status, 0);
     gr_log(rc == GR_OK ? GR_LOG_INFO : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
            gr_status_name(j->status), q->backend->name, j->algorithm, t.total, rc ? ": " : "", rc ? e.msg : "");
@@ -327,6 +334,7 @@ static void *worker_main(void *arg)
         if (!q->head)
             q->tail = NULL;
         q->count--;
+        gr_metrics_queued(dev_of(q), -1);
         int skip = j->status != GR_QUEUED || j->committed == -2; /* canceled, or never stored */
         pthread_mutex_unlock(&mu);
         if (!skip)
@@ -496,7 +504,9 @@ int gr_jobs_cancel(const char *id, struct gr_job **out, struct gr_err *e)
     j->status = GR_CANCELED;
     doc = gr_job_render(j);
     gr_job_ref(j);
+    int dev = dev_of(queue_of(j->backend));
     pthread_mutex_unlock(&mu);
+    gr_metrics_job_end(dev, j->op, GR_CANCELED, NULL, 0);
     store_write(j, doc, GR_CANCELED, 0);
     gr_log(GR_LOG_INFO, "job %s canceled", id);
     *out = j;

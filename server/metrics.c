@@ -1,0 +1,248 @@
+/* metrics.c: the service's Prometheus metrics as fixed arrays of relaxed atomics, so the hot
+ * paths (every HTTP answer, every job end) never lock or allocate; any thread records, an HTTP
+ * thread renders. Counters are read one by one, so a scrape may straddle an update. */
+#include "metrics.h"
+
+#include "backend.h"
+#include "jobs.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Histogram upper bounds in seconds: 10 us (a small kernel) up to 5 min (a long queue). */
+static const struct {
+    double s;
+    const char *le;
+} bounds[] = {{1e-5, "1e-05"}, {2.5e-5, "2.5e-05"}, {5e-5, "5e-05"}, {1e-4, "0.0001"}, {2.5e-4, "0.00025"},
+              {5e-4, "0.0005"}, {1e-3, "0.001"},    {2.5e-3, "0.0025"}, {5e-3, "0.005"}, {1e-2, "0.01"},
+              {2.5e-2, "0.025"}, {5e-2, "0.05"},    {0.1, "0.1"},       {0.25, "0.25"},  {0.5, "0.5"},
+              {1, "1"},          {2.5, "2.5"},      {5, "5"},           {10, "10"},      {30, "30"},
+              {60, "60"},        {300, "300"}};
+#define NBOUNDS (sizeof bounds / sizeof bounds[0])
+
+enum { ST_QUEUE, ST_H2D, ST_KERNEL, ST_D2H, ST_TOTAL, NSTAGES };
+static const char *const stage_names[NSTAGES] = {"queue", "h2d", "kernel", "d2h", "total"};
+
+/* Status codes the API answers with; anything else lands in the last slot. 0: no answer sent. */
+static const unsigned codes[] = {0, 200, 201, 202, 204, 304, 400, 401, 404, 405, 409, 413, 415, 422, 429, 500, 503, 507};
+#define NCODES (sizeof codes / sizeof codes[0] + 1)
+static const char *const methods[] = {"GET", "HEAD", "POST", "DELETE", "other"};
+#define NMETHODS (sizeof methods / sizeof methods[0])
+
+/* Final job statuses, in enum gr_status order from GR_SUCCEEDED. */
+#define NFINAL 3
+static const char *const final_names[NFINAL] = {"succeeded", "failed", "canceled"};
+
+typedef _Atomic uint64_t counter;
+
+struct hist {
+    counter bucket[NBOUNDS + 1]; /* not cumulative: rendering adds them up */
+    counter sum_ns;
+};
+
+static counter http_count[GR_METRICS_ROUTES + 1][NMETHODS][NCODES]; /* last route: unmatched */
+static const char *_Atomic route_path[GR_METRICS_ROUTES];
+static counter jobs[GR_METRICS_DEVICES][GR_NOPS][NFINAL];
+static struct hist stages[GR_METRICS_DEVICES][NSTAGES];
+static counter bytes_done[GR_METRICS_DEVICES];
+static _Atomic int64_t queued[GR_METRICS_DEVICES], running[GR_METRICS_DEVICES];
+
+static void add(counter *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
+static uint64_t get(counter *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+
+void gr_metrics_http(int route, const char *path, const char *method, unsigned status)
+{
+    if (route < 0 || route >= GR_METRICS_ROUTES || !path)
+        route = GR_METRICS_ROUTES;
+    else
+        atomic_store_explicit(&route_path[route], path, memory_order_relaxed);
+    size_t m = 0;
+    while (m < NMETHODS - 1 && strcmp(methods[m], method))
+        m++;
+    size_t c = 0;
+    while (c < NCODES - 1 && codes[c] != status)
+        c++;
+    add(&http_count[route][m][c], 1);
+}
+
+static void observe(struct hist *h, double ms)
+{
+    double s = ms / 1e3;
+    size_t b = 0;
+    while (b < NBOUNDS && s > bounds[b].s)
+        b++;
+    add(&h->bucket[b], 1);
+    add(&h->sum_ns, s > 0 ? (uint64_t)(s * 1e9 + 0.5) : 0);
+}
+
+void gr_metrics_job_end(int dev, int op, int status, const struct gr_timings *t, size_t bytes)
+{
+    int f = status - GR_SUCCEEDED;
+    if (dev < 0 || dev >= GR_METRICS_DEVICES || op < 0 || op >= GR_NOPS || f < 0 || f >= NFINAL)
+        return;
+    add(&jobs[dev][op][f], 1);
+    if (status == GR_SUCCEEDED)
+        add(&bytes_done[dev], bytes);
+    if (!t)
+        return;
+    /* a backend reports 0 for the stages it does not have (the CPU copies nothing) */
+    const double ms[NSTAGES] = {t->queue, t->h2d, t->kernel, t->d2h, t->total};
+    for (int s = 0; s < NSTAGES; s++)
+        if (ms[s] > 0 || s == ST_QUEUE || s == ST_TOTAL)
+            observe(&stages[dev][s], ms[s]);
+}
+
+void gr_metrics_queued(int dev, int delta)
+{
+    if (dev >= 0 && dev < GR_METRICS_DEVICES)
+        atomic_fetch_add_explicit(&queued[dev], delta, memory_order_relaxed);
+}
+
+void gr_metrics_running(int dev, int delta)
+{
+    if (dev >= 0 && dev < GR_METRICS_DEVICES)
+        atomic_fetch_add_explicit(&running[dev], delta, memory_order_relaxed);
+}
+
+/* --- rendering --- */
+
+struct buf {
+    char *p;
+    size_t len, cap;
+    int oom;
+};
+
+static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct buf *b, const char *fmt, ...)
+{
+    for (int tries = 0; !b->oom && tries < 2; tries++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 16384;
+        while (cap - b->len <= (size_t)n)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+static void family(struct buf *b, const char *name, const char *type, const char *help)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value with \, " and newline escaped as the text format requires. */
+static void put_escaped(struct buf *b, const char *s)
+{
+    char out[2 * sizeof((struct gr_device_info *)0)->name], *o = out;
+    for (; *s && o < out + sizeof out - 2; s++) {
+        if (*s == '\\' || *s == '"' || *s == '\n')
+            *o++ = '\\';
+        *o++ = *s == '\n' ? 'n' : *s;
+    }
+    *o = 0;
+    put(b, "%s", out);
+}
+
+static void render_hist(struct buf *b, const char *dev, const char *stage, struct hist *h)
+{
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= NBOUNDS; i++) {
+        cum += get(&h->bucket[i]);
+        put(b, "gpured_job_stage_seconds_bucket{device=\"%s\",stage=\"%s\",le=\"%s\"} %llu\n", dev, stage,
+            i < NBOUNDS ? bounds[i].le : "+Inf", (unsigned long long)cum);
+    }
+    put(b, "gpured_job_stage_seconds_sum{device=\"%s\",stage=\"%s\"} %.9f\n", dev, stage, (double)get(&h->sum_ns) / 1e9);
+    put(b, "gpured_job_stage_seconds_count{device=\"%s\",stage=\"%s\"} %llu\n", dev, stage, (unsigned long long)cum);
+}
+
+int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
+{
+    struct buf b = {0};
+    int ndev = gr_jobs_nbackends();
+    if (ndev > GR_METRICS_DEVICES)
+        ndev = GR_METRICS_DEVICES;
+
+    family(&b, "gpured_http_requests_total", "counter", "HTTP requests answered, by route pattern, method and status code (0: none sent).");
+    for (int r = 0; r <= GR_METRICS_ROUTES; r++) {
+        const char *path = r < GR_METRICS_ROUTES ? atomic_load_explicit(&route_path[r], memory_order_relaxed) : "unmatched";
+        for (size_t m = 0; path && m < NMETHODS; m++)
+            for (size_t c = 0; c < NCODES; c++) {
+                uint64_t n = get(&http_count[r][m][c]);
+                if (!n)
+                    continue;
+                char code[16] = "other";
+                if (c < NCODES - 1)
+                    snprintf(code, sizeof code, "%u", codes[c]);
+                put(&b, "gpured_http_requests_total{route=\"%s\",method=\"%s\",code=\"%s\"} %llu\n", path, methods[m],
+                    code, (unsigned long long)n);
+            }
+    }
+
+    family(&b, "gpured_jobs_total", "counter", "Jobs that reached a final status, by device, op and status.");
+    for (int d = 0; d < ndev; d++)
+        for (int op = 0; op < GR_NOPS; op++)
+            for (int f = 0; f < NFINAL; f++)
+                put(&b, "gpured_jobs_total{device=\"%s\",op=\"%s\",status=\"%s\"} %llu\n", gr_jobs_backend(d)->name,
+                    gr_op_name(op), final_names[f], (unsigned long long)get(&jobs[d][op][f]));
+
+    family(&b, "gpured_job_stage_seconds", "histogram",
+           "Time of each stage of the jobs that ran: queue, h2d, kernel, d2h (stages a device has) and total.");
+    for (int d = 0; d < ndev; d++)
+        for (int s = 0; s < NSTAGES; s++)
+            render_hist(&b, gr_jobs_backend(d)->name, stage_names[s], &stages[d][s]);
+
+    family(&b, "gpured_processed_bytes_total", "counter", "Input bytes of the jobs that succeeded, by device.");
+    for (int d = 0; d < ndev; d++)
+        put(&b, "gpured_processed_bytes_total{device=\"%s\"} %llu\n", gr_jobs_backend(d)->name,
+            (unsigned long long)get(&bytes_done[d]));
+
+    family(&b, "gpured_jobs_queued", "gauge", "Jobs waiting in each device's queue (canceled ones until skipped).");
+    for (int d = 0; d < ndev; d++)
+        put(&b, "gpured_jobs_queued{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
+            (long long)atomic_load_explicit(&queued[d], memory_order_relaxed));
+    family(&b, "gpured_jobs_running", "gauge", "Jobs running on each device.");
+    for (int d = 0; d < ndev; d++)
+        put(&b, "gpured_jobs_running{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
+            (long long)atomic_load_explicit(&running[d], memory_order_relaxed));
+    family(&b, "gpured_parked_requests", "gauge", "HTTP requests held open waiting for a job (Prefer: wait, ?wait=).");
+    put(&b, "gpured_parked_requests %d\n", gr_jobs_parked());
+
+    family(&b, "gpured_device_info", "gauge", "Each device in use, with its name; always 1.");
+    for (int d = 0; d < ndev; d++) {
+        put(&b, "gpured_device_info{device=\"%s\",name=\"", gr_jobs_backend(d)->name);
+        put_escaped(&b, gr_jobs_backend(d)->info.name);
+        put(&b, "\"} 1\n");
+    }
+    family(&b, "gpured_device_memory_total_bytes", "gauge", "Memory of each device (host memory for the CPU).");
+    for (int d = 0; d < ndev; d++)
+        put(&b, "gpured_device_memory_total_bytes{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
+            (long long)gr_jobs_backend(d)->info.memory_bytes);
+
+    if (b.oom) {
+        free(b.p);
+        return gr_fail(e, GR_ENOMEM, NULL, "out of memory rendering the metrics");
+    }
+    *out = b.p;
+    *len = b.len;
+    return GR_OK;
+}
