@@ -1,0 +1,1046 @@
+/* reduce.cu: every reduction kernel variant, one launcher each, one selector; stateless, runs on
+ * the stream of the worker thread that calls it.
+ *
+ *   harris1  interleaved addressing, divergent branch (tid % 2s); 1 element/thread, a launch per level
+ *   harris2  interleaved addressing, strided index: no divergence, shared-memory bank conflicts
+ *   harris3  sequential addressing: conflict-free, half the threads idle from the first step
+ *   harris4  first add during the global load: 2 elements/thread, half the blocks
+ *   harris5  last warp unrolled (warp-synchronous; __syncwarp between steps since Volta)
+ *   harris6  completely unrolled: block size is a template parameter
+ *   harris7  many elements per thread: grid-stride loop, grid sized to the machine, 2 launches
+ *   shfl     grid-stride loads, __shfl_down_sync warp reduction, 2 launches
+ *   redux    __reduce_{add,min,max}_sync (int32); sums split in 24/24/16-bit pieces so none wraps
+ *   cub      cub::DeviceReduce / DeviceSegmentedReduce::Reduce with our operators (the reference)
+ *   fast     production: 16-byte vector loads, grid sized to the machine, warp shuffles, one launch
+ *            (partials + last-block-done ticket), deterministic; every op, dtype and axis
+ *
+ * Semantics (same as the CPU backend): integer sum/prod/min/max accumulate in int64 (int64
+ * overflow wraps); float ops and means in float64; min/max propagate NaN; argmin/argmax keep
+ * the first (or, ties_last, the last) index of the extreme, NaN counting as the extreme.
+ * Kernels leave raw states (float64 sums for mean); gr_k_finish divides on the host. */
+#include "reduce.h"
+
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
+#include <cuda/std/limits>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <limits.h>
+#include <string.h>
+
+#include <type_traits>
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define FULL_MASK 0xffffffffu
+#define B_(x) (1u << (x))
+#define OPS_SUM (B_(GR_SUM) | B_(GR_MEAN))
+#define OPS_MINMAX (B_(GR_MIN) | B_(GR_MAX))
+#define DT_32 (B_(GR_INT32) | B_(GR_FLOAT32))
+#define AX_WHOLE GR_AXIS_BIT(GR_AXIS_ALL)
+
+/* What each variant claims; with_op() instantiates exactly these, so table and code agree. */
+#define HARRIS_OPS OPS_SUM
+#define HARRIS_DT DT_32
+#define SHFL_OPS (OPS_SUM | OPS_MINMAX)
+#define SHFL_DT DT_32
+#define REDUX_OPS (B_(GR_SUM) | OPS_MINMAX)
+#define REDUX_DT B_(GR_INT32)
+#define CUB_AXES (AX_WHOLE | GR_AXIS_BIT(1))
+
+extern "C" const struct gr_algo gr_k_algos[GR_K_NVARIANTS] = {
+    {"harris1", "Harris 1: interleaved addressing, divergent branches; a launch per level",
+     HARRIS_OPS, HARRIS_DT, AX_WHOLE},
+    {"harris2", "Harris 2: interleaved addressing with strided index; shared-memory bank conflicts",
+     HARRIS_OPS, HARRIS_DT, AX_WHOLE},
+    {"harris3", "Harris 3: sequential addressing", HARRIS_OPS, HARRIS_DT, AX_WHOLE},
+    {"harris4", "Harris 4: first add during the global load", HARRIS_OPS, HARRIS_DT, AX_WHOLE},
+    {"harris5", "Harris 5: last warp unrolled", HARRIS_OPS, HARRIS_DT, AX_WHOLE},
+    {"harris6", "Harris 6: completely unrolled, templated block size", HARRIS_OPS, HARRIS_DT, AX_WHOLE},
+    {"harris7", "Harris 7: many elements per thread, grid sized to the GPU; 2 launches", HARRIS_OPS,
+     HARRIS_DT, AX_WHOLE},
+    {"shfl", "grid-stride loads and __shfl_down_sync warp reduction; 2 launches", SHFL_OPS, SHFL_DT,
+     AX_WHOLE},
+    {"redux", "__reduce_add/min/max_sync warp reduction (int32, sums without wrap); 2 launches",
+     REDUX_OPS, REDUX_DT, AX_WHOLE},
+    {"cub", "cub::DeviceReduce / DeviceSegmentedReduce with the service's operators (reference)",
+     GR_ALL_OPS, GR_ALL_DTYPES, CUB_AXES},
+    {"fast", "production kernel: 16-byte loads, machine-sized grid, warp shuffles, one launch, "
+             "deterministic; every op, dtype and axis",
+     GR_ALL_OPS, GR_ALL_DTYPES, GR_ALL_AXES},
+};
+
+namespace {
+
+/* ---------------------------------------------------------------- element types and operators */
+
+template <class T> struct elem;
+template <> struct elem<int> { using acc = i64; };
+template <> struct elem<i64> { using acc = i64; };
+template <> struct elem<float> { using acc = double; };
+template <> struct elem<double> { using acc = double; };
+
+/* 16 bytes of T: one LDG.128 when aligned. */
+template <class T> struct alignas(16) vec16 {
+    T e[16 / sizeof(T)];
+};
+
+__host__ __device__ inline bool is_nan(double v) { return v != v; }
+__host__ __device__ inline bool is_nan(i64) { return false; }
+/* Integer overflow wraps (two's complement), so do it in unsigned arithmetic. */
+__host__ __device__ inline i64 add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
+__host__ __device__ inline double add(double a, double b) { return a + b; }
+__host__ __device__ inline i64 mul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
+__host__ __device__ inline double mul(double a, double b) { return a * b; }
+template <class A> __host__ __device__ A top()
+{
+    return ::cuda::std::numeric_limits<A>::has_infinity ? ::cuda::std::numeric_limits<A>::infinity()
+                                                         : ::cuda::std::numeric_limits<A>::max();
+}
+template <class A> __host__ __device__ A bottom()
+{
+    return ::cuda::std::numeric_limits<A>::has_infinity ? -::cuda::std::numeric_limits<A>::infinity()
+                                                         : ::cuda::std::numeric_limits<A>::lowest();
+}
+
+template <class In> using acc_t = typename elem<In>::acc;
+
+/* An operator: State (what partials hold), id(), from(element, index), operator() combining
+ * two states (associative, commutative), and acc() folding in one element whose index is larger
+ * than every index already in the state (a thread's own scan), which may be cheaper. */
+template <class In, class Self, class A, class St = A> struct op_base {
+    using input = In;
+    using Acc = A;
+    using State = St;
+    __device__ State acc(State s, In x, i64 i) const
+    {
+        const Self &self = *static_cast<const Self *>(this);
+        return self(s, self.from(x, i));
+    }
+};
+
+template <class In> struct Sum : op_base<In, Sum<In>, acc_t<In>> {
+    __host__ __device__ acc_t<In> id() const { return 0; }
+    __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
+    __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return add(a, b); }
+};
+/* Means of integers too are float64 sums (an int64 sum could wrap); the host divides. */
+template <class In> struct Mean : op_base<In, Mean<In>, double> {
+    __host__ __device__ double id() const { return 0; }
+    __host__ __device__ double from(In x, i64) const { return (double)x; }
+    __host__ __device__ double operator()(double a, double b) const { return a + b; }
+};
+template <class In> struct Prod : op_base<In, Prod<In>, acc_t<In>> {
+    __host__ __device__ acc_t<In> id() const { return 1; }
+    __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
+    __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return mul(a, b); }
+};
+/* NaN propagates: a NaN operand wins. */
+template <class In> struct Min : op_base<In, Min<In>, acc_t<In>> {
+    __host__ __device__ acc_t<In> id() const { return top<acc_t<In>>(); }
+    __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
+    __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return (a < b || is_nan(a)) ? a : b; }
+};
+template <class In> struct Max : op_base<In, Max<In>, acc_t<In>> {
+    __host__ __device__ acc_t<In> id() const { return bottom<acc_t<In>>(); }
+    __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
+    __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return (a > b || is_nan(a)) ? a : b; }
+};
+
+/* i < 0 marks the empty state, so no data value can lose a tie against the identity. */
+template <class A> struct arg_state {
+    A v;
+    i64 i;
+};
+template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, arg_state<acc_t<In>>> {
+    using Acc = acc_t<In>;
+    using S = arg_state<Acc>;
+    int last;
+    __host__ __device__ S id() const { return S{0, -1}; }
+    __host__ __device__ S from(In x, i64 i) const { return S{(Acc)x, i}; }
+    __host__ __device__ static bool beats(Acc a, Acc b) { return MAX ? a > b : a < b; }
+    __host__ __device__ S operator()(S a, S b) const
+    {
+        if (a.i < 0)
+            return b;
+        if (b.i < 0)
+            return a;
+        bool an = is_nan(a.v), bn = is_nan(b.v);
+        if (an != bn)
+            return an ? a : b;
+        if (!an && a.v != b.v)
+            return beats(a.v, b.v) ? a : b;
+        return (last ? a.i > b.i : a.i < b.i) ? a : b;
+    }
+    /* A later index replaces the state when strictly better, or equal and ties go last. */
+    __device__ S acc(S s, In x, i64 i) const
+    {
+        Acc v = (Acc)x;
+        bool take;
+        if (is_nan(v))
+            take = last || !is_nan(s.v);
+        else
+            take = !is_nan(s.v) && (beats(v, s.v) || (last && v == s.v));
+        return (take || s.i < 0) ? S{v, i} : s;
+    }
+};
+
+/* Dispatch a run-time (op, dtype) to f(Op{}), instantiating only the pairs in OPS x DTS. */
+template <unsigned OPS, class In, class F> cudaError_t with_op_t(int op, int last, F &&f)
+{
+    if constexpr ((OPS & B_(GR_SUM)) != 0) {
+        if (op == GR_SUM)
+            return f(Sum<In>{});
+    }
+    if constexpr ((OPS & B_(GR_MEAN)) != 0) {
+        if (op == GR_MEAN)
+            return f(Mean<In>{});
+    }
+    if constexpr ((OPS & B_(GR_PROD)) != 0) {
+        if (op == GR_PROD)
+            return f(Prod<In>{});
+    }
+    if constexpr ((OPS & B_(GR_MIN)) != 0) {
+        if (op == GR_MIN)
+            return f(Min<In>{});
+    }
+    if constexpr ((OPS & B_(GR_MAX)) != 0) {
+        if (op == GR_MAX)
+            return f(Max<In>{});
+    }
+    if constexpr ((OPS & B_(GR_ARGMIN)) != 0) {
+        if (op == GR_ARGMIN)
+            return f(Arg<In, false>{{}, last});
+    }
+    if constexpr ((OPS & B_(GR_ARGMAX)) != 0) {
+        if (op == GR_ARGMAX)
+            return f(Arg<In, true>{{}, last});
+    }
+    return cudaErrorNotSupported;
+}
+template <unsigned OPS, unsigned DTS, class F> cudaError_t with_op(int op, int dtype, int last, F &&f)
+{
+    if constexpr ((DTS & B_(GR_INT32)) != 0) {
+        if (dtype == GR_INT32)
+            return with_op_t<OPS, int>(op, last, f);
+    }
+    if constexpr ((DTS & B_(GR_INT64)) != 0) {
+        if (dtype == GR_INT64)
+            return with_op_t<OPS, i64>(op, last, f);
+    }
+    if constexpr ((DTS & B_(GR_FLOAT32)) != 0) {
+        if (dtype == GR_FLOAT32)
+            return with_op_t<OPS, float>(op, last, f);
+    }
+    if constexpr ((DTS & B_(GR_FLOAT64)) != 0) {
+        if (dtype == GR_FLOAT64)
+            return with_op_t<OPS, double>(op, last, f);
+    }
+    return cudaErrorNotSupported;
+}
+
+/* ---------------------------------------------------------------- warp, block and memory helpers */
+
+__device__ inline i64 shfl_down(i64 v, int off, int w) { return __shfl_down_sync(FULL_MASK, v, off, w); }
+__device__ inline double shfl_down(double v, int off, int w) { return __shfl_down_sync(FULL_MASK, v, off, w); }
+template <class A> __device__ arg_state<A> shfl_down(arg_state<A> s, int off, int w)
+{
+    return arg_state<A>{shfl_down(s.v, off, w), shfl_down(s.i, off, w)};
+}
+/* Partials written by other blocks: read through L2, never a stale L1 line. */
+__device__ inline i64 load_cg(const i64 *p) { return __ldcg(p); }
+__device__ inline double load_cg(const double *p) { return __ldcg(p); }
+template <class A> __device__ arg_state<A> load_cg(const arg_state<A> *p)
+{
+    return arg_state<A>{load_cg(&p->v), load_cg(&p->i)};
+}
+/* Arg indices become relative to their row. */
+template <class A> __device__ A rebase(A s, i64) { return s; }
+template <class A> __device__ arg_state<A> rebase(arg_state<A> s, i64 base)
+{
+    s.i -= base;
+    return s;
+}
+
+/* Tree over G consecutive lanes (G a power of two <= 32); the result is in the group's lane 0. */
+template <int G, class Op> __device__ typename Op::State group_reduce(const Op &op, typename Op::State s)
+{
+#pragma unroll
+    for (int off = G / 2; off > 0; off /= 2)
+        s = op(s, shfl_down(s, off, G));
+    return s;
+}
+
+/* Whole-block reduction; the result is in thread 0. Every thread must call it. */
+template <int B, class Op> __device__ typename Op::State block_reduce(const Op &op, typename Op::State s)
+{
+    __shared__ typename Op::State warp_part[B / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    s = group_reduce<32>(op, s);
+    __syncthreads(); /* warp_part may still be read by a previous call */
+    if (lane == 0)
+        warp_part[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        s = lane < B / 32 ? warp_part[lane] : op.id();
+        s = group_reduce<32>(op, s);
+    }
+    return s;
+}
+
+/* This thread's share of elements [begin, end) of x among G threads (lane 0..G-1): scalar head
+ * up to a 16-byte boundary, U independent 16-byte loads in flight, scalar tail. Each thread
+ * visits its indices in increasing order, as Op::acc requires. */
+template <int U, class Op>
+__device__ typename Op::State thread_range(const Op &op, const typename Op::input *__restrict__ x, i64 begin,
+                                           i64 end, int lane, int G, typename Op::State s)
+{
+    using In = typename Op::input;
+    constexpr int V = 16 / sizeof(In);
+    i64 a = min(end, (begin + V - 1) / V * V);
+    i64 b = max(a, end / V * V);
+    for (i64 i = begin + lane; i < a; i += G)
+        s = op.acc(s, x[i], i);
+    const vec16<In> *__restrict__ xv = reinterpret_cast<const vec16<In> *>(x);
+    i64 v = a / V + lane, ve = b / V;
+    for (; v + (i64)(U - 1) * G < ve; v += (i64)U * G) {
+        vec16<In> r[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            r[u] = xv[v + (i64)u * G];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                s = op.acc(s, r[u].e[k], (v + (i64)u * G) * V + k);
+    }
+    for (; v < ve; v += G) {
+        vec16<In> r = xv[v];
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            s = op.acc(s, r.e[k], v * V + k);
+    }
+    for (i64 i = b + lane; i < end; i += G)
+        s = op.acc(s, x[i], i);
+    return s;
+}
+
+/* Blocks of one kernel resident per multiprocessor (computed once per kernel). */
+template <auto K> int occupancy(int block)
+{
+    static const int n = [block] {
+        int k = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k, K, block, 0) != cudaSuccess || k < 1)
+            k = 1;
+        return k;
+    }();
+    return n;
+}
+
+i64 ceil_div(i64 a, i64 b) { return (a + b - 1) / b; }
+
+/* Launchers share CUB's convention: with scratch == NULL only *bytes is set; otherwise *bytes
+ * is what the caller has, and too little is an error. */
+cudaError_t need(void *scratch, size_t *bytes, size_t want)
+{
+    if (!scratch) {
+        *bytes = want;
+        return cudaSuccess;
+    }
+    return *bytes >= want ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* ---------------------------------------------------------------- harris1 .. harris7 */
+
+constexpr int HARRIS_BLOCK = 256;
+
+template <class Acc> __device__ Acc *harris_smem()
+{
+    extern __shared__ unsigned char smem_raw[];
+    return reinterpret_cast<Acc *>(smem_raw);
+}
+
+template <class In, class Acc> __global__ void k_harris1(const In *x, i64 n, Acc *out)
+{
+    Acc *s = harris_smem<Acc>();
+    unsigned t = threadIdx.x;
+    i64 i = (i64)blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? (Acc)x[i] : 0;
+    __syncthreads();
+    for (unsigned k = 1; k < blockDim.x; k *= 2) {
+        if (t % (2 * k) == 0)
+            s[t] += s[t + k];
+        __syncthreads();
+    }
+    if (t == 0)
+        out[blockIdx.x] = s[0];
+}
+
+template <class In, class Acc> __global__ void k_harris2(const In *x, i64 n, Acc *out)
+{
+    Acc *s = harris_smem<Acc>();
+    unsigned t = threadIdx.x;
+    i64 i = (i64)blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? (Acc)x[i] : 0;
+    __syncthreads();
+    for (unsigned k = 1; k < blockDim.x; k *= 2) {
+        unsigned j = 2 * k * t;
+        if (j < blockDim.x)
+            s[j] += s[j + k];
+        __syncthreads();
+    }
+    if (t == 0)
+        out[blockIdx.x] = s[0];
+}
+
+template <class In, class Acc> __global__ void k_harris3(const In *x, i64 n, Acc *out)
+{
+    Acc *s = harris_smem<Acc>();
+    unsigned t = threadIdx.x;
+    i64 i = (i64)blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? (Acc)x[i] : 0;
+    __syncthreads();
+    for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (t < k)
+            s[t] += s[t + k];
+        __syncthreads();
+    }
+    if (t == 0)
+        out[blockIdx.x] = s[0];
+}
+
+template <class In, class Acc> __device__ Acc load_pair(const In *x, i64 n, i64 i, unsigned b)
+{
+    Acc v = i < n ? (Acc)x[i] : 0;
+    return i + b < n ? v + (Acc)x[i + b] : v;
+}
+
+template <class In, class Acc> __global__ void k_harris4(const In *x, i64 n, Acc *out)
+{
+    Acc *s = harris_smem<Acc>();
+    unsigned t = threadIdx.x;
+    s[t] = load_pair<In, Acc>(x, n, (i64)blockIdx.x * blockDim.x * 2 + t, blockDim.x);
+    __syncthreads();
+    for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (t < k)
+            s[t] += s[t + k];
+        __syncthreads();
+    }
+    if (t == 0)
+        out[blockIdx.x] = s[0];
+}
+
+/* Harris's version relied on implicit warp lockstep, which Volta's independent thread
+ * scheduling broke: each read and write is separated by __syncwarp. */
+template <class Acc> __device__ void last_warp(Acc *s, unsigned t)
+{
+#pragma unroll
+    for (unsigned k = 32; k > 0; k >>= 1) {
+        Acc v = s[t] + s[t + k];
+        __syncwarp();
+        s[t] = v;
+        __syncwarp();
+    }
+}
+
+template <class In, class Acc> __global__ void k_harris5(const In *x, i64 n, Acc *out)
+{
+    Acc *s = harris_smem<Acc>();
+    unsigned t = threadIdx.x;
+    s[t] = load_pair<In, Acc>(x, n, (i64)blockIdx.x * blockDim.x * 2 + t, blockDim.x);
+    __syncthreads();
+    for (unsigned k = blockDim.x / 2; k > 32; k >>= 1) {
+        if (t < k)
+            s[t] += s[t + k];
+        __syncthreads();
+    }
+    if (t < 32)
+        last_warp(s, t);
+    if (t == 0)
+        out[blockIdx.x] = s[0];
+}
+
+template <int BS, class Acc> __device__ void unrolled_tree(Acc *s, unsigned t)
+{
+    if constexpr (BS >= 1024) {
+        if (t < 512)
+            s[t] += s[t + 512];
+        __syncthreads();
+    }
+    if constexpr (BS >= 512) {
+        if (t < 256)
+            s[t] += s[t + 256];
+        __syncthreads();
+    }
+    if constexpr (BS >= 256) {
+        if (t < 128)
+            s[t] += s[t + 128];
+        __syncthreads();
+    }
+    if constexpr (BS >= 128) {
+        if (t < 64)
+            s[t] += s[t + 64];
+        __syncthreads();
+    }
+    if (t < 32)
+        last_warp(s, t);
+}
+
+template <int BS, class In, class Acc> __global__ void __launch_bounds__(BS) k_harris6(const In *x, i64 n, Acc *out)
+{
+    Acc *s = harris_smem<Acc>();
+    unsigned t = threadIdx.x;
+    s[t] = load_pair<In, Acc>(x, n, (i64)blockIdx.x * BS * 2 + t, BS);
+    __syncthreads();
+    unrolled_tree<BS>(s, t);
+    if (t == 0)
+        out[blockIdx.x] = s[0];
+}
+
+template <int BS, class In, class Acc> __global__ void __launch_bounds__(BS) k_harris7(const In *x, i64 n, Acc *out)
+{
+    Acc *s = harris_smem<Acc>();
+    unsigned t = threadIdx.x;
+    Acc sum = 0;
+    for (i64 i = (i64)blockIdx.x * BS * 2 + t; i < n; i += (i64)BS * 2 * gridDim.x)
+        sum += load_pair<In, Acc>(x, n, i, BS);
+    s[t] = sum;
+    __syncthreads();
+    unrolled_tree<BS>(s, t);
+    if (t == 0)
+        out[blockIdx.x] = s[0];
+}
+
+template <class In, class Acc> using harris_kernel = void (*)(const In *, i64, Acc *);
+template <class In, class Acc> struct harris_pair {
+    harris_kernel<In, Acc> first;
+    harris_kernel<Acc, Acc> rest;
+    int per_thread;
+};
+template <class In, class Acc> harris_pair<In, Acc> harris_kernels(int variant)
+{
+    switch (variant) {
+    case GR_K_HARRIS1: return {k_harris1<In, Acc>, k_harris1<Acc, Acc>, 1};
+    case GR_K_HARRIS2: return {k_harris2<In, Acc>, k_harris2<Acc, Acc>, 1};
+    case GR_K_HARRIS3: return {k_harris3<In, Acc>, k_harris3<Acc, Acc>, 1};
+    case GR_K_HARRIS4: return {k_harris4<In, Acc>, k_harris4<Acc, Acc>, 2};
+    case GR_K_HARRIS5: return {k_harris5<In, Acc>, k_harris5<Acc, Acc>, 2};
+    default: return {k_harris6<HARRIS_BLOCK, In, Acc>, k_harris6<HARRIS_BLOCK, Acc, Acc>, 2};
+    }
+}
+
+/* harris1..6: Harris's recursion: each launch leaves one partial per block, until one is left.
+ * Partials ping-pong between two scratch areas; the last level writes out. */
+template <class In, class Acc>
+cudaError_t harris_levels(int variant, const In *x, i64 n, Acc *out, void *scratch, size_t *bytes,
+                          cudaStream_t st)
+{
+    harris_pair<In, Acc> k = harris_kernels<In, Acc>(variant);
+    i64 per_block = (i64)HARRIS_BLOCK * k.per_thread;
+    i64 b1 = ceil_div(n, per_block), b2 = ceil_div(b1, per_block);
+    cudaError_t err = need(scratch, bytes, (size_t)(b1 + b2) * sizeof(Acc));
+    if (!scratch || err != cudaSuccess)
+        return err;
+    size_t smem = HARRIS_BLOCK * sizeof(Acc);
+    Acc *buf[2] = {static_cast<Acc *>(scratch), static_cast<Acc *>(scratch) + b1};
+    k.first<<<(unsigned)b1, HARRIS_BLOCK, smem, st>>>(x, n, b1 == 1 ? out : buf[0]);
+    for (int lvl = 0; b1 > 1; lvl ^= 1) {
+        i64 nb = ceil_div(b1, per_block);
+        k.rest<<<(unsigned)nb, HARRIS_BLOCK, smem, st>>>(buf[lvl], b1, nb == 1 ? out : buf[lvl ^ 1]);
+        b1 = nb;
+    }
+    return cudaGetLastError();
+}
+
+/* harris7: a machine-sized grid of grid-stride blocks, then one block over their partials. */
+template <class In, class Acc>
+cudaError_t harris7(const In *x, i64 n, Acc *out, int sms, void *scratch, size_t *bytes, cudaStream_t st)
+{
+    constexpr auto k1 = k_harris7<HARRIS_BLOCK, In, Acc>;
+    i64 grid = min(ceil_div(n, 2 * HARRIS_BLOCK), (i64)sms * occupancy<k1>(HARRIS_BLOCK));
+    cudaError_t err = need(scratch, bytes, (size_t)grid * sizeof(Acc));
+    if (!scratch || err != cudaSuccess)
+        return err;
+    size_t smem = HARRIS_BLOCK * sizeof(Acc);
+    Acc *part = static_cast<Acc *>(scratch);
+    k1<<<(unsigned)grid, HARRIS_BLOCK, smem, st>>>(x, n, grid == 1 ? out : part);
+    if (grid > 1)
+        k_harris7<HARRIS_BLOCK, Acc, Acc><<<1, HARRIS_BLOCK, smem, st>>>(part, grid, out);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- shfl */
+
+constexpr int SHFL_BLOCK = 256;
+
+template <class Op, class Src>
+__global__ void __launch_bounds__(SHFL_BLOCK) k_shfl(Op op, const Src *x, i64 n, typename Op::State *out)
+{
+    typename Op::State s = op.id();
+    for (i64 i = (i64)blockIdx.x * SHFL_BLOCK + threadIdx.x; i < n; i += (i64)SHFL_BLOCK * gridDim.x) {
+        if constexpr (std::is_same<Src, typename Op::State>::value)
+            s = op(s, x[i]);
+        else
+            s = op(s, op.from(x[i], i));
+    }
+    s = block_reduce<SHFL_BLOCK>(op, s);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = s;
+}
+
+template <class Op>
+cudaError_t shfl(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t *bytes, cudaStream_t st)
+{
+    using In = typename Op::input;
+    using State = typename Op::State;
+    constexpr auto k1 = k_shfl<Op, In>;
+    i64 n = j->rows * j->cols;
+    i64 grid = min(ceil_div(n, SHFL_BLOCK), (i64)sms * occupancy<k1>(SHFL_BLOCK));
+    cudaError_t err = need(scratch, bytes, (size_t)grid * sizeof(State));
+    if (!scratch || err != cudaSuccess)
+        return err;
+    State *out = static_cast<State *>(j->out), *part = static_cast<State *>(scratch);
+    k1<<<(unsigned)grid, SHFL_BLOCK, 0, st>>>(op, static_cast<const In *>(j->x), n, grid == 1 ? out : part);
+    if (grid > 1)
+        k_shfl<Op, State><<<1, SHFL_BLOCK, 0, st>>>(op, part, grid, out);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- redux */
+
+constexpr int REDUX_BLOCK = 256;
+
+/* An exact (mod 2^64) warp sum of int64 through the 32-bit __reduce_add_sync: 24 + 24 + 16-bit
+ * pieces, whose sums over 32 lanes cannot overflow 32 bits. */
+__device__ inline i64 redux_sum(i64 v)
+{
+    unsigned lo = __reduce_add_sync(FULL_MASK, (unsigned)(v & 0xffffff));
+    unsigned mid = __reduce_add_sync(FULL_MASK, (unsigned)((v >> 24) & 0xffffff));
+    int hi = __reduce_add_sync(FULL_MASK, (int)(v >> 48));
+    return (i64)((u64)lo + ((u64)mid << 24) + ((u64)(i64)hi << 48));
+}
+
+/* OP is GR_SUM, GR_MIN or GR_MAX; Src is int (data) or i64 (partials, in int32 range for min/max). */
+template <int OP, class Src>
+__global__ void __launch_bounds__(REDUX_BLOCK) k_redux(const Src *x, i64 n, i64 *out)
+{
+    __shared__ i64 warp_part[REDUX_BLOCK / 32];
+    using T = typename std::conditional<OP == GR_SUM, i64, int>::type;
+    const T id = OP == GR_SUM ? 0 : OP == GR_MIN ? INT_MAX : INT_MIN;
+    T s = id;
+    for (i64 i = (i64)blockIdx.x * REDUX_BLOCK + threadIdx.x; i < n; i += (i64)REDUX_BLOCK * gridDim.x) {
+        T v = (T)x[i];
+        s = OP == GR_SUM ? s + v : OP == GR_MIN ? min(s, v) : max(s, v);
+    }
+    auto warp = [](T v) -> T {
+        if constexpr (OP == GR_SUM)
+            return redux_sum(v);
+        else if constexpr (OP == GR_MIN)
+            return __reduce_min_sync(FULL_MASK, v);
+        else
+            return __reduce_max_sync(FULL_MASK, v);
+    };
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    s = warp(s);
+    if (lane == 0)
+        warp_part[w] = s;
+    __syncthreads();
+    if (w == 0) {
+        s = warp(lane < REDUX_BLOCK / 32 ? (T)warp_part[lane] : id);
+        if (lane == 0)
+            out[blockIdx.x] = s;
+    }
+}
+
+template <int OP>
+cudaError_t redux_run(const gr_kjob *j, int sms, void *scratch, size_t *bytes, cudaStream_t st)
+{
+    constexpr auto k1 = k_redux<OP, int>;
+    i64 n = j->rows * j->cols;
+    i64 grid = min(ceil_div(n, REDUX_BLOCK), (i64)sms * occupancy<k1>(REDUX_BLOCK));
+    cudaError_t err = need(scratch, bytes, (size_t)grid * sizeof(i64));
+    if (!scratch || err != cudaSuccess)
+        return err;
+    i64 *out = static_cast<i64 *>(j->out), *part = static_cast<i64 *>(scratch);
+    k1<<<(unsigned)grid, REDUX_BLOCK, 0, st>>>(static_cast<const int *>(j->x), n, grid == 1 ? out : part);
+    if (grid > 1)
+        k_redux<OP, i64><<<1, REDUX_BLOCK, 0, st>>>(part, grid, out);
+    return cudaGetLastError();
+}
+
+cudaError_t redux(const gr_kjob *j, int sms, void *scratch, size_t *bytes, cudaStream_t st)
+{
+    switch (j->op) {
+    case GR_SUM: return redux_run<GR_SUM>(j, sms, scratch, bytes, st);
+    case GR_MIN: return redux_run<GR_MIN>(j, sms, scratch, bytes, st);
+    case GR_MAX: return redux_run<GR_MAX>(j, sms, scratch, bytes, st);
+    }
+    return cudaErrorNotSupported;
+}
+
+/* ---------------------------------------------------------------- cub */
+
+/* Element i as a state; arg indices count from the start of their row (i % row_len). */
+template <class Op> struct indexed {
+    Op op;
+    const typename Op::input *x;
+    i64 row_len;
+    __device__ typename Op::State operator()(i64 i) const { return op.from(x[i], i % row_len); }
+};
+struct row_start {
+    i64 cols;
+    __host__ __device__ i64 operator()(i64 r) const { return r * cols; }
+};
+
+template <class Op> cudaError_t cub_run(const Op &op, const gr_kjob *j, void *scratch, size_t *bytes, cudaStream_t st)
+{
+    using State = typename Op::State;
+    const auto *x = static_cast<const typename Op::input *>(j->x);
+    State *out = static_cast<State *>(j->out);
+    thrust::counting_iterator<i64> count(0);
+    if (j->axis == GR_AXIS_ALL) {
+        i64 n = j->rows * j->cols;
+        auto in = thrust::make_transform_iterator(count, indexed<Op>{op, x, n});
+        return cub::DeviceReduce::Reduce(scratch, *bytes, in, out, n, op, op.id(), st);
+    }
+    auto in = thrust::make_transform_iterator(count, indexed<Op>{op, x, j->cols});
+    auto starts = thrust::make_transform_iterator(count, row_start{j->cols});
+    return cub::DeviceSegmentedReduce::Reduce(scratch, *bytes, in, out, j->rows, starts, starts + 1, op,
+                                              op.id(), st);
+}
+
+/* ---------------------------------------------------------------- fast */
+
+/* Tuning lives here, apart from the kernel bodies (CUB's dispatch policies): threads per block,
+ * 16-byte vectors in flight per thread, and the row lengths where the kernel shape changes. */
+template <class In> struct fast_policy {
+    static constexpr int block = 256;
+    static constexpr int unroll = 4;                                 /* 64 bytes in flight per thread */
+    static constexpr int vec = 16 / sizeof(In);                      /* elements per 16-byte load */
+    static constexpr i64 min_chunk = (i64)block * unroll * vec;      /* elements a block takes at least */
+    static constexpr i64 group_max_bytes = 16 << 10;                 /* rows up to this: lane groups */
+    static constexpr i64 group4_max = 4 * unroll * vec;              /* rows up to this: 4 lanes each */
+    static constexpr int waves = 8;            /* items per resident block when there are many */
+    static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
+};
+
+/* One row (or whole-array chunk) per block item; a row of several chunks is finished by the
+ * block that takes its last ticket, reading the partials in a fixed order (deterministic). */
+template <class Op, int B, int U>
+__global__ void __launch_bounds__(B)
+    k_fast_rows(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols, int chunks, i64 chunk_len,
+                typename Op::State *__restrict__ part, unsigned *__restrict__ tickets,
+                typename Op::State *__restrict__ out)
+{
+    using State = typename Op::State;
+    __shared__ bool finisher;
+    for (i64 item = blockIdx.x; item < rows * chunks; item += gridDim.x) {
+        i64 row = item / chunks, c = item - row * chunks;
+        i64 rb = row * cols, begin = rb + c * chunk_len, end = min(begin + chunk_len, rb + cols);
+        State s = thread_range<U>(op, x, begin, end, threadIdx.x, B, op.id());
+        s = block_reduce<B>(op, s);
+        if (chunks == 1) {
+            if (threadIdx.x == 0)
+                out[row] = rebase(s, rb);
+            continue;
+        }
+        if (threadIdx.x == 0) {
+            part[item] = s;
+            __threadfence();
+            finisher = atomicAdd(&tickets[row], 1u) == (unsigned)chunks - 1;
+        }
+        __syncthreads();
+        if (finisher) {
+            s = op.id();
+            for (int k = threadIdx.x; k < chunks; k += B)
+                s = op(s, load_cg(part + row * chunks + k));
+            s = block_reduce<B>(op, s);
+            if (threadIdx.x == 0) {
+                out[row] = rebase(s, rb);
+                tickets[row] = 0;
+            }
+        }
+    }
+}
+
+/* Short rows: G lanes per row, warps striding over rows (loop bounds are warp-uniform). */
+template <class Op, int G, int U>
+__global__ void __launch_bounds__(256)
+    k_fast_group(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols,
+                 typename Op::State *__restrict__ out)
+{
+    constexpr int per_warp = 32 / G;
+    int lane = threadIdx.x & 31;
+    i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 base = warp * per_warp; base < rows; base += nwarps * per_warp) {
+        i64 row = base + lane / G;
+        typename Op::State s = op.id();
+        if (row < rows)
+            s = thread_range<U>(op, x, row * cols, row * cols + cols, lane % G, G, s);
+        s = group_reduce<G>(op, s);
+        if (lane % G == 0 && row < rows)
+            out[row] = rebase(s, row * cols);
+    }
+}
+
+/* Reduce sm[r * w + c] over r < R into r = 0, for every column c of the tile. */
+template <class Op>
+__device__ typename Op::State tile_reduce(const Op &op, typename Op::State *sm, typename Op::State s, int r0,
+                                          int w, int R)
+{
+    __syncthreads();
+    sm[threadIdx.x] = s;
+    __syncthreads();
+    int h = 1;
+    while (h < R)
+        h *= 2;
+    for (h /= 2; h > 0; h /= 2) {
+        if (r0 < h && r0 + h < R)
+            sm[threadIdx.x] = op(sm[threadIdx.x], sm[threadIdx.x + h * w]);
+        __syncthreads();
+    }
+    return sm[threadIdx.x];
+}
+
+/* Axis 0: a block covers a tile of w columns (R row-lanes of it when the matrix is narrow) over a
+ * chunk of rows; consecutive threads read consecutive addresses. Chunks of one tile are finished
+ * by the block that takes its last ticket. */
+template <class Op, int B, int U>
+__global__ void __launch_bounds__(B)
+    k_fast_cols(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols, int w, int R, i64 tiles,
+                int chunks, i64 chunk_rows, typename Op::State *__restrict__ part, unsigned *__restrict__ tickets,
+                typename Op::State *__restrict__ out)
+{
+    using In = typename Op::input;
+    using State = typename Op::State;
+    __shared__ State sm[B];
+    __shared__ bool finisher;
+    int r0 = threadIdx.x / w, c = threadIdx.x - r0 * w;
+    for (i64 item = blockIdx.x; item < tiles * chunks; item += gridDim.x) {
+        i64 tile = item / chunks, ch = item - tile * chunks;
+        i64 col = tile * w + c;
+        bool on = r0 < R && col < cols;
+        i64 rend = min(rows, (ch + 1) * chunk_rows);
+        State s = op.id();
+        if (on) {
+            i64 r = ch * chunk_rows + r0;
+            for (; r + (i64)(U - 1) * R < rend; r += (i64)U * R) {
+                In v[U];
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    v[u] = x[(r + (i64)u * R) * cols + col];
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    s = op.acc(s, v[u], r + (i64)u * R);
+            }
+            for (; r < rend; r += R)
+                s = op.acc(s, x[r * cols + col], r);
+        }
+        s = tile_reduce(op, sm, s, r0, w, R);
+        if (chunks == 1) {
+            if (r0 == 0 && on)
+                out[col] = s;
+            continue;
+        }
+        if (r0 == 0 && on) {
+            part[ch * cols + col] = s;
+            __threadfence();
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+            finisher = atomicAdd(&tickets[tile], 1u) == (unsigned)chunks - 1;
+        __syncthreads();
+        if (finisher) {
+            s = op.id();
+            for (int k = r0; on && k < chunks; k += R)
+                s = op(s, load_cg(part + (i64)k * cols + col));
+            s = tile_reduce(op, sm, s, r0, w, R);
+            if (r0 == 0 && on)
+                out[col] = s;
+            if (threadIdx.x == 0)
+                tickets[tile] = 0;
+        }
+    }
+}
+
+template <class Op, int G, int U>
+cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, typename Op::State *out, int sms,
+                       cudaStream_t st)
+{
+    constexpr auto k = k_fast_group<Op, G, U>;
+    i64 warps = min(ceil_div(rows, 32 / G), (i64)sms * occupancy<k>(256) * 8);
+    k<<<(unsigned)ceil_div(warps, 8), 256, 0, st>>>(op, x, rows, cols, out);
+    return cudaGetLastError();
+}
+
+/* Items for `slots` resident blocks: at most one round, or many rounds so the tail is short. */
+i64 split(i64 units, i64 slots, i64 max_split, int waves)
+{
+    i64 k = units <= slots ? slots / units : units < waves * slots ? ceil_div(waves * slots, units) : 1;
+    return max((i64)1, min(k, max_split));
+}
+
+template <class Op>
+cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t *bytes, unsigned *tickets,
+                 cudaStream_t st)
+{
+    using In = typename Op::input;
+    using State = typename Op::State;
+    using P = fast_policy<In>;
+    const In *x = static_cast<const In *>(j->x);
+    State *out = static_cast<State *>(j->out), *part = static_cast<State *>(scratch);
+    i64 rows = j->axis == GR_AXIS_ALL ? 1 : j->rows, cols = j->axis == GR_AXIS_ALL ? j->rows * j->cols : j->cols;
+    cudaError_t err;
+
+    if (j->axis == 0) {
+        constexpr auto k = k_fast_cols<Op, P::block, P::cols_unroll>;
+        int w = (int)min(cols, (i64)P::block), R = P::block / w;
+        i64 tiles = ceil_div(cols, w), slots = (i64)sms * occupancy<k>(P::block);
+        int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, slots, ceil_div(rows, (i64)R * P::cols_unroll), P::waves);
+        i64 chunk_rows = ceil_div(ceil_div(rows, chunks), R) * R;
+        chunks = (int)ceil_div(rows, chunk_rows);
+        if ((err = need(scratch, bytes, chunks > 1 ? (size_t)chunks * cols * sizeof(State) : 0)) != cudaSuccess ||
+            !scratch)
+            return err;
+        k<<<(unsigned)min(tiles * chunks, (i64)INT_MAX), P::block, 0, st>>>(op, x, rows, cols, w, R, tiles, chunks,
+                                                                           chunk_rows, part, tickets, out);
+        return cudaGetLastError();
+    }
+    if (rows > 1 && cols * (i64)sizeof(In) <= P::group_max_bytes) {
+        if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
+            return err;
+        if (cols <= 2)
+            return fast_group<Op, 1, 2>(op, x, rows, cols, out, sms, st);
+        if (cols <= P::group4_max)
+            return fast_group<Op, 4, 2>(op, x, rows, cols, out, sms, st);
+        return fast_group<Op, 32, P::unroll>(op, x, rows, cols, out, sms, st);
+    }
+    constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
+    i64 slots = (i64)sms * occupancy<k>(P::block);
+    int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, slots, ceil_div(cols, P::min_chunk), P::waves);
+    i64 chunk_len = ceil_div(ceil_div(cols, chunks), P::vec) * P::vec;
+    chunks = (int)ceil_div(cols, chunk_len);
+    if ((err = need(scratch, bytes, chunks > 1 ? (size_t)(rows * chunks) * sizeof(State) : 0)) != cudaSuccess ||
+        !scratch)
+        return err;
+    k<<<(unsigned)min(rows * chunks, slots * P::waves), P::block, 0, st>>>(op, x, rows, cols, chunks, chunk_len, part,
+                                                                        tickets, out);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- the selector */
+
+cudaError_t run(const gr_kjob *j, void *scratch, size_t *bytes, unsigned *tickets, cudaStream_t st)
+{
+    int sms = j->sms > 0 ? j->sms : 1;
+    int last = j->ties_last;
+    switch (j->variant) {
+    case GR_K_HARRIS1:
+    case GR_K_HARRIS2:
+    case GR_K_HARRIS3:
+    case GR_K_HARRIS4:
+    case GR_K_HARRIS5:
+    case GR_K_HARRIS6:
+    case GR_K_HARRIS7:
+        return with_op<HARRIS_OPS, HARRIS_DT>(j->op, j->dtype, last, [&](auto op) {
+            using In = typename decltype(op)::input;
+            using Acc = typename decltype(op)::Acc;
+            const In *x = static_cast<const In *>(j->x);
+            Acc *out = static_cast<Acc *>(j->out);
+            i64 n = j->rows * j->cols;
+            return j->variant == GR_K_HARRIS7 ? harris7<In, Acc>(x, n, out, sms, scratch, bytes, st)
+                                              : harris_levels<In, Acc>(j->variant, x, n, out, scratch, bytes, st);
+        });
+    case GR_K_SHFL:
+        return with_op<SHFL_OPS, SHFL_DT>(j->op, j->dtype, last,
+                                          [&](auto op) { return shfl(op, j, sms, scratch, bytes, st); });
+    case GR_K_REDUX:
+        return redux(j, sms, scratch, bytes, st);
+    case GR_K_CUB:
+        return with_op<GR_ALL_OPS, GR_ALL_DTYPES>(j->op, j->dtype, last,
+                                                  [&](auto op) { return cub_run(op, j, scratch, bytes, st); });
+    case GR_K_FAST:
+        return with_op<GR_ALL_OPS, GR_ALL_DTYPES>(
+            j->op, j->dtype, last, [&](auto op) { return fast(op, j, sms, scratch, bytes, tickets, st); });
+    }
+    return cudaErrorNotSupported;
+}
+
+int covers(const gr_kjob *j)
+{
+    if (j->variant < 0 || j->variant >= GR_K_NVARIANTS || j->op < 0 || j->op >= GR_NOPS || j->dtype < 0 ||
+        j->dtype >= GR_NDTYPES || j->axis < GR_AXIS_ALL || j->axis > 1)
+        return 0;
+    const gr_algo *a = &gr_k_algos[j->variant];
+    return (a->ops & B_(j->op)) && (a->dtypes & B_(j->dtype)) && (a->axes & GR_AXIS_BIT(j->axis));
+}
+
+} // namespace
+
+extern "C" int gr_k_variant(const char *name)
+{
+    if (!name || strcmp(name, "auto") == 0)
+        return GR_K_FAST;
+    for (int v = 0; v < GR_K_NVARIANTS; v++)
+        if (strcmp(gr_k_algos[v].name, name) == 0)
+            return v;
+    return -1;
+}
+
+extern "C" int64_t gr_k_nout(const struct gr_kjob *j)
+{
+    return j->axis == GR_AXIS_ALL ? 1 : j->axis == 0 ? j->cols : j->rows;
+}
+
+extern "C" size_t gr_k_state_bytes(int op) { return gr_op_is_arg(op) ? sizeof(arg_state<i64>) : sizeof(i64); }
+
+extern "C" int gr_k_scratch(const struct gr_kjob *j, size_t *bytes, struct gr_err *e)
+{
+    if (!covers(j))
+        return gr_fail(e, GR_EUNPROC, "algorithm", "kernel '%s' does not cover op %s on %s along axis %d",
+                       j->variant >= 0 && j->variant < GR_K_NVARIANTS ? gr_k_algos[j->variant].name : "?",
+                       gr_op_name(j->op), gr_dtype_name(j->dtype), j->axis);
+    if (j->rows < 1 || j->cols < 1)
+        return gr_fail(e, GR_EUNPROC, "shape", "a reduction needs at least one element");
+    *bytes = 0;
+    cudaError_t err = run(j, NULL, bytes, NULL, 0);
+    if (err != cudaSuccess)
+        return gr_fail(e, GR_ECUDA, NULL, "sizing kernel '%s': %s", gr_k_algos[j->variant].name,
+                       cudaGetErrorString(err));
+    return GR_OK;
+}
+
+extern "C" cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_t scratch_bytes, unsigned *counters,
+                                   cudaStream_t st)
+{
+    if (!covers(j) || j->rows < 1 || j->cols < 1)
+        return cudaErrorInvalidValue;
+    if (!scratch || !counters)
+        return cudaErrorInvalidValue;
+    return run(j, scratch, &scratch_bytes, counters, st);
+}
+
+extern "C" void gr_k_finish(int op, int dtype, const void *states, int64_t n, int64_t count, struct gr_result *r,
+                            int64_t first)
+{
+    const unsigned char *p = static_cast<const unsigned char *>(states);
+    size_t step = gr_k_state_bytes(op);
+    int int_state = !gr_dtype_is_float(dtype);
+    for (int64_t k = 0; k < n; k++, p += step) {
+        i64 iv;
+        double fv;
+        memcpy(&iv, p, sizeof iv);
+        memcpy(&fv, p, sizeof fv);
+        if (gr_op_is_arg(op))
+            memcpy(&r->index[first + k], p + sizeof(i64), sizeof(i64));
+        if (op == GR_MEAN)
+            r->f[first + k] = fv / (double)count;
+        else if (int_state)
+            r->i[first + k] = iv;
+        else
+            r->f[first + k] = fv;
+    }
+}
