@@ -31,9 +31,11 @@ static const struct gr_algo cpu_algos[] = {
 };
 #define NVARIANTS ((int)(sizeof cpu_algos / sizeof cpu_algos[0]))
 
-/* auto runs cpu_seq below this many elements: one core reduces 32K elements in ~20-60 us,
- * about what waking an OpenMP team and joining it costs, so threads only pay off above it. */
-#define AUTO_PARALLEL_MIN (1 << 15)
+/* auto runs cpu_seq below this many elements. Measured (Xeon, 2 and 16 threads): forking and
+ * joining a team costs ~5 us even when it sleeps, one core reduces at 1.5-4 ns an element, so
+ * threads break even near 2-4K elements; 16K leaves a margin for the cores the team's
+ * spin-wait takes from the HTTP and other worker threads after every region. */
+#define AUTO_PARALLEL_MIN (1 << 14)
 /* Outputs per stack block of accumulators: bounds the extra memory whatever the shape
  * (a 1 x n axis-0 job has n outputs). */
 #define OUT_BLOCK 256
@@ -41,10 +43,13 @@ static const struct gr_algo cpu_algos[] = {
 #define K_BLOCK 4096
 
 /* One output's running state. Which members are live depends on op and on whether the input
- * is float (fl); op/fl/last are stored too because the OpenMP combiner sees only two accs. */
+ * is float (fl); op/fl/last are stored too because the OpenMP combiner sees only two accs.
+ * s and c are not neighbours: side by side, GCC's SLP pass packs them into one vector
+ * register and the shuffles halve the speed of float sums. */
 struct acc {
-    double s, c;  /* float sum/mean: Neumaier sum s + correction c; float prod/extreme: s */
+    double s;     /* float sum/mean: Neumaier sum s + correction c; float prod/extreme: s */
     uint64_t u;   /* integer sum/prod, wrapping modulo 2^64 */
+    double c;
     int64_t v;    /* integer extreme */
     int64_t idx;  /* arg ops: index of the extreme within the reduced set, -1 while empty */
     signed char op, fl, last;
