@@ -32,9 +32,9 @@ static const struct gr_algo cpu_algos[] = {
 #define NVARIANTS ((int)(sizeof cpu_algos / sizeof cpu_algos[0]))
 
 /* auto runs cpu_seq below this many elements. Measured (Xeon, 2 and 16 threads): forking and
- * joining a team costs ~5 us even when it sleeps, one core reduces at 1.5-4 ns an element, so
- * threads break even near 2-4K elements; 16K leaves a margin for the cores the team's
- * spin-wait takes from the HTTP and other worker threads after every region. */
+ * joining a team costs 3-5 us, one core reduces at 1-3 ns an element, so threads break even
+ * near 4-8K elements; 16K leaves a margin for the cores the team's spin-wait takes from the
+ * HTTP and other worker threads after every region. */
 #define AUTO_PARALLEL_MIN (1 << 14)
 /* Outputs per stack block of accumulators: bounds the extra memory whatever the shape
  * (a 1 x n axis-0 job has n outputs). */
