@@ -1,0 +1,25 @@
+-- http_load.lua: wrk script for bench/http_load.sh: POST one small inline job (1024 float32,
+-- Prefer: wait=5) per request and print the summary as one JSON line at the end.
+local vals = {}
+for i = 1, 1024 do vals[i] = string.format("%.3f", (i * 7919 % 1000) / 10.0) end
+wrk.method = "POST"
+wrk.path = "/v1/jobs"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Prefer"] = "wait=5"
+wrk.body = '{"op":"sum","dtype":"float32","device":"' .. (os.getenv("GPURED_DEVICE") or "auto") ..
+           '","data":[' .. table.concat(vals, ",") .. ']}'
+
+local non200 = 0
+response = function(status, headers, body)
+  if status ~= 200 then non200 = non200 + 1 end
+end
+
+done = function(summary, latency, requests)
+  io.write(string.format(
+    'JSON {"requests":%d,"duration_s":%.3f,"jobs_per_s":%.1f,"p50_ms":%.3f,"p90_ms":%.3f,"p99_ms":%.3f,' ..
+    '"max_ms":%.3f,"socket_errors":%d,"non_2xx":%d}\n',
+    summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1e3, latency:percentile(90) / 1e3, latency:percentile(99) / 1e3, latency.max / 1e3,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    summary.errors.status))
+end
