@@ -1,0 +1,181 @@
+/* test_gpu_backend.c: the GPU backend through struct gr_backend on GPU 0: discovery, every op x
+ * dtype x axis against cpu_seq, staging across streams, errors and recovery, timings.
+ * Single-threaded; exit 77 (skipped) where there is no GPU. */
+#include "backend.h"
+#include "gr_testdata.h"
+
+static int checks, fails;
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            fails++;                                                                                                   \
+            fprintf(stderr, "FAIL line %d: ", __LINE__);                                                              \
+            fprintf(stderr, __VA_ARGS__);                                                                             \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+static struct gr_backend *gpu, *cpu;
+static struct gr_rng rng;
+
+/* Run q (its data filled here, offset bytes into a fresh buffer) on the GPU and on cpu_seq and
+ * compare; out_gpu (if set) receives the GPU result, which the caller frees. */
+static void against_cpu(struct gr_reduce_req q, int mode, int special, size_t offset, struct gr_result *out_gpu)
+{
+    int64_t n = q.rows * q.cols;
+    size_t bytes = (size_t)n * gr_dtype_size(q.dtype);
+    char *buf = malloc(bytes + offset);
+    CHECK(buf != NULL, "out of host memory");
+    if (!buf)
+        return;
+    gr_fill(buf + offset, q.dtype, q.op, n, mode, special, &rng);
+    q.data = buf + offset;
+    struct gr_reduce_req c = q;
+    c.algorithm = "cpu_seq";
+    struct gr_result want, got;
+    struct gr_timings t = {0}, tc = {0};
+    struct gr_err e = {0};
+    char used[32] = "", used_c[32];
+    int rc_c = cpu->reduce(cpu, &c, &want, &tc, used_c, &e);
+    int rc = gpu->reduce(gpu, &q, &got, &t, used, &e);
+    CHECK(rc_c == GR_OK && rc == GR_OK, "%s %s axis %d %lldx%lld: %s", gr_op_name(q.op), gr_dtype_name(q.dtype),
+          q.axis, (long long)q.rows, (long long)q.cols, e.msg);
+    if (rc_c == GR_OK && rc == GR_OK) {
+        double *tol = gr_needs_tol(q.op, q.dtype, mode) ? gr_tolerances(cpu, &q, 1e-11) : NULL;
+        int64_t o = gr_result_diff(&got, &want, tol);
+        CHECK(o < 0, "%s %s axis %d ties %d %lldx%lld (%s): output %lld differs", gr_op_name(q.op),
+              gr_dtype_name(q.dtype), q.axis, q.ties_last, (long long)q.rows, (long long)q.cols, used, (long long)o);
+        if (o >= 0) {
+            gr_result_print(stderr, "  gpu", &got, o);
+            gr_result_print(stderr, "  cpu", &want, o);
+        }
+        CHECK(t.h2d > 0 && t.kernel > 0 && t.d2h > 0, "stage timings %g %g %g", t.h2d, t.kernel, t.d2h);
+        const char *expect = !q.algorithm || strcmp(q.algorithm, "auto") == 0 ? "fast" : q.algorithm;
+        CHECK(strcmp(used, expect) == 0, "algorithm used %s, asked %s", used, expect);
+        free(tol);
+        if (out_gpu)
+            *out_gpu = got;
+        else
+            gr_result_free(&got);
+        gr_result_free(&want);
+    }
+    free(buf);
+}
+
+static void every_op(void)
+{
+    const char *algos[] = {"auto", "fast", "cub"};
+    int k = 0;
+    for (int op = 0; op < GR_NOPS; op++)
+        for (int last = 0; last <= gr_op_is_arg(op); last++)
+            for (int dt = 0; dt < GR_NDTYPES; dt++)
+                for (int axis = GR_AXIS_ALL; axis <= 1; axis++, k++) {
+                    const char *algo = algos[k % 3];
+                    if (axis == 0 && strcmp(algo, "cub") == 0)
+                        algo = "fast"; /* cub does not cover axis 0 */
+                    struct gr_reduce_req q = {op, dt, axis, last, gr_rng_range(&rng, 1, 300),
+                                              gr_rng_range(&rng, 1, 3000), NULL, algo};
+                    against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
+                }
+}
+
+static int expect_error(struct gr_reduce_req q, int code, const char *label)
+{
+    struct gr_result r;
+    struct gr_timings t = {0};
+    struct gr_err e = {0};
+    char used[32];
+    int rc = gpu->reduce(gpu, &q, &r, &t, used, &e);
+    CHECK(rc == code && e.msg[0], "%s: code %d (want %d), message '%s'", label, rc, code, e.msg);
+    if (rc == GR_OK)
+        gr_result_free(&r);
+    return rc;
+}
+
+static void errors_and_recovery(void)
+{
+    float x[4] = {1, 2, 3, 4};
+    struct gr_reduce_req q = {GR_PROD, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 4, x, "harris1"};
+    expect_error(q, GR_EUNPROC, "harris1 prod");
+    q.op = GR_SUM;
+    q.algorithm = "no_such_kernel";
+    expect_error(q, GR_EINVAL, "unknown algorithm");
+    q.algorithm = "auto";
+    q.op = 99;
+    expect_error(q, GR_EINVAL, "op out of range");
+    q.op = GR_SUM;
+    q.rows = 0;
+    expect_error(q, GR_EUNPROC, "no elements");
+    /* more than the GPU holds: the device allocation fails before the (small) input is read */
+    q.rows = 1;
+    q.cols = gpu->info.memory_bytes / 4 + ((int64_t)1 << 28);
+    expect_error(q, GR_ENOMEM, "larger than GPU memory");
+    /* the backend must still work */
+    struct gr_reduce_req ok = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 1000, NULL, "auto"};
+    against_cpu(ok, GR_FILL_EXACT, GR_SPECIAL_NONE, 0, NULL);
+}
+
+int main(void)
+{
+    struct gr_backend *gpus[16];
+    struct gr_err e = {0};
+    int n = gr_gpu_discover(gpus, 16, 4, &e);
+    if (n < 1) {
+        printf("SKIP: %s\n", e.msg);
+        return 77;
+    }
+    gpu = gpus[0];
+    cpu = gr_cpu_backend_new();
+    rng.s = gr_test_seed();
+    printf("seed %llu (GR_TEST_SEED reproduces); %d GPU(s); %s: %s, %lld MiB, %d SMs, %d streams\n",
+           (unsigned long long)rng.s, n, gpu->name, gpu->info.name, (long long)(gpu->info.memory_bytes >> 20),
+           gpu->info.sms, gpu->info.streams);
+    CHECK(strcmp(gpu->name, "gpu:0") == 0 && gpu->info.name[0] && gpu->info.memory_bytes > 0 && gpu->info.sms > 0 &&
+              gpu->info.streams == 4,
+          "device info");
+    CHECK(gpu->nalgos > 0 && strcmp(gpu->algos[gpu->nalgos - 1].name, "fast") == 0 &&
+              gpu->algos[gpu->nalgos - 1].ops == GR_ALL_OPS && gpu->algos[gpu->nalgos - 1].dtypes == GR_ALL_DTYPES &&
+              gpu->algos[gpu->nalgos - 1].axes == GR_ALL_AXES,
+          "fast covers everything");
+
+    every_op();
+
+    /* 100 MB through 8 MiB staging buffers on 4 streams, from an unaligned host pointer */
+    struct gr_reduce_req big = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 25000003, NULL, "auto"};
+    against_cpu(big, GR_FILL_REAL, GR_SPECIAL_NONE, 4, NULL);
+    big.op = GR_ARGMAX;
+    big.dtype = GR_INT64;
+    big.ties_last = 1;
+    big.rows = 5000;
+    big.cols = 2501;
+    big.axis = 1;
+    against_cpu(big, GR_FILL_EXACT, GR_SPECIAL_NONE, 8, NULL);
+
+    /* identical bits run to run */
+    struct gr_reduce_req d = {GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 5000011, NULL, "auto"};
+    struct gr_result r1 = {0}, r2 = {0};
+    uint64_t seed = rng.s;
+    against_cpu(d, GR_FILL_REAL, GR_SPECIAL_NONE, 0, &r1);
+    rng.s = seed;
+    against_cpu(d, GR_FILL_REAL, GR_SPECIAL_NONE, 0, &r2);
+    CHECK(r1.f && r2.f && memcmp(r1.f, r2.f, sizeof(double)) == 0, "two runs differ");
+    gr_result_free(&r1);
+    gr_result_free(&r2);
+
+    errors_and_recovery();
+
+    /* many small jobs back to back (the steady state: buffers already grown) */
+    double t0 = gr_mono_ms();
+    for (int k = 0; k < 300; k++) {
+        struct gr_reduce_req s = {k % 2 ? GR_MAX : GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 1000 + k, NULL, "auto"};
+        against_cpu(s, GR_FILL_EXACT, GR_SPECIAL_NONE, 0, NULL);
+    }
+    printf("300 small jobs: %.3f ms each (with the CPU reference)\n", (gr_mono_ms() - t0) / 300);
+
+    for (int k = 0; k < n; k++)
+        gpus[k]->destroy(gpus[k]);
+    cpu->destroy(cpu);
+    printf("%d checks, %d failed\n", checks, fails);
+    return fails ? 1 : 0;
+}
