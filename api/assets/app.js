@@ -1,0 +1,291 @@
+// app.js: the dashboard: polls the job list with If-None-Match (an idle page costs 304s), draws
+// the stage and throughput charts, lists the devices and submits jobs. Single-threaded (the page).
+'use strict';
+
+const OPS = ['sum', 'prod', 'min', 'max', 'mean', 'argmin', 'argmax'];
+const DTYPES = ['int32', 'int64', 'float32', 'float64'];
+const STAGES = [['queue', '#9aa5b1'], ['h2d', '#e0a030'], ['kernel', '#2a6fdb'], ['d2h', '#8e44ad']];
+const POLL_MS = 1000;
+const WINDOW_S = 300, BIN_S = 10;
+
+const state = { etag: null, jobs: [], devices: null, algorithms: [] };
+const $ = (id) => document.getElementById(id);
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+
+function option(select, value, label) {
+  const o = el('option', label || value);
+  o.value = value;
+  select.appendChild(o);
+}
+
+function ms(v) { return typeof v === 'number' ? (v < 10 ? v.toFixed(3) : v.toFixed(1)) : ''; }
+
+function bytesText(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : String(n)) + ' ' + units[i];
+}
+
+// A result value as text: numbers as JSON has them, non-finite floats are strings already.
+function resultText(res) {
+  if (!res) return '';
+  if ('value' in res) return String(res.value) + ('index' in res ? ' @' + res.index : '');
+  const vals = res.values || [];
+  const head = vals.slice(0, 4).map(String).join(', ');
+  return '[' + head + (vals.length > 4 ? ', … ' + vals.length + ' values' : '') + ']';
+}
+
+async function getJSON(path) {
+  const r = await fetch(path, { cache: 'no-store' });
+  if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
+  return r.json();
+}
+
+// --- jobs table and charts ---
+
+function renderJobs() {
+  const body = $('jobs').tBodies[0];
+  const rows = state.jobs.map((j) => {
+    const t = j.timings_ms || {};
+    const tr = el('tr');
+    tr.dataset.id = j.id;
+    tr.dataset.status = j.status;
+    tr.appendChild(el('td', j.id, 'id'));
+    const st = el('td');
+    st.appendChild(el('span', j.status, 'status status-' + j.status));
+    tr.appendChild(st);
+    for (const v of [j.op, j.dtype, (j.shape || []).join('×'), j.axis === null ? '—' : String(j.axis), j.device, j.algorithm])
+      tr.appendChild(el('td', v));
+    for (const k of ['queue', 'h2d', 'kernel', 'd2h', 'total'])
+      tr.appendChild(el('td', ms(t[k]), 'num ' + k));
+    tr.appendChild(el('td', typeof j.gbps === 'number' ? j.gbps.toFixed(2) : '', 'num'));
+    const res = el('td', j.status === 'failed' && j.error ? j.error.detail : resultText(j.result), 'result');
+    res.title = res.textContent;
+    tr.appendChild(res);
+    return tr;
+  });
+  body.replaceChildren(...rows);
+  $('jobs-meta').textContent = state.jobs.length ? '(newest ' + state.jobs.length + ')' : '(none yet)';
+}
+
+let stageChart, throughputChart;
+
+function makeCharts() {
+  const common = { responsive: true, maintainAspectRatio: false, animation: false };
+  stageChart = new Chart($('stage-chart'), {
+    type: 'bar',
+    data: { labels: [], datasets: STAGES.map(([name, color]) => ({ label: name, data: [], backgroundColor: color })) },
+    options: Object.assign({}, common, {
+      scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true, title: { display: true, text: 'ms' } } },
+    }),
+  });
+  throughputChart = new Chart($('throughput-chart'), {
+    type: 'line',
+    data: {
+      labels: [],
+      datasets: [
+        { label: 'jobs/s', data: [], borderColor: '#2a6fdb', backgroundColor: '#2a6fdb', yAxisID: 'y', pointRadius: 0 },
+        { label: 'MB/s in', data: [], borderColor: '#1f8a4c', backgroundColor: '#1f8a4c', yAxisID: 'y1', pointRadius: 0 },
+      ],
+    },
+    options: Object.assign({}, common, {
+      scales: {
+        x: { ticks: { maxRotation: 0, autoSkip: true, maxTicksLimit: 7 } },
+        y: { beginAtZero: true, position: 'left', title: { display: true, text: 'jobs/s' } },
+        y1: { beginAtZero: true, position: 'right', grid: { drawOnChartArea: false }, title: { display: true, text: 'MB/s' } },
+      },
+    }),
+  });
+}
+
+// Stage breakdown of the last 20 jobs that ran, oldest on the left.
+function renderStageChart() {
+  const ran = state.jobs.filter((j) => j.timings_ms && (j.status === 'succeeded' || j.status === 'failed'))
+    .slice(0, 20).reverse();
+  stageChart.data.labels = ran.map((j) => j.op + ' …' + j.id.slice(-5));
+  STAGES.forEach(([name], i) => { stageChart.data.datasets[i].data = ran.map((j) => j.timings_ms[name]); });
+  stageChart.update();
+}
+
+// Jobs finished and input bytes processed per second, in 10 s bins over the last 5 minutes.
+function renderThroughput() {
+  const now = Date.now() / 1000, nbins = WINDOW_S / BIN_S;
+  const jobs = new Array(nbins).fill(0), bytes = new Array(nbins).fill(0);
+  for (const j of state.jobs) {
+    if (j.status !== 'succeeded' || !j.finished_at) continue;
+    const age = now - Date.parse(j.finished_at) / 1000;
+    const bin = nbins - 1 - Math.floor(Math.max(age, 0) / BIN_S);
+    if (bin < 0) continue;
+    jobs[bin] += 1 / BIN_S;
+    bytes[bin] += j.bytes / BIN_S / 1e6;
+  }
+  throughputChart.data.labels = jobs.map((_, i) => '-' + (nbins - 1 - i) * BIN_S + 's');
+  throughputChart.data.datasets[0].data = jobs;
+  throughputChart.data.datasets[1].data = bytes;
+  throughputChart.update();
+}
+
+function renderAll() {
+  renderJobs();
+  renderStageChart();
+  renderThroughput();
+}
+
+async function pollJobs() {
+  try {
+    const headers = state.etag ? { 'If-None-Match': state.etag } : {};
+    const r = await fetch('/v1/jobs?limit=100', { headers, cache: 'no-store' });
+    if (r.status === 200) {
+      const body = await r.json();
+      state.etag = r.headers.get('ETag');
+      state.jobs = body.jobs;
+      renderAll();
+    } else if (r.status !== 304) {
+      throw new Error('HTTP ' + r.status);
+    }
+  } catch (err) {
+    $('jobs-meta').textContent = '(cannot list jobs: ' + err.message + ')';
+  }
+}
+
+function pollLoop() {
+  pollJobs().finally(() => setTimeout(pollLoop, POLL_MS));
+}
+
+// --- devices, readiness ---
+
+function renderDevices() {
+  const box = $('devices');
+  const cards = [];
+  const d = state.devices;
+  for (const g of d.gpus) {
+    const c = el('div', undefined, 'device');
+    c.appendChild(el('b', g.id + ' · ' + g.name));
+    c.appendChild(el('span', bytesText(g.memory_bytes) + ' memory'));
+    c.appendChild(el('span', g.sms + ' SMs · ' + g.streams + ' streams'));
+    cards.push(c);
+  }
+  const cpu = el('div', undefined, 'device');
+  cpu.appendChild(el('b', d.cpu.id + ' · ' + d.cpu.name));
+  cpu.appendChild(el('span', d.cpu.threads + ' threads'));
+  cpu.appendChild(el('span', bytesText(d.cpu.memory_bytes) + ' memory'));
+  cards.push(cpu);
+  if (!d.gpus.length) cards.push(el('p', 'No GPU in use: jobs run on the CPU.', 'muted'));
+  box.replaceChildren(...cards);
+
+  const dev = $('device');
+  if (d.gpus.length) option(dev, 'gpu', 'gpu (least busy)');
+  for (const g of d.gpus) option(dev, g.id);
+  option(dev, 'cpu');
+}
+
+async function checkReady() {
+  const badge = $('ready');
+  try {
+    const r = await fetch('/readyz', { cache: 'no-store' });
+    const body = await r.json();
+    badge.textContent = r.ok ? 'ready · ' + body.queued + ' queued' : 'not ready: ' + body.detail;
+    badge.className = 'badge ' + (r.ok ? 'ready' : 'down');
+  } catch (err) {
+    badge.textContent = 'unreachable';
+    badge.className = 'badge down';
+  }
+}
+
+// --- the submit form ---
+
+// The backend a device choice lands on, to list its variants ("auto"/"gpu": the first GPU if any).
+function backendOf(device) {
+  if (device === 'cpu' || device.startsWith('gpu:')) return device;
+  return state.devices && state.devices.gpus.length ? state.devices.gpus[0].id : 'cpu';
+}
+
+function refreshAlgorithms() {
+  const sel = $('algorithm'), keep = sel.value;
+  const dev = backendOf($('device').value), op = $('op').value, dtype = $('dtype').value;
+  const axis = $('axis').value === '' ? null : Number($('axis').value);
+  sel.replaceChildren();
+  option(sel, 'auto');
+  for (const a of state.algorithms)
+    if (a.device === dev && a.name !== 'auto' && a.ops.includes(op) && a.dtypes.includes(dtype) && a.axes.includes(axis))
+      option(sel, a.name);
+  sel.value = [...sel.options].some((o) => o.value === keep) ? keep : 'auto';
+  $('ties').disabled = !op.startsWith('arg');
+}
+
+async function submitJob(ev) {
+  ev.preventDefault();
+  const out = $('submit-result');
+  out.className = '';
+  let data;
+  try {
+    data = JSON.parse($('data').value);
+  } catch (err) {
+    out.textContent = 'data is not JSON: ' + err.message;
+    out.className = 'failed';
+    return;
+  }
+  const spec = { op: $('op').value, dtype: $('dtype').value, data, device: $('device').value, algorithm: $('algorithm').value };
+  if ($('axis').value !== '') spec.axis = Number($('axis').value);
+  if (spec.op.startsWith('arg')) spec.ties = $('ties').value;
+  const btn = $('submit');
+  btn.disabled = true;
+  out.textContent = 'running…';
+  try {
+    const r = await fetch('/v1/jobs', {
+      method: 'POST', cache: 'no-store',
+      headers: { 'Content-Type': 'application/json', Prefer: 'wait=10' },
+      body: JSON.stringify(spec),
+    });
+    const body = await r.json();
+    out.dataset.status = r.ok ? body.status : 'rejected';
+    if (r.ok) {
+      out.dataset.jobId = body.id;
+      out.textContent = body.id + ' ' + body.status +
+        (body.result ? ': ' + resultText(body.result) : body.error ? ': ' + body.error.detail : '') +
+        (body.timings_ms ? ' (' + ms(body.timings_ms.total) + ' ms)' : '');
+      if (body.status === 'failed') out.className = 'failed';
+    } else {
+      out.textContent = r.status + ' ' + body.title + ': ' + body.detail;
+      out.className = 'failed';
+    }
+  } catch (err) {
+    out.dataset.status = 'error';
+    out.textContent = 'request failed: ' + err.message;
+    out.className = 'failed';
+  } finally {
+    btn.disabled = false;
+  }
+  pollJobs();
+}
+
+async function start() {
+  for (const op of OPS) option($('op'), op);
+  for (const dt of DTYPES) option($('dtype'), dt);
+  $('dtype').value = 'float64';
+  makeCharts();
+  try {
+    const [devices, algos] = await Promise.all([getJSON('/v1/devices'), getJSON('/v1/algorithms')]);
+    state.devices = devices;
+    state.algorithms = algos.algorithms;
+    renderDevices();
+  } catch (err) {
+    $('devices').textContent = 'cannot read devices: ' + err.message;
+  }
+  for (const id of ['op', 'dtype', 'axis', 'device']) $(id).addEventListener('change', refreshAlgorithms);
+  refreshAlgorithms();
+  $('submit-form').addEventListener('submit', submitJob);
+  checkReady();
+  setInterval(checkReady, 15000);
+  setInterval(renderThroughput, BIN_S * 1000); // the window slides even when nothing changes
+  pollLoop();
+}
+
+document.addEventListener('DOMContentLoaded', start);

@@ -1,0 +1,195 @@
+# test_dashboard.py: the dashboard in real headless Chromium (Debian's chromium, chromium-driver,
+# python3-selenium): loads with no console errors and nothing fetched from elsewhere, a job
+# submitted from the form succeeds with the reference value, the charts draw, an idle page polls
+# into 304s, it fits 1280x800 and a phone; screenshots go to <build>/artifacts/.
+import json
+import math
+import os
+import time
+
+import e2e_lib as L
+import ops_lib as O
+from e2e_lib import CHECK
+
+O.cpu_label_only("test_dashboard")
+O.with_debian_python("selenium")
+
+CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+def browser():
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as e:
+        raise L.Skip("python3-selenium is not installed (%s); ./gpured.sh test installs it" % e)
+    for path in (CHROMIUM, DRIVER):
+        if not os.access(path, os.X_OK):
+            raise L.Skip("%s is missing; ./gpured.sh test installs chromium and chromium-driver" % path)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1280,800", "--hide-scrollbars"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
+
+
+def wait_for(driver, js, what, timeout=20):
+    """Poll a JS expression until it returns something truthy; returns it (None on time-out)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = driver.execute_script(js)
+        if v:
+            return v
+        time.sleep(0.1)
+    CHECK.ok(False, "timed out after %ds waiting for %s" % (timeout, what))
+    return None
+
+
+def console_errors(driver, what):
+    logs = driver.get_log("browser")
+    bad = [e for e in logs if e.get("level") in ("SEVERE", "ERROR") or "Uncaught" in e.get("message", "")]
+    CHECK.ok(not bad, "%s: console errors: %s" % (what, [e.get("message") for e in bad][:5]))
+    return logs
+
+
+def submit(driver, op, dtype, data, axis=""):
+    """Fill the form as a person would and press Run; returns the result line's dataset."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    Select(driver.find_element(By.ID, "op")).select_by_value(op)
+    Select(driver.find_element(By.ID, "dtype")).select_by_value(dtype)
+    Select(driver.find_element(By.ID, "axis")).select_by_value(axis)
+    Select(driver.find_element(By.ID, "device")).select_by_value("cpu")
+    box = driver.find_element(By.ID, "data")
+    box.clear()
+    box.send_keys(json.dumps(data))
+    driver.execute_script("document.getElementById('submit-result').removeAttribute('data-status')")
+    driver.find_element(By.ID, "submit").click()
+    st = wait_for(driver, "return document.getElementById('submit-result').dataset.status", "the form's answer")
+    out = driver.find_element(By.ID, "submit-result")
+    return st, out.get_attribute("data-job-id"), out.text
+
+
+def row_of(driver, jid):
+    """The job table row's cells once the poll has shown the job succeeded."""
+    js = ("const tr = document.querySelector('#jobs tbody tr[data-id=\"%s\"]');"
+          "return tr && tr.dataset.status === 'succeeded' && [...tr.cells].map(c => c.textContent);" % jid)
+    return wait_for(driver, js, "job %s as succeeded in the table" % jid)
+
+
+def chart_state(driver, canvas_id):
+    """Points per dataset and how many pixels the canvas has painted."""
+    return driver.execute_script("""
+        const c = document.getElementById(arguments[0]);
+        const ch = Chart.getChart(c);
+        const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let painted = 0;
+        for (let i = 3; i < px.length; i += 4) if (px[i]) painted++;
+        return {labels: ch.data.labels, data: ch.data.datasets.map(d => d.data), painted: painted,
+                w: c.width, h: c.height};""", canvas_id)
+
+
+def screenshots(driver, art, name):
+    """The viewport as a person sees it, and the whole page (the table is below the fold)."""
+    driver.save_screenshot(os.path.join(art, name + ".png"))
+    w, h = driver.get_window_size()["width"], driver.get_window_size()["height"]
+    full = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(w, max(h, full + 120))
+    time.sleep(0.3)
+    driver.save_screenshot(os.path.join(art, name + "-full.png"))
+    driver.set_window_size(w, h)
+    print("screenshots: %s{,-full}.png" % os.path.join(art, name), flush=True)
+
+
+def main():
+    srv = L.start_suite()
+    rng = L.rng_for("test_dashboard")
+    art = os.path.join(O.build_dir(), "artifacts")
+    os.makedirs(art, exist_ok=True)
+
+    # a few jobs before the page opens, so the table and charts start with history
+    for op in ("sum", "max", "mean"):
+        data = L.gen_data(op, "float64", 5000, rng)
+        r = srv.req("POST", "/v1/jobs", {"op": op, "dtype": "float64", "data": data, "device": "cpu"},
+                    {"Prefer": "wait=10"})
+        CHECK.eq(r.status, 200, "seed job %s" % op)
+
+    driver = browser()
+    try:
+        driver.set_window_size(1280, 800)
+        driver.get(srv.base + "/")
+        CHECK.eq(driver.title, "gpured", "page title")
+        rows = wait_for(driver, "return document.querySelectorAll('#jobs tbody tr').length >= 3 && "
+                        "document.querySelectorAll('#jobs tbody tr').length", "the seed jobs in the table")
+        CHECK.eq(rows, 3, "rows in the job table after load")
+        devs = srv.get_json("/v1/devices")
+        text = driver.find_element("id", "devices").text
+        CHECK.ok(devs["cpu"]["name"] in text, "device panel names the CPU %r: %r" % (devs["cpu"]["name"], text))
+        for g in devs["gpus"]:
+            CHECK.ok(g["name"] in text, "device panel names %s: %r" % (g["id"], text))
+
+        # a whole-array int64 sum, exact
+        data = [rng.randint(-10**6, 10**6) for _ in range(257)]
+        st, jid, line = submit(driver, "sum", "int64", data)
+        CHECK.eq(st, "succeeded", "form job status (%s)" % line)
+        want = sum(data)
+        CHECK.ok(line.endswith("ms)") and (": %d " % want) in line, "form answer %r shows the sum %d" % (line, want))
+        cells = row_of(driver, jid)
+        if cells:
+            CHECK.eq(cells[-1], str(want), "table result of the int64 sum")
+            CHECK.eq(cells[2:7], ["sum", "int64", "257", "—", "cpu"], "table row columns")
+
+        # a float64 mean along rows of a 2-D array, within rounding of an exact reference
+        rows2 = [[rng.uniform(-1e3, 1e3) for _ in range(6)] for _ in range(3)]
+        st, jid2, line = submit(driver, "mean", "float64", rows2, axis="1")
+        CHECK.eq(st, "succeeded", "form job 2 status (%s)" % line)
+        cells = row_of(driver, jid2)
+        if cells:
+            shown = [float(x) for x in cells[-1].strip("[]").split(",")]
+            want = [math.fsum(r) / len(r) for r in rows2]
+            CHECK.ok(len(shown) == 3 and all(abs(a - b) <= 1e-12 * max(1, abs(b)) for a, b in zip(shown, want)),
+                     "table means %r vs reference %r" % (shown, want))
+
+        # both charts hold the jobs and have painted their canvas
+        stage = chart_state(driver, "stage-chart")
+        CHECK.ok(any(jid2[-5:] in lab for lab in stage["labels"]), "stage chart labels %r include the new job" % stage["labels"][-3:])
+        CHECK.eq([len(d) for d in stage["data"]], [5] * 4, "stage chart: 4 stages x 5 jobs")
+        CHECK.ok(stage["painted"] > 0.02 * stage["w"] * stage["h"], "stage chart painted %d of %dx%d pixels" % (stage["painted"], stage["w"], stage["h"]))
+        thr = chart_state(driver, "throughput-chart")
+        CHECK.ok(abs(sum(thr["data"][0]) * 10 - 5) < 1e-9, "throughput chart counts the 5 jobs: %r" % thr["data"][0][-3:])
+        CHECK.ok(thr["painted"] > 0.02 * thr["w"] * thr["h"], "throughput chart painted %d pixels" % thr["painted"])
+
+        # idle: the polls are answered 304 and nothing is re-sent
+        before = O.scrape(srv)
+        time.sleep(3.5)
+        after = O.scrape(srv)
+        lbl = dict(route="/v1/jobs", method="GET")
+        n304 = after.get("gpured_http_requests_total", code="304", **lbl) - before.get("gpured_http_requests_total", code="304", **lbl)
+        n200 = after.get("gpured_http_requests_total", code="200", **lbl) - before.get("gpured_http_requests_total", code="200", **lbl)
+        CHECK.ok(n304 >= 2 and n200 == 0, "idle page: %d polls answered 304, %d answered 200" % (n304, n200))
+
+        # nothing came from anywhere but this server (no CDN)
+        urls = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        foreign = [u for u in urls if not u.startswith(srv.base)]
+        CHECK.ok(not foreign, "resources fetched from elsewhere: %r" % foreign[:5])
+        console_errors(driver, "desktop")
+        screenshots(driver, art, "dashboard-1280x800")
+
+        # a phone: nothing wider than the screen, the form still usable
+        driver.set_window_size(390, 844)
+        time.sleep(0.5)
+        widths = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+        CHECK.ok(widths[0] <= widths[1], "phone width: page is %dpx wide in a %dpx window" % tuple(widths))
+        st, jid3, line = submit(driver, "argmax", "int32", [3, 9, 2, 9, 1])
+        CHECK.ok(st == "succeeded" and "9 @1" in line, "phone: argmax from the form: %r" % line)
+        console_errors(driver, "phone")
+        screenshots(driver, art, "dashboard-phone")
+    finally:
+        driver.quit()
+    L.check_stop(srv)
+
+
+if __name__ == "__main__":
+    L.run_suite(main)
