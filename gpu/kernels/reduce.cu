@@ -905,7 +905,7 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
         if ((err = need(scratch, bytes, chunks > 1 ? (size_t)chunks * cols * sizeof(State) : 0)) != cudaSuccess ||
             !scratch)
             return err;
-        k<<<(unsigned)min(tiles * chunks, (i64)INT_MAX), P::block, 0, st>>>(op, x, rows, cols, w, R, tiles, chunks,
+        k<<<(unsigned)min(tiles * chunks, slots * P::waves), P::block, 0, st>>>(op, x, rows, cols, w, R, tiles, chunks,
                                                                            chunk_rows, part, tickets, out);
         return cudaGetLastError();
     }

@@ -34,7 +34,7 @@ fi
 
 if want test; then
     t0=$SECONDS
-    timeout 330 ctest --test-dir $B -L gpu -j4 --output-on-failure >"$OUT/ctest.log" 2>&1
+    timeout 240 ctest --test-dir $B -L gpu -j4 --output-on-failure >"$OUT/ctest.log" 2>&1
     rc=$?
     note ctest "rc=$rc ($((SECONDS - t0)) s): $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
     while read -r line; do note "" "$line"; done < <(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$OUT/ctest.log" |
@@ -60,7 +60,7 @@ fi
 
 if want bench; then
     t0=$SECONDS
-    timeout 420 $B/bench/bench_reduce --out "$OUT/bench_reduce.json" >"$OUT/bench.log" 2>&1
+    timeout 240 $B/bench/bench_reduce --out "$OUT/bench_reduce.json" >"$OUT/bench.log" 2>&1
     rc=$?
     note bench "rc=$rc ($((SECONDS - t0)) s): $(tail -1 "$OUT/bench.log")"
     sed -n '/^== fast vs CUB/,$p' "$OUT/bench.log"
