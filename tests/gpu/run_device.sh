@@ -22,7 +22,13 @@ nproc=$(nproc)
 
 if want build; then
     t0=$SECONDS
-    if cmake -S . -B $B -DCMAKE_CUDA_ARCHITECTURES=90 -DGPURED_WERROR=ON >"$OUT/build.log" 2>&1 &&
+    # the dashboard embeds Debian's Chart.js; the GPU machine has none: use one packed in .devdeps
+    chart=/tmp/devdeps/usr/share/javascript/chart.js/chart.min.js extra=()
+    if [ ! -d /usr/share/javascript/chart.js ]; then
+        [ -f $chart ] || for f in .devdeps/libjs-chart.js*.deb; do [ -f "$f" ] && dpkg -x "$f" /tmp/devdeps; done
+        [ -f $chart ] && extra=(-DGPURED_CHARTJS=$chart)
+    fi
+    if cmake -S . -B $B -DCMAKE_CUDA_ARCHITECTURES=90 -DGPURED_WERROR=ON "${extra[@]}" >"$OUT/build.log" 2>&1 &&
         cmake --build $B -j"$nproc" >>"$OUT/build.log" 2>&1; then
         note build "full build ok ($((SECONDS - t0)) s)"
     else
