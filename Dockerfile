@@ -1,0 +1,37 @@
+# Dockerfile: gpured in a container. The build stage runs ./gpured.sh build (the script CI tests)
+# in the CUDA devel image; the runtime stage runs that binary as a non-root user, data on /data.
+#   docker build -t gpured .
+#   docker run --gpus all -p 127.0.0.1:8080:8080 -v gpured-data:/data gpured
+ARG CUDA_IMAGE_TAG=13.0.0
+ARG UBUNTU=ubuntu24.04
+
+FROM nvidia/cuda:${CUDA_IMAGE_TAG}-devel-${UBUNTU} AS build
+ENV DEBIAN_FRONTEND=noninteractive
+WORKDIR /src
+COPY . .
+# The runtime stage installs the packages that own the libraries the binary links (found here,
+# so the two stages cannot drift apart).
+RUN BUILD_DIR=/src/build ./gpured.sh build \
+ && install -D -m 0755 build/gpured /out/gpured \
+ && ldd build/gpured | awk '$3 ~ /^\// {print $3}' | xargs -r realpath \
+    | while read -r f; do dpkg -S "$f" 2>/dev/null || dpkg -S "${f#/usr}" 2>/dev/null || true; done \
+    | cut -d: -f1 | sort -u > /out/runtime-packages \
+ && cat /out/runtime-packages
+
+FROM nvidia/cuda:${CUDA_IMAGE_TAG}-runtime-${UBUNTU}
+COPY --from=build /out/runtime-packages /tmp/runtime-packages
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive xargs -a /tmp/runtime-packages apt-get install -y --no-install-recommends curl \
+ && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
+ && useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin gpured \
+ && install -d -o gpured -g gpured -m 0750 /data
+COPY --from=build /out/gpured /usr/local/bin/gpured
+USER gpured:gpured
+ENV GPURED_BIND=0.0.0.0 GPURED_PORT=8080 GPURED_DATA_DIR=/data
+VOLUME /data
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
+  CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+# SIGTERM: the running job finishes, queued jobs stay in the store for the next start
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/gpured", "serve"]
