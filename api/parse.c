@@ -177,26 +177,30 @@ static int fill(json_t *data, struct gr_job *j, int nested, struct gr_err *e)
     return GR_OK;
 }
 
-static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
+static int known_members(json_t *root, const char *const *names, size_t n, struct gr_err *e)
 {
     if (!json_is_object(root))
         return gr_fail(e, GR_EINVAL, NULL, "the body must be a JSON object like {\"op\": \"sum\", \"dtype\": "
-                                           "\"float32\", \"data\": [1, 2, 3]}, not %s", type_name(root));
+                                           "\"float32\", ...}, not %s", type_name(root));
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v)
     {
         size_t i = 0;
-        while (i < sizeof known / sizeof known[0] && strcmp(key, known[i]))
+        while (i < n && strcmp(key, names[i]))
             i++;
-        if (i == sizeof known / sizeof known[0])
+        if (i == n)
             return gr_fail(e, GR_EINVAL, key, "unknown member \"%.64s\"", key);
     }
-    char op[16] = "", dtype[16] = "", ties[16] = "first";
+    return GR_OK;
+}
+
+/* "op" and "dtype" (both required) and "device" (default auto), shared by jobs and benchmarks. */
+static int op_dtype_device(json_t *root, struct gr_job *j, struct gr_err *e)
+{
+    char op[16] = "", dtype[16] = "";
     int rc;
     if ((rc = get_string(root, "op", op, sizeof op, e)) || (rc = get_string(root, "dtype", dtype, sizeof dtype, e)) ||
-        (rc = get_string(root, "ties", ties, sizeof ties, e)) ||
-        (rc = get_string(root, "algorithm", j->algorithm, sizeof j->algorithm, e)) ||
         (rc = get_string(root, "device", j->device, sizeof j->device, e)))
         return rc;
     if (!op[0])
@@ -209,6 +213,16 @@ static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
         return gr_fail(e, GR_EINVAL, "dtype", "\"dtype\" is required: int32, int64, float32 or float64");
     if ((j->dtype = gr_dtype_parse(dtype)) < 0)
         return gr_fail(e, GR_EINVAL, "dtype", "unknown dtype \"%s\": use int32, int64, float32 or float64", dtype);
+    return GR_OK;
+}
+
+static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
+{
+    int rc = known_members(root, known, sizeof known / sizeof known[0], e);
+    char ties[16] = "first";
+    if (rc || (rc = op_dtype_device(root, j, e)) || (rc = get_string(root, "ties", ties, sizeof ties, e)) ||
+        (rc = get_string(root, "algorithm", j->algorithm, sizeof j->algorithm, e)))
+        return rc;
     if (strcmp(ties, "first") && strcmp(ties, "last"))
         return gr_fail(e, GR_EINVAL, "ties", "unknown ties \"%s\": use first or last", ties);
     j->ties_last = !strcmp(ties, "last");
@@ -244,14 +258,78 @@ static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
     return fill(data, j, nested, e);
 }
 
-int gr_parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e)
+/* A whole number member in [lo, hi], def when absent. */
+static int get_int(json_t *root, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out, struct gr_err *e)
+{
+    json_t *v = json_object_get(root, key);
+    *out = def;
+    if (!v)
+        return GR_OK;
+    if (!json_is_integer(v))
+        return gr_fail(e, GR_EINVAL, key, "\"%s\" must be an integer, not %s", key, type_name(v));
+    *out = json_integer_value(v);
+    if (*out < lo || *out > hi)
+        return gr_fail(e, GR_EUNPROC, key, "\"%s\" is %lld; it must be from %lld to %lld", key, (long long)*out,
+                       (long long)lo, (long long)hi);
+    return GR_OK;
+}
+
+static const char *const bench_known[] = {"op", "dtype", "n", "algorithms", "repeats", "device"};
+
+static int parse_bench(json_t *root, struct gr_job *j, struct gr_err *e)
+{
+    int64_t n, repeats;
+    int rc = known_members(root, bench_known, sizeof bench_known / sizeof bench_known[0], e);
+    if (rc || (rc = op_dtype_device(root, j, e)) ||
+        (rc = get_int(root, "n", 1, GR_BENCH_MAX_N, -1, &n, e)) ||
+        (rc = get_int(root, "repeats", 1, 100, 20, &repeats, e)))
+        return rc;
+    if (n < 0)
+        return gr_fail(e, GR_EINVAL, "n", "\"n\" is required: the number of elements to reduce");
+    j->kind = GR_JOB_BENCH;
+    j->shape[0] = n;
+    j->repeats = (int)repeats;
+    snprintf(j->algorithm, sizeof j->algorithm, "benchmark");
+    json_t *names = json_object_get(root, "algorithms");
+    if (!names)
+        return GR_OK;
+    size_t count = json_array_size(names);
+    if (!json_is_array(names) || count == 0 || count > 64)
+        return gr_fail(e, GR_EINVAL, "algorithms", "\"algorithms\" must be [\"all\"] or a list of 1 to 64 names");
+    for (size_t k = 0; k < count; k++) {
+        json_t *x = json_array_get(names, k);
+        if (!json_is_string(x) || json_string_length(x) == 0 || json_string_length(x) >= sizeof *j->algos)
+            return gr_fail(e, GR_EINVAL, "algorithms", "algorithms[%zu] must be a variant name (GET /v1/algorithms)", k);
+    }
+    if (count == 1 && !strcmp(json_string_value(json_array_get(names, 0)), "all"))
+        return GR_OK;
+    if (!(j->algos = calloc(count, sizeof *j->algos)))
+        return gr_fail(e, GR_ENOMEM, NULL, "out of memory");
+    for (size_t k = 0; k < count; k++)
+        snprintf(j->algos[k], sizeof j->algos[k], "%s", json_string_value(json_array_get(names, k)));
+    j->nalgos = (int)count;
+    return GR_OK;
+}
+
+static int decode(const char *body, size_t len, struct gr_job *j, int (*fn)(json_t *, struct gr_job *, struct gr_err *),
+                  struct gr_err *e)
 {
     json_error_t je;
     /* jansson caps nesting depth, so "[[[[..." 100k deep is a parse error, not a stack overflow */
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return gr_fail(e, GR_EINVAL, NULL, "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
-    int rc = parse(root, j, e);
+    int rc = fn(root, j, e);
     json_decref(root);
     return rc;
+}
+
+int gr_parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e)
+{
+    return decode(body, len, j, parse, e);
+}
+
+int gr_parse_benchmark(const char *body, size_t len, struct gr_job *j, struct gr_err *e)
+{
+    return decode(body, len, j, parse_bench, e);
 }

@@ -10,4 +10,9 @@
  * GR_EUNPROC (well-formed but impossible: 422), with e->field naming the member. */
 int gr_parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e);
 
+/* A benchmark request (POST /v1/benchmarks: op, dtype, n, algorithms, repeats, device) into
+ * a job of kind GR_JOB_BENCH. Same codes as gr_parse_job. */
+#define GR_BENCH_MAX_N (1LL << 28)
+int gr_parse_benchmark(const char *body, size_t len, struct gr_job *j, struct gr_err *e);
+
 #endif

@@ -89,7 +89,24 @@ static void answer_job(struct gr_req *r)
     gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
 }
 
-static void post_job(struct gr_req *r)
+/* Every variant a job names must exist on its device and cover what it asks. */
+static int check_variants(const struct gr_job *j, struct gr_err *e)
+{
+    if (j->kind == GR_JOB_REDUCE)
+        return gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, j->ndim == 1 ? GR_AXIS_ALL : j->axis, e);
+    for (int k = 0; k < j->nalgos; k++) {
+        int rc = gr_backend_check(j->backend, j->algos[k], j->op, j->dtype, GR_AXIS_ALL, e);
+        if (rc) {
+            snprintf(e->field, sizeof e->field, "algorithms");
+            return rc;
+        }
+    }
+    return GR_OK;
+}
+
+/* Parse the body into a new job, accept it, and park until it is durable (or, with
+ * Prefer: wait=N, until it ends or N s pass). */
+static void submit(struct gr_req *r, int (*parse)(const char *, size_t, struct gr_job *, struct gr_err *))
 {
     struct gr_err e = {0};
     struct gr_job *j = gr_job_new();
@@ -97,11 +114,11 @@ static void post_job(struct gr_req *r)
         problem(r, GR_ENOMEM, NULL, "out of memory for a new job");
         return;
     }
-    int rc = gr_parse_job(r->body ? r->body : "", r->len, j, &e);
+    int rc = parse(r->body ? r->body : "", r->len, j, &e);
     if (!rc)
         rc = gr_jobs_route(j->device, &j->backend, &e);
     if (!rc)
-        rc = gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, j->ndim == 1 ? GR_AXIS_ALL : j->axis, &e);
+        rc = check_variants(j, &e);
     if (!rc)
         rc = gr_jobs_submit(j, &e);
     if (rc) {
@@ -117,6 +134,9 @@ static void post_job(struct gr_req *r)
                               .deadline_ms = r->wait_s > 0 ? gr_mono_ms() + (double)r->wait_s * 1000 : 0};
     gr_park(r, answer_job);
 }
+
+static void post_job(struct gr_req *r) { submit(r, gr_parse_job); }
+static void post_benchmark(struct gr_req *r) { submit(r, gr_parse_benchmark); }
 
 static void get_job_again(struct gr_req *r);
 
@@ -397,6 +417,7 @@ const struct gr_route gr_routes[] = {
     {"/v1/jobs", list_jobs, post_job, NULL, 1},
     {"/v1/jobs/{id}", get_job, NULL, cancel_job, 0},
     {"/v1/jobs/{id}/result", get_result, NULL, NULL, 0},
+    {"/v1/benchmarks", NULL, post_benchmark, NULL, 1},
     {"/v1/algorithms", algorithms, NULL, NULL, 0},
     {"/v1/devices", devices, NULL, NULL, 0},
     {"/healthz", healthz, NULL, NULL, 0},

@@ -2,6 +2,8 @@
  * Reference counts are atomic; rendering reads state the caller keeps still (jobs lock). */
 #include "job.h"
 
+#include "bench.h"
+
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -62,6 +64,8 @@ void gr_job_unref(struct gr_job *j)
     if (!j || atomic_fetch_sub((_Atomic int *)&j->refs, 1) != 1)
         return;
     free(j->input);
+    free(j->algos);
+    free(j->rows);
     gr_result_free(&j->result);
     free(j);
 }
@@ -102,9 +106,24 @@ static json_t *result_value(const struct gr_result *r, int64_t k)
     return r->i ? json_integer(r->i[k]) : gr_json_double(r->f[k]);
 }
 
+static json_t *render_bench(const struct gr_job *j)
+{
+    json_t *rows = json_array();
+    for (int k = 0; k < j->nrows; k++) {
+        const struct gr_bench_row *b = &j->rows[k];
+        json_array_append_new(rows, json_pack("{s:s, s:o, s:o, s:b, s:o}", "algorithm", b->algorithm, "median_ms",
+                                              b->error[0] ? json_null() : json_real(b->median_ms), "gbps",
+                                              b->error[0] ? json_null() : json_real(b->gbps), "matched", b->matched,
+                                              "error", b->error[0] ? json_string(b->error) : json_null()));
+    }
+    return json_pack("{s:o, s:s}", "rows", rows, "reference", "cpu_seq");
+}
+
 static json_t *render_result(const struct gr_job *j)
 {
     const struct gr_result *r = &j->result;
+    if (j->kind == GR_JOB_BENCH)
+        return render_bench(j);
     json_t *o = json_object();
     if (j->axis == GR_AXIS_ALL || j->ndim == 1) {
         json_object_set_new(o, "value", result_value(r, 0));
@@ -148,17 +167,29 @@ char *gr_job_render(const struct gr_job *j)
                           gr_status_name(j->status), "op", gr_op_name(j->op), "dtype", gr_dtype_name(j->dtype),
                           "shape", shape, "axis", j->axis == GR_AXIS_ALL ? json_null() : json_integer(j->axis),
                           "ties", j->ties_last ? "last" : "first", "device", j->device, "algorithm", j->algorithm,
-                          "bytes", (json_int_t)j->input_bytes);
+                          "bytes",
+                          (json_int_t)(j->kind == GR_JOB_BENCH ? j->shape[0] * (int64_t)gr_dtype_size(j->dtype)
+                                                                : (int64_t)j->input_bytes));
     if (!o || !timings) {
         json_decref(o);
         json_decref(timings);
         return NULL;
     }
+    if (j->kind == GR_JOB_BENCH) {
+        json_t *names = json_array();
+        for (int k = 0; k < j->nalgos; k++)
+            json_array_append_new(names, json_string(j->algos[k]));
+        if (!j->nalgos)
+            json_array_append_new(names, json_string("all"));
+        json_object_set_new(o, "kind", json_string("benchmark"));
+        json_object_set_new(o, "algorithms", names);
+        json_object_set_new(o, "repeats", json_integer(j->repeats));
+    }
     json_object_set_new(o, "result", done ? render_result(j) : json_null());
     json_object_set_new(o, "timings_ms", GR_TERMINAL(j->status) ? timings : (json_decref(timings), json_null()));
     /* throughput of the kernel stage alone: what the variant achieved on its input */
     json_object_set_new(o, "gbps",
-                        done && t->kernel > 0 ? json_real((double)j->input_bytes / (t->kernel * 1e6)) : json_null());
+                        done && t->kernel > 0 && j->kind == GR_JOB_REDUCE ? json_real((double)j->input_bytes / (t->kernel * 1e6)) : json_null());
     json_object_set_new(o, "gflops", json_null());
     json_object_set_new(o, "error", j->status == GR_FAILED ? render_error(j) : json_null());
     json_object_set_new(o, "created_at", time_or_null(j->created_at));
@@ -215,6 +246,33 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
     snprintf(j->device, sizeof j->device, "%s", dev);
     j->created_at = parse_time(created);
     j->committed = GR_QUEUED;
+    json_t *names = json_object_get(o, "algorithms");
+    if (json_is_array(names)) { /* a benchmark */
+        j->kind = GR_JOB_BENCH;
+        j->repeats = (int)json_integer_value(json_object_get(o, "repeats"));
+        size_t n = json_array_size(names);
+        const char *first = json_string_value(json_array_get(names, 0));
+        j->nalgos = first && strcmp(first, "all") ? (int)n : 0;
+        j->algos = j->nalgos ? calloc(n, sizeof *j->algos) : NULL;
+        for (int k = 0; j->algos && k < j->nalgos; k++)
+            snprintf(j->algos[k], sizeof j->algos[k], "%s", json_string_value(json_array_get(names, (size_t)k)));
+        if (j->nalgos && !j->algos) {
+            free(copy);
+            gr_job_unref(j);
+            json_decref(o);
+            return gr_fail(e, GR_ENOMEM, NULL, "out of memory restoring job %s", id);
+        }
+    }
+    size_t want;
+    if (j->kind == GR_JOB_REDUCE &&
+        (j->shape[0] < 1 || j->shape[1] < 1 || gr_mul_size((size_t)j->shape[0], (size_t)j->shape[1], &want) ||
+         gr_mul_size(want, gr_dtype_size(j->dtype), &want) || want != bytes)) {
+        free(copy);
+        gr_job_unref(j);
+        json_decref(o);
+        return gr_fail(e, GR_EINVAL, NULL, "stored job %s: its input is %zu bytes, not what its shape needs", id,
+                       bytes);
+    }
     if (bytes)
         memcpy(copy, input, bytes);
     j->input = copy;

@@ -15,12 +15,16 @@ int gr_status_parse(const char *s); /* -1 if unknown */
 
 struct gr_waiter;
 struct gr_backend;
+struct gr_bench_row;
+
+enum gr_kind { GR_JOB_REDUCE, GR_JOB_BENCH };
 
 struct gr_job {
     int refs; /* atomic */
     char id[24];
 
     /* the request (fixed) */
+    int kind;
     int op, dtype, axis, ties_last;
     int ndim;
     int64_t shape[2]; /* ndim 1: shape[0] = n, shape[1] = 1 */
@@ -28,6 +32,8 @@ struct gr_job {
     void *input;
     size_t input_bytes;
     struct gr_backend *backend; /* where it runs */
+    int repeats, nalgos;        /* benchmark: n is shape[0]; nalgos 0 = every variant */
+    char (*algos)[32];
     double created_at;
 
     /* state (jobs lock) */
@@ -35,6 +41,8 @@ struct gr_job {
     int committed; /* last status the store has committed; -1: not yet stored */
     double started_at, finished_at;
     struct gr_result result;
+    struct gr_bench_row *rows; /* benchmark result */
+    int nrows;
     struct gr_timings t;
     struct gr_err err; /* when failed */
     struct gr_waiter *waiters;
