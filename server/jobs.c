@@ -325,8 +325,8 @@ static void run(struct queue *q, struct gr_job *j)
     if (rc != GR_OK)
         j->err = e.code ? e : (struct gr_err){.code = rc, .msg = "the backend failed without a message"};
     j->status = rc == GR_OK ? GR_SUCCEEDED : GR_FAILED;
-    doc = gr_job_render(j);
     pthread_mutex_unlock(&mu);
+    doc = gr_job_render(j); /* a final job no longer changes: no lock needed to read it */
     gr_metrics_running(dev_of(q), -1);
     gr_metrics_job_end(dev_of(q), j->op, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, &t, j->input_bytes);
     store_write(j, doc, j->status, 0);
@@ -434,16 +434,17 @@ int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
 
 int gr_jobs_submit(struct gr_job *j, struct gr_err *e)
 {
+    char *doc = gr_job_render(j); /* not shared yet: rendered without the lock */
     pthread_mutex_lock(&mu);
     struct queue *q = queue_of(j->backend);
     if (!q || q->count + q->reserved >= capacity) {
         pthread_mutex_unlock(&mu);
+        free(doc);
         return gr_fail(e, GR_EFULL, NULL, "the queue for %s is full (%d jobs); retry after a second",
                        j->backend ? j->backend->name : "?", capacity);
     }
     q->reserved++;
     table_add(j);
-    char *doc = gr_job_render(j);
     pthread_mutex_unlock(&mu);
     /* the insert is queued in the store before the worker can queue any update of it */
     store_write(j, doc, GR_QUEUED, 1);
@@ -597,9 +598,13 @@ void gr_jobs_stop(void)
 char *gr_jobs_render(struct gr_job *j, int *committed, int *status)
 {
     pthread_mutex_lock(&mu);
-    char *doc = gr_job_render(j);
     *committed = j->committed;
     *status = j->status;
+    if (GR_TERMINAL(*status)) { /* a final job no longer changes: render it without the lock */
+        pthread_mutex_unlock(&mu);
+        return gr_job_render(j);
+    }
+    char *doc = gr_job_render(j);
     pthread_mutex_unlock(&mu);
     return doc;
 }
