@@ -97,7 +97,7 @@ function makeCharts() {
     },
     options: Object.assign({}, common, {
       scales: {
-        x: { ticks: { maxRotation: 0, autoSkip: true, maxTicksLimit: 7 } },
+        x: { ticks: { maxRotation: 0, autoSkipPadding: 12 }, title: { display: true, text: 'seconds ago' } },
         y: { beginAtZero: true, position: 'left', title: { display: true, text: 'jobs/s' } },
         y1: { beginAtZero: true, position: 'right', grid: { drawOnChartArea: false }, title: { display: true, text: 'MB/s' } },
       },
@@ -126,7 +126,7 @@ function renderThroughput() {
     jobs[bin] += 1 / BIN_S;
     bytes[bin] += j.bytes / BIN_S / 1e6;
   }
-  throughputChart.data.labels = jobs.map((_, i) => '-' + (nbins - 1 - i) * BIN_S + 's');
+  throughputChart.data.labels = jobs.map((_, i) => String((nbins - 1 - i) * BIN_S));
   throughputChart.data.datasets[0].data = jobs;
   throughputChart.data.datasets[1].data = bytes;
   throughputChart.update();
