@@ -35,6 +35,13 @@ include-method = "POST"
 # count, an integer dtype gets 1.5, a value is out of float32's range, rows are ragged, axis 1 on
 # 1-D data, a device is absent; 400 for a variant name the device does not have.
 checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-path = "/v1/benchmarks"
+include-method = "POST"
+# Only bodies the spec says are wrong: a valid one can keep the CPU busy for minutes (n up to
+# 2^28, 100 repeats of every variant). A small valid one is checked against the spec above.
+generation.mode = "negative"
 """
 
 
@@ -137,6 +144,12 @@ def provoked(srv):
     if CHECK.eq(r.status, 200, "axis job"):
         docs.append(("Job", r.json()))
         docs.append(("Result", srv.get_json("/v1/jobs/%s/result" % r.json()["id"])))
+    r = srv.req("POST", "/v1/benchmarks", {"op": "max", "dtype": "int32", "n": 1000, "repeats": 2, "device": "cpu"},
+                {"Prefer": "wait=30"}, timeout=60)
+    if CHECK.eq(r.status, 200, "benchmark job"):
+        docs.append(("Job", r.json()))
+        CHECK.ok(r.json().get("result", {}).get("rows"), "benchmark rows %r" % r.json().get("result"))
+        docs.append(("BenchmarkResult", srv.get_json("/v1/jobs/%s/result" % r.json()["id"])))
     docs.append(("JobList", srv.get_json("/v1/jobs?limit=3")))
     for body, code in (('{"op": "sum"', 400), ({"op": "sum", "dtype": "int32", "data": []}, 422)):
         r = srv.req("POST", "/v1/jobs", body)
@@ -182,8 +195,10 @@ def main():
     venv = venv_with_schemathesis()
     validate(venv, spec, provoked(srv))
     run_schemathesis(venv, srv, spec)
-    errors = [(lbl, v) for lbl, v in O.scrape(srv).series("gpured_http_requests_total")
-              if lbl["code"].startswith("5") or lbl["code"] == "0"]
+    series = O.scrape(srv).series("gpured_http_requests_total")
+    errors = [(lbl, v) for lbl, v in series if lbl["code"].startswith("5") or lbl["code"] == "0"]
+    print("benchmarks accepted during the run: %d" % sum(v for lbl, v in series
+                                                         if lbl["route"] == "/v1/benchmarks" and lbl["code"].startswith("2")))
     CHECK.eq(errors, [], "answers with 5xx or none at all, as the server counted them")
     CHECK.ok(srv.alive(), "server alive after the run")
     L.check_stop(srv)
