@@ -34,7 +34,7 @@ typedef long long i64;
     } while (0)
 
 static int repeats = 25, max_log2 = 30, sms;
-static void *d_x, *d_out, *d_out2, *d_scratch, *d_flush;
+static void *d_x, *d_out, *d_ref, *d_ref_index, *d_scratch, *d_flush; /* d_ref*: CUB's results */
 static size_t scratch_bytes, flush_bytes;
 static unsigned *d_tickets;
 static cudaEvent_t ev0, ev1;
@@ -120,21 +120,21 @@ struct row_start {
 template <class T> static cudaError_t cub_call(int op, bool segmented, i64 rows, i64 cols, void *tmp, size_t &bytes)
 {
     const T *x = static_cast<const T *>(d_x);
-    T *out = static_cast<T *>(d_out);
+    T *out = static_cast<T *>(d_ref);
     if (!segmented) {
         i64 n = rows * cols;
         if (op == GR_SUM)
             return cub::DeviceReduce::Sum(tmp, bytes, x, out, n);
         if (op == GR_MAX)
             return cub::DeviceReduce::Max(tmp, bytes, x, out, n);
-        return cub::DeviceReduce::ArgMax(tmp, bytes, x, out, static_cast<i64 *>(d_out2), n);
+        return cub::DeviceReduce::ArgMax(tmp, bytes, x, out, static_cast<i64 *>(d_ref_index), n);
     }
     auto starts = thrust::make_transform_iterator(thrust::counting_iterator<i64>(0), row_start{cols});
     if (op == GR_SUM)
         return cub::DeviceSegmentedReduce::Sum(tmp, bytes, x, out, rows, starts, starts + 1);
     if (op == GR_MAX)
         return cub::DeviceSegmentedReduce::Max(tmp, bytes, x, out, rows, starts, starts + 1);
-    return cub::DeviceSegmentedReduce::ArgMax(tmp, bytes, x, static_cast<cub::KeyValuePair<int, T> *>(d_out), rows,
+    return cub::DeviceSegmentedReduce::ArgMax(tmp, bytes, x, static_cast<cub::KeyValuePair<int, T> *>(d_ref), rows,
                                               starts, starts + 1);
 }
 
@@ -149,7 +149,7 @@ template <class T> static double run_cub(int op, bool segmented, i64 rows, i64 c
     });
 }
 
-/* Does our result r match what cub_call<T> left in d_out/d_out2? Exact for max/argmax, int
+/* Does our result r match what cub_call<T> left in d_ref / d_ref_index? Exact for max/argmax, int
  * sums modulo 2^32 (CUB sums int32 in int32), float64 sums (exact on our data); -1 for float32
  * sums, which CUB accumulates in float32. */
 template <class T> static int cub_agrees(int op, bool segmented, const struct gr_result *r)
@@ -159,8 +159,8 @@ template <class T> static int cub_agrees(int op, bool segmented, const struct gr
     size_t vb = segmented && op == GR_ARGMAX ? sizeof(cub::KeyValuePair<int, T>) : sizeof(T);
     std::vector<unsigned char> v(r->n * vb);
     std::vector<i64> idx(op == GR_ARGMAX && !segmented ? r->n : 0);
-    if (cudaMemcpy(v.data(), d_out, v.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
-        (idx.size() && cudaMemcpy(idx.data(), d_out2, sizeof(i64), cudaMemcpyDeviceToHost) != cudaSuccess))
+    if (cudaMemcpy(v.data(), d_ref, v.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
+        (idx.size() && cudaMemcpy(idx.data(), d_ref_index, sizeof(i64), cudaMemcpyDeviceToHost) != cudaSuccess))
         return 0;
     for (int64_t o = 0; o < r->n; o++) {
         T val;
@@ -406,7 +406,8 @@ int main(int argc, char **argv)
     flush_bytes = (size_t)prop.l2CacheSize * 4;
     TRY(cudaMalloc(&d_x, ((size_t)8) << max_log2));
     TRY(cudaMalloc(&d_out, (size_t)16 << 24)); /* up to 2^24 rows of 16-byte states */
-    TRY(cudaMalloc(&d_out2, 4096));
+    TRY(cudaMalloc(&d_ref, (size_t)16 << 24));
+    TRY(cudaMalloc(&d_ref_index, 4096));
     TRY(cudaMalloc(&d_flush, flush_bytes));
     TRY(cudaMalloc((void **)&d_tickets, GR_K_COUNTERS * sizeof(unsigned)));
     TRY(cudaMemset(d_tickets, 0, GR_K_COUNTERS * sizeof(unsigned)));

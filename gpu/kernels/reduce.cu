@@ -12,7 +12,8 @@
  *   redux    __reduce_{add,min,max}_sync (int32); sums split in 24/24/16-bit pieces so none wraps
  *   cub      cub::DeviceReduce / DeviceSegmentedReduce::Reduce with our operators (the reference)
  *   fast     production: 16-byte vector loads, grid sized to the machine, warp shuffles, one launch
- *            (partials + last-block-done ticket), deterministic; every op, dtype and axis
+ *            (small arrays: one thread-block cluster meeting in distributed shared memory; large:
+ *            partials + last-block-done ticket), deterministic; every op, dtype and axis
  *
  * Semantics (same as the CPU backend): integer sum/prod/min/max accumulate in int64 (int64
  * overflow wraps); float ops and means in float64; min/max propagate NaN; argmin/argmax keep
@@ -20,6 +21,7 @@
  * Kernels leave raw states (float64 sums for mean); gr_k_finish divides on the host. */
 #include "reduce.h"
 
+#include <cooperative_groups.h>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cuda/std/limits>
@@ -88,7 +90,9 @@ template <class T> struct alignas(16) vec16 {
 };
 
 __host__ __device__ inline bool is_nan(double v) { return v != v; }
+__host__ __device__ inline bool is_nan(float v) { return v != v; }
 __host__ __device__ inline bool is_nan(i64) { return false; }
+__host__ __device__ inline bool is_nan(int) { return false; }
 /* Integer overflow wraps (two's complement), so do it in unsigned arithmetic. */
 __host__ __device__ inline i64 add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
 __host__ __device__ inline double add(double a, double b) { return a + b; }
@@ -107,18 +111,27 @@ template <class A> __host__ __device__ A bottom()
 
 template <class In> using acc_t = typename elem<In>::acc;
 
-/* An operator: State (what partials hold), id(), from(element, index), operator() combining
- * two states (associative, commutative), and acc() folding in one element whose index is larger
- * than every index already in the state (a thread's own scan), which may be cheaper. */
+/* An operator: State (what partials hold), id(), from(element, index), and operator()
+ * combining two states (associative, commutative). A thread's own scan, whose indices only grow,
+ * runs on a Local accumulator (by default the State): lid(), lacc(local, element, index),
+ * lvec(local, 16-byte vector, index of its first element) and done(local) -> State. Min, max
+ * and the arg ops keep it in the input type, which saves a conversion per element. */
 template <class In, class Self, class A, class St = A> struct op_base {
     using input = In;
     using Acc = A;
     using State = St;
-    __device__ State acc(State s, In x, i64 i) const
+    using Local = St;
+    __device__ const Self &self() const { return *static_cast<const Self *>(this); }
+    __device__ State lid() const { return self().id(); }
+    __device__ State lacc(State s, In x, i64 i) const { return self()(s, self().from(x, i)); }
+    template <class L, int V> __device__ L lvec(L s, const In (&e)[V], i64 first) const
     {
-        const Self &self = *static_cast<const Self *>(this);
-        return self(s, self.from(x, i));
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            s = self().lacc(s, e[k], first + k);
+        return s;
     }
+    __device__ State done(State s) const { return s; }
 };
 
 template <class In> struct Sum : op_base<In, Sum<In>, acc_t<In>> {
@@ -138,16 +151,18 @@ template <class In> struct Prod : op_base<In, Prod<In>, acc_t<In>> {
     __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return mul(a, b); }
 };
 /* NaN propagates: a NaN operand wins. */
-template <class In> struct Min : op_base<In, Min<In>, acc_t<In>> {
-    __host__ __device__ acc_t<In> id() const { return top<acc_t<In>>(); }
+template <class In, bool MAX> struct Extreme : op_base<In, Extreme<In, MAX>, acc_t<In>> {
+    using Local = In;
+    template <class T> __host__ __device__ static T pick(T a, T b) { return ((MAX ? a > b : a < b) | is_nan(a)) ? a : b; }
+    __host__ __device__ acc_t<In> id() const { return MAX ? bottom<acc_t<In>>() : top<acc_t<In>>(); }
     __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
-    __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return (a < b || is_nan(a)) ? a : b; }
+    __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return pick(a, b); }
+    __device__ In lid() const { return MAX ? bottom<In>() : top<In>(); }
+    __device__ In lacc(In s, In x, i64) const { return pick(x, s); }
+    __device__ acc_t<In> done(In s) const { return (acc_t<In>)s; }
 };
-template <class In> struct Max : op_base<In, Max<In>, acc_t<In>> {
-    __host__ __device__ acc_t<In> id() const { return bottom<acc_t<In>>(); }
-    __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
-    __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return (a > b || is_nan(a)) ? a : b; }
-};
+template <class In> using Min = Extreme<In, false>;
+template <class In> using Max = Extreme<In, true>;
 
 /* i < 0 marks the empty state, so no data value can lose a tie against the identity. */
 template <class A> struct arg_state {
@@ -157,10 +172,11 @@ template <class A> struct arg_state {
 template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, arg_state<acc_t<In>>> {
     using Acc = acc_t<In>;
     using S = arg_state<Acc>;
+    using Local = arg_state<In>;
     int last;
+    template <class T> __host__ __device__ static bool beats(T a, T b) { return MAX ? a > b : a < b; }
     __host__ __device__ S id() const { return S{0, -1}; }
     __host__ __device__ S from(In x, i64 i) const { return S{(Acc)x, i}; }
-    __host__ __device__ static bool beats(Acc a, Acc b) { return MAX ? a > b : a < b; }
     __host__ __device__ S operator()(S a, S b) const
     {
         if (a.i < 0)
@@ -174,17 +190,29 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
             return beats(a.v, b.v) ? a : b;
         return (last ? a.i > b.i : a.i < b.i) ? a : b;
     }
-    /* A later index replaces the state when strictly better, or equal and ties go last. */
-    __device__ S acc(S s, In x, i64 i) const
+    /* Does x, at a later index, replace the extreme b: strictly better, or equal with ties last;
+     * a NaN beats any number. Bitwise on bools: predicates, no branches in the scan. */
+    __device__ bool takes(In x, In b) const
     {
-        Acc v = (Acc)x;
-        bool take;
-        if (is_nan(v))
-            take = last || !is_nan(s.v);
-        else
-            take = !is_nan(s.v) && (beats(v, s.v) || (last && v == s.v));
-        return (take || s.i < 0) ? S{v, i} : s;
+        bool xn = is_nan(x), bn = is_nan(b), gt = beats(x, b) | ((last != 0) & (x == b));
+        return (xn & ((last != 0) | !bn)) | (!xn & !bn & gt);
     }
+    __device__ Local lid() const { return Local{0, -1}; }
+    __device__ Local lacc(Local s, In x, i64 i) const { return ((s.i < 0) | takes(x, s.v)) ? Local{x, i} : s; }
+    /* The vector's own extreme first, with a small index: one 64-bit select per vector. */
+    template <int V> __device__ Local lvec(Local s, const In (&e)[V], i64 first) const
+    {
+        In b = e[0];
+        int bk = 0;
+#pragma unroll
+        for (int k = 1; k < V; k++)
+            if (takes(e[k], b)) {
+                b = e[k];
+                bk = k;
+            }
+        return lacc(s, b, first + bk);
+    }
+    __device__ S done(Local s) const { return S{(Acc)s.v, s.i}; }
 };
 
 /* Dispatch a run-time (op, dtype) to f(Op{}), instantiating only the pairs in OPS x DTS. */
@@ -292,17 +320,19 @@ template <int B, class Op> __device__ typename Op::State block_reduce(const Op &
 
 /* This thread's share of elements [begin, end) of x among G threads (lane 0..G-1): scalar head
  * up to a 16-byte boundary, U independent 16-byte loads in flight, scalar tail. Each thread
- * visits its indices in increasing order, as Op::acc requires. */
+ * visits its indices in increasing order, as Op's Local accumulator requires. */
 template <int U, class Op>
 __device__ typename Op::State thread_range(const Op &op, const typename Op::input *__restrict__ x, i64 begin,
-                                           i64 end, int lane, int G, typename Op::State s)
+                                           i64 end, int lane, int G)
 {
     using In = typename Op::input;
     constexpr int V = 16 / sizeof(In);
+    auto s = op.lid();
+    begin = min(begin, end);
     i64 a = min(end, (begin + V - 1) / V * V);
     i64 b = max(a, end / V * V);
     for (i64 i = begin + lane; i < a; i += G)
-        s = op.acc(s, x[i], i);
+        s = op.lacc(s, x[i], i);
     const vec16<In> *__restrict__ xv = reinterpret_cast<const vec16<In> *>(x);
     i64 v = a / V + lane, ve = b / V;
     for (; v + (i64)(U - 1) * G < ve; v += (i64)U * G) {
@@ -312,19 +342,15 @@ __device__ typename Op::State thread_range(const Op &op, const typename Op::inpu
             r[u] = xv[v + (i64)u * G];
 #pragma unroll
         for (int u = 0; u < U; u++)
-#pragma unroll
-            for (int k = 0; k < V; k++)
-                s = op.acc(s, r[u].e[k], (v + (i64)u * G) * V + k);
+            s = op.lvec(s, r[u].e, (v + (i64)u * G) * V);
     }
     for (; v < ve; v += G) {
         vec16<In> r = xv[v];
-#pragma unroll
-        for (int k = 0; k < V; k++)
-            s = op.acc(s, r.e[k], v * V + k);
+        s = op.lvec(s, r.e, v * V);
     }
     for (i64 i = b + lane; i < end; i += G)
-        s = op.acc(s, x[i], i);
-    return s;
+        s = op.lacc(s, x[i], i);
+    return op.done(s);
 }
 
 /* Blocks of one kernel resident per multiprocessor (computed once per kernel). */
@@ -722,9 +748,13 @@ template <class In> struct fast_policy {
     static constexpr i64 min_chunk = (i64)block * unroll * vec;      /* elements a block takes at least */
     static constexpr i64 group_max_bytes = 16 << 10;                 /* rows up to this: lane groups */
     static constexpr i64 group4_max = 4 * unroll * vec;              /* rows up to this: 4 lanes each */
-    static constexpr int waves = 8;            /* items per resident block when there are many */
+    static constexpr int waves = 4;            /* block items per resident block: a short tail */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
+    static constexpr int cluster_unroll = 8;   /* small arrays: one cluster, 128 bytes per thread */
+    static constexpr i64 cluster_max = 2 * 8 * block * cluster_unroll * vec; /* two rounds per block */
 };
+
+constexpr int CLUSTER = 8; /* blocks in the small-array cluster: the portable maximum */
 
 /* One row (or whole-array chunk) per block item; a row of several chunks is finished by the
  * block that takes its last ticket, reading the partials in a fixed order (deterministic). */
@@ -739,7 +769,7 @@ __global__ void __launch_bounds__(B)
     for (i64 item = blockIdx.x; item < rows * chunks; item += gridDim.x) {
         i64 row = item / chunks, c = item - row * chunks;
         i64 rb = row * cols, begin = rb + c * chunk_len, end = min(begin + chunk_len, rb + cols);
-        State s = thread_range<U>(op, x, begin, end, threadIdx.x, B, op.id());
+        State s = thread_range<U>(op, x, begin, end, threadIdx.x, B);
         s = block_reduce<B>(op, s);
         if (chunks == 1) {
             if (threadIdx.x == 0)
@@ -779,7 +809,7 @@ __global__ void __launch_bounds__(256)
         i64 row = base + lane / G;
         typename Op::State s = op.id();
         if (row < rows)
-            s = thread_range<U>(op, x, row * cols, row * cols + cols, lane % G, G, s);
+            s = thread_range<U>(op, x, row * cols, row * cols + cols, lane % G, G);
         s = group_reduce<G>(op, s);
         if (lane % G == 0 && row < rows)
             out[row] = rebase(s, row * cols);
@@ -824,7 +854,7 @@ __global__ void __launch_bounds__(B)
         i64 col = tile * w + c;
         bool on = r0 < R && col < cols;
         i64 rend = min(rows, (ch + 1) * chunk_rows);
-        State s = op.id();
+        auto l = op.lid();
         if (on) {
             i64 r = ch * chunk_rows + r0;
             for (; r + (i64)(U - 1) * R < rend; r += (i64)U * R) {
@@ -834,12 +864,12 @@ __global__ void __launch_bounds__(B)
                     v[u] = x[(r + (i64)u * R) * cols + col];
 #pragma unroll
                 for (int u = 0; u < U; u++)
-                    s = op.acc(s, v[u], r + (i64)u * R);
+                    l = op.lacc(l, v[u], r + (i64)u * R);
             }
             for (; r < rend; r += R)
-                s = op.acc(s, x[r * cols + col], r);
+                l = op.lacc(l, x[r * cols + col], r);
         }
-        s = tile_reduce(op, sm, s, r0, w, R);
+        State s = tile_reduce(op, sm, op.done(l), r0, w, R);
         if (chunks == 1) {
             if (r0 == 0 && on)
                 out[col] = s;
@@ -876,10 +906,36 @@ cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 
     return cudaGetLastError();
 }
 
-/* Items for `slots` resident blocks: at most one round, or many rounds so the tail is short. */
+/* Small arrays in one launch without global partials: one cluster of blocks whose partials meet
+ * in block 0's shared memory (distributed shared memory) after a cluster barrier. */
+template <class Op, int B, int U>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
+    k_fast_cluster(Op op, const typename Op::input *__restrict__ x, i64 n, i64 chunk_len,
+                   typename Op::State *__restrict__ out)
+{
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ typename Op::State part;
+    i64 begin = (i64)cluster.block_rank() * chunk_len;
+    typename Op::State s = thread_range<U>(op, x, begin, min(n, begin + chunk_len), threadIdx.x, B);
+    s = block_reduce<B>(op, s);
+    if (threadIdx.x == 0)
+        part = s;
+    cluster.sync();
+    if (cluster.block_rank() == 0 && threadIdx.x < 32) {
+        s = threadIdx.x < CLUSTER ? *cluster.map_shared_rank(&part, threadIdx.x) : op.id();
+        s = group_reduce<CLUSTER>(op, s);
+        if (threadIdx.x == 0)
+            out[0] = s;
+    }
+    cluster.sync(); /* no block may exit while block 0 still reads its shared memory */
+}
+
+/* Pieces per unit so that `slots` resident blocks get about `waves` items each (fewer rounds
+ * leave SMs idle behind the slowest block), capped by max_split. */
 i64 split(i64 units, i64 slots, i64 max_split, int waves)
 {
-    i64 k = units <= slots ? slots / units : units < waves * slots ? ceil_div(waves * slots, units) : 1;
+    i64 k = units >= waves * slots ? 1 : waves * slots / units;
     return max((i64)1, min(k, max_split));
 }
 
@@ -899,7 +955,7 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
         constexpr auto k = k_fast_cols<Op, P::block, P::cols_unroll>;
         int w = (int)min(cols, (i64)P::block), R = P::block / w;
         i64 tiles = ceil_div(cols, w), slots = (i64)sms * occupancy<k>(P::block);
-        int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, slots, ceil_div(rows, (i64)R * P::cols_unroll), P::waves);
+        int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, slots, ceil_div(rows, (i64)R * P::cols_unroll), 1);
         i64 chunk_rows = ceil_div(ceil_div(rows, chunks), R) * R;
         chunks = (int)ceil_div(rows, chunk_rows);
         if ((err = need(scratch, bytes, chunks > 1 ? (size_t)chunks * cols * sizeof(State) : 0)) != cudaSuccess ||
@@ -918,6 +974,13 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
             return fast_group<Op, 4, 2>(op, x, rows, cols, out, sms, st);
         return fast_group<Op, 32, P::unroll>(op, x, rows, cols, out, sms, st);
     }
+    if (rows == 1 && cols > P::min_chunk && cols <= P::cluster_max) {
+        if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
+            return err;
+        i64 chunk_len = ceil_div(ceil_div(cols, CLUSTER), P::vec) * P::vec;
+        k_fast_cluster<Op, P::block, P::cluster_unroll><<<CLUSTER, P::block, 0, st>>>(op, x, cols, chunk_len, out);
+        return cudaGetLastError();
+    }
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
     i64 slots = (i64)sms * occupancy<k>(P::block);
     int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, slots, ceil_div(cols, P::min_chunk), P::waves);
@@ -926,8 +989,8 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
     if ((err = need(scratch, bytes, chunks > 1 ? (size_t)(rows * chunks) * sizeof(State) : 0)) != cudaSuccess ||
         !scratch)
         return err;
-    k<<<(unsigned)min(rows * chunks, slots * P::waves), P::block, 0, st>>>(op, x, rows, cols, chunks, chunk_len, part,
-                                                                        tickets, out);
+    k<<<(unsigned)min(rows * chunks, slots * P::waves), P::block, 0, st>>>(op, x, rows, cols, chunks, chunk_len,
+                                                                            part, tickets, out);
     return cudaGetLastError();
 }
 
