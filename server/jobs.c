@@ -328,7 +328,9 @@ static void run(struct queue *q, struct gr_job *j)
     pthread_mutex_unlock(&mu);
     doc = gr_job_render(j); /* a final job no longer changes: no lock needed to read it */
     gr_metrics_running(dev_of(q), -1);
-    gr_metrics_job_end(dev_of(q), j->op, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, &t, j->input_bytes);
+    /* a benchmark's kernel stage is all its variants' repeats: kept out of the stage histograms */
+    gr_metrics_job_end(dev_of(q), j->op, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, j->kind == GR_JOB_BENCH ? NULL : &t,
+                       j->input_bytes);
     store_write(j, doc, j->status, 0);
     gr_log(rc == GR_OK ? GR_LOG_INFO : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
            gr_status_name(j->status), q->backend->name, j->algorithm, t.total, rc ? ": " : "", rc ? e.msg : "");

@@ -206,7 +206,7 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
                     gr_op_name(op), final_names[f], (unsigned long long)get(&jobs[d][op][f]));
 
     family(&b, "gpured_job_stage_seconds", "histogram",
-           "Time of each stage of the jobs that ran: queue, h2d, kernel, d2h (stages a device has) and total.");
+           "Time of each stage of the jobs that ran (not benchmarks): queue, h2d, kernel, d2h (stages a device has) and total.");
     for (int d = 0; d < ndev; d++)
         for (int s = 0; s < NSTAGES; s++)
             render_hist(&b, gr_jobs_backend(d)->name, stage_names[s], &stages[d][s]);

@@ -12,7 +12,7 @@
 void gr_metrics_http(int route, const char *path, const char *method, unsigned status);
 
 /* A job reached final status (GR_SUCCEEDED, GR_FAILED, GR_CANCELED) on device dev. t: its
- * stage timings when it ran, NULL when it never did; bytes: its input, counted if it succeeded. */
+ * stage timings for the histograms, or NULL; bytes: its input, counted if it succeeded. */
 void gr_metrics_job_end(int dev, int op, int status, const struct gr_timings *t, size_t bytes);
 
 /* Gauges moved by the pipeline: jobs waiting in dev's queue, jobs running on dev. */
