@@ -7,6 +7,7 @@ const DTYPES = ['int32', 'int64', 'float32', 'float64'];
 const STAGES = [['queue', '#9aa5b1'], ['h2d', '#e0a030'], ['kernel', '#2a6fdb'], ['d2h', '#8e44ad']];
 const POLL_MS = 1000;
 const WINDOW_S = 300, BIN_S = 10;
+const BENCH_N = 1 << 20, BENCH_REPEATS = 5;
 
 const state = { etag: null, jobs: [], devices: null, algorithms: [] };
 const $ = (id) => document.getElementById(id);
@@ -36,6 +37,7 @@ function bytesText(n) {
 // A result value as text: numbers as JSON has them, non-finite floats are strings already.
 function resultText(res) {
   if (!res) return '';
+  if (res.rows) return res.rows.length + ' variants (' + res.rows.filter((r) => r.matched).length + ' matched)';
   if ('value' in res) return String(res.value) + ('index' in res ? ' @' + res.index : '');
   const vals = res.values || [];
   const head = vals.slice(0, 4).map(String).join(', ');
@@ -75,7 +77,10 @@ function renderJobs() {
   $('jobs-meta').textContent = state.jobs.length ? '(newest ' + state.jobs.length + ')' : '(none yet)';
 }
 
-let stageChart, throughputChart;
+let stageChart, throughputChart, benchChart;
+
+// Benchmarks have their own chart: their stages are every variant's repeats, not one reduction.
+const isReduction = (j) => j.kind !== 'benchmark';
 
 function makeCharts() {
   const common = { responsive: true, maintainAspectRatio: false, animation: false };
@@ -103,11 +108,19 @@ function makeCharts() {
       },
     }),
   });
+  benchChart = new Chart($('bench-chart'), {
+    type: 'bar',
+    data: { labels: [], datasets: [{ label: 'GB/s (median)', data: [], backgroundColor: [] }] },
+    options: Object.assign({}, common, {
+      indexAxis: 'y',
+      scales: { x: { beginAtZero: true, title: { display: true, text: 'GB/s' } } },
+    }),
+  });
 }
 
 // Stage breakdown of the last 20 jobs that ran, oldest on the left.
 function renderStageChart() {
-  const ran = state.jobs.filter((j) => j.timings_ms && (j.status === 'succeeded' || j.status === 'failed'))
+  const ran = state.jobs.filter((j) => isReduction(j) && j.timings_ms && (j.status === 'succeeded' || j.status === 'failed'))
     .slice(0, 20).reverse();
   stageChart.data.labels = ran.map((j) => j.op + ' …' + j.id.slice(-5));
   STAGES.forEach(([name], i) => { stageChart.data.datasets[i].data = ran.map((j) => j.timings_ms[name]); });
@@ -119,7 +132,7 @@ function renderThroughput() {
   const now = Date.now() / 1000, nbins = WINDOW_S / BIN_S;
   const jobs = new Array(nbins).fill(0), bytes = new Array(nbins).fill(0);
   for (const j of state.jobs) {
-    if (j.status !== 'succeeded' || !j.finished_at) continue;
+    if (j.status !== 'succeeded' || !j.finished_at || !isReduction(j)) continue;
     const age = now - Date.parse(j.finished_at) / 1000;
     const bin = nbins - 1 - Math.floor(Math.max(age, 0) / BIN_S);
     if (bin < 0) continue;
@@ -132,10 +145,22 @@ function renderThroughput() {
   throughputChart.update();
 }
 
+// The newest succeeded benchmark: each variant's GB/s, red where its answer did not match.
+function renderBench() {
+  const b = state.jobs.find((j) => !isReduction(j) && j.status === 'succeeded');
+  const rows = b ? b.result.rows : [];
+  benchChart.data.labels = rows.map((r) => r.algorithm);
+  benchChart.data.datasets[0].data = rows.map((r) => r.gbps);
+  benchChart.data.datasets[0].backgroundColor = rows.map((r) => (r.matched ? '#2a6fdb' : '#c0392b'));
+  benchChart.update();
+  $('bench-meta').textContent = b ? '(' + [b.id, b.device, b.op, b.dtype, 'n=' + b.shape[0]].join(' · ') + ')' : '(none yet)';
+}
+
 function renderAll() {
   renderJobs();
   renderStageChart();
   renderThroughput();
+  renderBench();
 }
 
 async function pollJobs() {
@@ -220,28 +245,15 @@ function refreshAlgorithms() {
   $('ties').disabled = !op.startsWith('arg');
 }
 
-async function submitJob(ev) {
-  ev.preventDefault();
-  const out = $('submit-result');
-  out.className = '';
-  let data;
-  try {
-    data = JSON.parse($('data').value);
-  } catch (err) {
-    out.textContent = 'data is not JSON: ' + err.message;
-    out.className = 'failed';
-    return;
-  }
-  const spec = { op: $('op').value, dtype: $('dtype').value, data, device: $('device').value, algorithm: $('algorithm').value };
-  if ($('axis').value !== '') spec.axis = Number($('axis').value);
-  if (spec.op.startsWith('arg')) spec.ties = $('ties').value;
-  const btn = $('submit');
+// POST spec to path, waiting up to waitS seconds for the job; the answer (or problem) goes in out.
+async function post(path, spec, waitS, btn, out) {
   btn.disabled = true;
+  out.className = '';
   out.textContent = 'running…';
   try {
-    const r = await fetch('/v1/jobs', {
+    const r = await fetch(path, {
       method: 'POST', cache: 'no-store',
-      headers: { 'Content-Type': 'application/json', Prefer: 'wait=10' },
+      headers: { 'Content-Type': 'application/json', Prefer: 'wait=' + waitS },
       body: JSON.stringify(spec),
     });
     const body = await r.json();
@@ -266,6 +278,28 @@ async function submitJob(ev) {
   pollJobs();
 }
 
+function submitJob(ev) {
+  ev.preventDefault();
+  const out = $('submit-result');
+  let data;
+  try {
+    data = JSON.parse($('data').value);
+  } catch (err) {
+    out.textContent = 'data is not JSON: ' + err.message;
+    out.className = 'failed';
+    return;
+  }
+  const spec = { op: $('op').value, dtype: $('dtype').value, data, device: $('device').value, algorithm: $('algorithm').value };
+  if ($('axis').value !== '') spec.axis = Number($('axis').value);
+  if (spec.op.startsWith('arg')) spec.ties = $('ties').value;
+  post('/v1/jobs', spec, 10, $('submit'), out);
+}
+
+function runBenchmark() {
+  const spec = { op: $('op').value, dtype: $('dtype').value, n: BENCH_N, repeats: BENCH_REPEATS, device: $('device').value };
+  post('/v1/benchmarks', spec, 60, $('bench-run'), $('bench-result'));
+}
+
 async function start() {
   for (const op of OPS) option($('op'), op);
   for (const dt of DTYPES) option($('dtype'), dt);
@@ -282,6 +316,7 @@ async function start() {
   for (const id of ['op', 'dtype', 'axis', 'device']) $(id).addEventListener('change', refreshAlgorithms);
   refreshAlgorithms();
   $('submit-form').addEventListener('submit', submitJob);
+  $('bench-run').addEventListener('click', runBenchmark);
   checkReady();
   setInterval(checkReady, 15000);
   setInterval(renderThroughput, BIN_S * 1000); // the window slides even when nothing changes

@@ -1,7 +1,8 @@
 # test_dashboard.py: the dashboard in real headless Chromium (Debian's chromium, chromium-driver,
 # python3-selenium): loads with no console errors and nothing fetched from elsewhere, a job
-# submitted from the form succeeds with the reference value, the charts draw, an idle page polls
-# into 304s, it fits 1280x800 and a phone; screenshots go to <build>/artifacts/.
+# submitted from the form succeeds with the reference value, the charts draw (a benchmark from its
+# button too), an idle page polls into 304s, it fits 1280x800 and a phone; screenshots go to
+# <build>/artifacts/.
 import json
 import math
 import os
@@ -72,6 +73,15 @@ def submit(driver, op, dtype, data, axis=""):
     return st, out.get_attribute("data-job-id"), out.text
 
 
+def submit_bench(driver, op, dtype):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    Select(driver.find_element(By.ID, "op")).select_by_value(op)
+    Select(driver.find_element(By.ID, "dtype")).select_by_value(dtype)
+    Select(driver.find_element(By.ID, "device")).select_by_value("cpu")
+    driver.find_element(By.ID, "bench-run").click()
+
+
 def row_of(driver, jid):
     """The job table row's cells once the poll has shown the job succeeded."""
     js = ("const tr = document.querySelector('#jobs tbody tr[data-id=\"%s\"]');"
@@ -97,6 +107,7 @@ def screenshots(driver, art, name):
     w, h = driver.get_window_size()["width"], driver.get_window_size()["height"]
     full = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(w, max(h, full + 120))
+    driver.execute_script("window.scrollTo(0, 0)")
     time.sleep(0.3)
     driver.save_screenshot(os.path.join(art, name + "-full.png"))
     driver.set_window_size(w, h)
@@ -160,6 +171,25 @@ def main():
         thr = chart_state(driver, "throughput-chart")
         CHECK.ok(abs(sum(thr["data"][0]) * 10 - 5) < 1e-9, "throughput chart counts the 5 jobs: %r" % thr["data"][0][-3:])
         CHECK.ok(thr["painted"] > 0.02 * thr["w"] * thr["h"], "throughput chart painted %d pixels" % thr["painted"])
+
+        # a benchmark from the button: one bar per variant, the GB/s the job reports
+        submit_bench(driver, "sum", "float32")
+        st = wait_for(driver, "return document.getElementById('bench-result').dataset.status", "the benchmark's answer", 90)
+        bid = driver.find_element("id", "bench-result").get_attribute("data-job-id")
+        CHECK.eq(st, "succeeded", "benchmark from the button: %s" % driver.find_element("id", "bench-result").text)
+        if st == "succeeded":
+            job = srv.get_json("/v1/jobs/" + bid)
+            want = [a["name"] for a in srv.get_json("/v1/algorithms")["algorithms"]
+                    if a["device"] == "cpu" and a["name"] != "auto" and "sum" in a["ops"] and "float32" in a["dtypes"]]
+            CHECK.eq((job["kind"], job["shape"], job["repeats"]), ("benchmark", [1 << 20], 5), "benchmark job asked for")
+            CHECK.eq(sorted(r["algorithm"] for r in job["result"]["rows"]), sorted(want), "benchmark rows")
+            wait_for(driver, "return Chart.getChart(document.getElementById('bench-chart')).data.labels.length > 0",
+                     "the benchmark chart")
+            bench = chart_state(driver, "bench-chart")
+            CHECK.eq(bench["labels"], [r["algorithm"] for r in job["result"]["rows"]], "benchmark chart bars")
+            CHECK.eq(bench["data"][0], [r["gbps"] for r in job["result"]["rows"]], "benchmark chart GB/s")
+            CHECK.ok(bench["painted"] > 0.02 * bench["w"] * bench["h"], "benchmark chart painted %d pixels" % bench["painted"])
+            CHECK.eq(chart_state(driver, "stage-chart")["labels"], stage["labels"], "benchmarks stay out of the stage chart")
 
         # idle: the polls are answered 304 and nothing is re-sent
         before = O.scrape(srv)
