@@ -2,7 +2,7 @@
 # http_load.sh: load benchmark of the job path: wrk posts small inline jobs (1024 float32,
 # Prefer: wait=5) to a fresh gpured at 1, 16 and 64 connections. Prints a table and writes
 # bench/results/http_load-<host>-<date>.json. Not a test: it measures, it does not judge.
-#   bench/http_load.sh [path/to/gpured] [seconds per run] [device]
+#   bench/http_load.sh [path/to/gpured] [seconds per run] [device]   (GPURED_BENCH_OUT: results folder)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/gpured}
@@ -18,7 +18,7 @@ for _ in $(seq 100); do grep -q 'listening on' "$log" && break; sleep 0.05; done
 url=$(grep -o 'http://[0-9.]*:[0-9]*' "$log" | head -1)
 device=$(curl -s "$url/v1/devices")
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
-out=$here/results/http_load-$(hostname -s)-$(date -u +%Y%m%d).json
+out=${GPURED_BENCH_OUT:-$here/results}/http_load-$GPURED_DEVICE-$(hostname -s)-$(date -u +%Y%m%d).json
 rows=()
 printf '%-6s %10s %9s %9s %9s %8s\n' conns jobs/s p50_ms p90_ms p99_ms errors
 for c in 1 16 64; do
