@@ -286,6 +286,10 @@ static int parse_bench(json_t *root, struct gr_job *j, struct gr_err *e)
         return rc;
     if (n < 0)
         return gr_fail(e, GR_EINVAL, "n", "\"n\" is required: the number of elements to reduce");
+    /* a benchmark holds its worker: bound the elements it may read per variant */
+    if (n * repeats > GR_BENCH_MAX_N * 8)
+        return gr_fail(e, GR_EUNPROC, "repeats", "n x repeats is %lld; at most %lld elements are read per variant",
+                       (long long)(n * repeats), GR_BENCH_MAX_N * 8);
     j->kind = GR_JOB_BENCH;
     j->shape[0] = n;
     j->repeats = (int)repeats;

@@ -436,6 +436,8 @@ int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
 
 int gr_jobs_submit(struct gr_job *j, struct gr_err *e)
 {
+    /* the queue stage starts once the job is accepted, not when its body began to parse */
+    j->created_at = gr_now();
     char *doc = gr_job_render(j); /* not shared yet: rendered without the lock */
     pthread_mutex_lock(&mu);
     struct queue *q = queue_of(j->backend);
@@ -540,13 +542,18 @@ int gr_jobs_queued(void)
     return n;
 }
 
-void gr_jobs_stop_workers(void)
+void gr_jobs_pause(void)
 {
     pthread_mutex_lock(&mu);
     stopping = 1;
     for (int i = 0; i < nqueues; i++)
         pthread_cond_broadcast(&queues[i].cv);
     pthread_mutex_unlock(&mu);
+}
+
+void gr_jobs_stop_workers(void)
+{
+    gr_jobs_pause();
     for (int i = 0; i < nqueues; i++)
         if (queues[i].started) {
             pthread_join(queues[i].thread, NULL);

@@ -63,6 +63,7 @@ void gr_jobs_wait(struct gr_waiter *w);
 /* Shutdown, in order: workers finish their current job and exit (queued jobs stay queued in
  * the store); then every parked waiter is woken as soon as its job is durable and new ones
  * wake at once; gr_jobs_parked() tells how many are still parked; gr_jobs_stop frees the rest. */
+void gr_jobs_pause(void); /* workers take no new job (the first half of stop_workers) */
 void gr_jobs_stop_workers(void);
 void gr_jobs_wake_all(void);
 int gr_jobs_parked(void);

@@ -70,6 +70,7 @@ static int serve(const struct gr_config *cfg)
     sigwait(&sigs, &sig);
     gr_log(GR_LOG_WARN, "%s: stopping (the running job finishes; queued jobs stay queued)", strsignal(sig));
     gr_api_quiesce();
+    gr_jobs_pause();
     rc = 0;
 out:
     gr_jobs_stop_workers();

@@ -101,12 +101,6 @@ static void wake_flag(struct gr_waiter *w)
     pthread_mutex_unlock(&f->mu);
 }
 
-static void *stop_workers(void *arg)
-{
-    gr_jobs_stop_workers();
-    return NULL;
-}
-
 static void test_queue_cancel_wait_recover(void **state)
 {
     char dir[] = "/tmp/gpured-test-jobs-XXXXXX";
@@ -143,11 +137,9 @@ static void test_queue_cancel_wait_recover(void **state)
     assert_int_equal(f.woken, 0);
 
     /* stop while c and d wait: a finishes, the rest stays queued in the store */
-    pthread_t t;
-    pthread_create(&t, NULL, stop_workers, NULL);
-    usleep(200000); /* lets the stop be asked before a returns, so c is not taken next */
+    gr_jobs_pause();
     gate(1);
-    pthread_join(t, NULL);
+    gr_jobs_stop_workers();
     wait_for(a, committed_of, GR_SUCCEEDED);
     wait_for(b, committed_of, GR_CANCELED);
     assert_int_equal(runs, 1);
