@@ -319,8 +319,10 @@ template <int B, class Op> __device__ typename Op::State block_reduce(const Op &
 }
 
 /* This thread's share of elements [begin, end) of x among G threads (lane 0..G-1): scalar head
- * up to a 16-byte boundary, U independent 16-byte loads in flight, scalar tail. Each thread
- * visits its indices in increasing order, as Op's Local accumulator requires. */
+ * up to a 16-byte boundary, 16-byte loads U at a time, scalar tail. The next U loads are issued
+ * before the current ones are folded in (issue is in order: a warp waiting on its arithmetic
+ * would otherwise have nothing in flight). Indices are visited in increasing order, as Op's
+ * Local accumulator requires. */
 template <int U, class Op>
 __device__ typename Op::State thread_range(const Op &op, const typename Op::input *__restrict__ x, i64 begin,
                                            i64 end, int lane, int G)
@@ -335,14 +337,29 @@ __device__ typename Op::State thread_range(const Op &op, const typename Op::inpu
         s = op.lacc(s, x[i], i);
     const vec16<In> *__restrict__ xv = reinterpret_cast<const vec16<In> *>(x);
     i64 v = a / V + lane, ve = b / V;
-    for (; v + (i64)(U - 1) * G < ve; v += (i64)U * G) {
-        vec16<In> r[U];
+    if (v + (i64)(U - 1) * G < ve) {
+        vec16<In> cur[U], nxt[U];
 #pragma unroll
         for (int u = 0; u < U; u++)
-            r[u] = xv[v + (i64)u * G];
+            cur[u] = xv[v + (i64)u * G];
+        for (;;) {
+            i64 vn = v + (i64)U * G;
+            bool more = vn + (i64)(U - 1) * G < ve;
+            if (more) {
 #pragma unroll
-        for (int u = 0; u < U; u++)
-            s = op.lvec(s, r[u].e, (v + (i64)u * G) * V);
+                for (int u = 0; u < U; u++)
+                    nxt[u] = xv[vn + (i64)u * G];
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                s = op.lvec(s, cur[u].e, (v + (i64)u * G) * V);
+            v = vn;
+            if (!more)
+                break;
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                cur[u] = nxt[u];
+        }
     }
     for (; v < ve; v += G) {
         vec16<In> r = xv[v];
@@ -931,12 +948,15 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
     cluster.sync(); /* no block may exit while block 0 still reads its shared memory */
 }
 
-/* Pieces per unit so that `slots` resident blocks get about `waves` items each (fewer rounds
- * leave SMs idle behind the slowest block), capped by max_split. */
-i64 split(i64 units, i64 slots, i64 max_split, int waves)
+/* Pieces per unit (each unit len elements) for `slots` resident blocks: items in whole rounds
+ * of blocks, up to `waves` rounds while a piece keeps `big` elements (more rounds shorten the
+ * tail behind the slowest block; fewer, larger pieces cost less per piece); pieces of at least
+ * `small` elements. */
+i64 split(i64 units, i64 len, i64 slots, i64 small, i64 big, int waves)
 {
-    i64 k = units >= waves * slots ? 1 : waves * slots / units;
-    return max((i64)1, min(k, max_split));
+    i64 rounds = max((i64)1, min((i64)waves, units * len / (slots * big)));
+    i64 k = units >= rounds * slots ? 1 : rounds * slots / units;
+    return max((i64)1, min(k, ceil_div(len, small)));
 }
 
 template <class Op>
@@ -955,7 +975,7 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
         constexpr auto k = k_fast_cols<Op, P::block, P::cols_unroll>;
         int w = (int)min(cols, (i64)P::block), R = P::block / w;
         i64 tiles = ceil_div(cols, w), slots = (i64)sms * occupancy<k>(P::block);
-        int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, slots, ceil_div(rows, (i64)R * P::cols_unroll), 1);
+        int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, rows, slots, (i64)R * P::cols_unroll, 1, 1);
         i64 chunk_rows = ceil_div(ceil_div(rows, chunks), R) * R;
         chunks = (int)ceil_div(rows, chunk_rows);
         if ((err = need(scratch, bytes, chunks > 1 ? (size_t)chunks * cols * sizeof(State) : 0)) != cudaSuccess ||
@@ -983,7 +1003,7 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
     }
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
     i64 slots = (i64)sms * occupancy<k>(P::block);
-    int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, slots, ceil_div(cols, P::min_chunk), P::waves);
+    int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, cols, slots, P::min_chunk, 16 * P::min_chunk, P::waves);
     i64 chunk_len = ceil_div(ceil_div(cols, chunks), P::vec) * P::vec;
     chunks = (int)ceil_div(cols, chunk_len);
     if ((err = need(scratch, bytes, chunks > 1 ? (size_t)(rows * chunks) * sizeof(State) : 0)) != cudaSuccess ||

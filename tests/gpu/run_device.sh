@@ -22,9 +22,10 @@ stage_build() {
         cmake --build $B -j"$(nproc)" >>"$OUT/build.log" 2>&1; then
         note build "full build ok"
     else
-        # the GPU targets alone, so the kernels are still tested and measured
+        # the GPU targets alone, warnings allowed, so the kernels are still tested and measured
+        cmake -S . -B $B -DGPURED_WERROR=OFF >>"$OUT/build.log" 2>&1
         cmake --build $B -j"$(nproc)" --target test_gpu_kernels test_gpu_backend bench_reduce >>"$OUT/build.log" 2>&1
-        note build "full build FAILED, GPU targets rc=$?; see build.log"
+        note build "full build with -Werror FAILED; GPU targets without it rc=$?; see build.log"
     fi
 }
 
