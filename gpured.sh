@@ -9,9 +9,10 @@ cd "$(dirname "$0")"
 # Debian packages the build and tests need (versions checked by CMakeLists.txt's minimums).
 # libjs-chart.js and python3-yaml: the dashboard's Chart.js and the OpenAPI spec are embedded at build time.
 PKGS=(build-essential cmake pkg-config curl python3 libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev
-      libjs-chart.js python3-yaml)
-# Only the tests need these: the dashboard runs in headless Chromium; schemathesis goes in a venv.
-TEST_PKGS=(chromium chromium-driver python3-selenium python3-venv)
+      libssl-dev libjs-chart.js python3-yaml)
+# Only the tests need these: the dashboard runs in headless Chromium; schemathesis goes in a venv;
+# NumPy writes the .npy files uploaded and reads the downloads back.
+TEST_PKGS=(chromium chromium-driver python3-selenium python3-venv python3-numpy)
 
 install_missing() {
   local missing=()

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,11 @@
 const struct gr_config *gr_api_cfg;
 struct gr_store *gr_api_store;
 static struct MHD_Daemon *daemon_;
+static _Atomic int suspended;
+
+/* A streamed body's rest after a failure is read and dropped, up to this much; past it the
+ * client is cut off. */
+#define DISCARD_MAX ((size_t)16 << 20)
 
 /* Match url against a route path with an optional {id} segment. */
 static int path_match(const char *pat, const char *url, char id[32])
@@ -61,13 +67,11 @@ static void allow_of(const struct gr_route *rt, char *buf, size_t len)
              rt->del ? ", DELETE" : "");
 }
 
-void gr_respond(struct gr_req *r, unsigned status, const char *ctype, char *body, size_t len, const char **hdrs)
+/* Queue resp (NULL: out of memory, and MHD closes the connection) with its headers. */
+static void queue(struct gr_req *r, unsigned status, struct MHD_Response *resp, const char *ctype, const char **hdrs)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(body);
-        return; /* MHD closes the connection: nothing better can be done without memory */
-    }
+    if (!resp)
+        return;
     if (ctype)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     for (; hdrs && hdrs[0]; hdrs += 2)
@@ -75,6 +79,24 @@ void gr_respond(struct gr_req *r, unsigned status, const char *ctype, char *body
     if (MHD_queue_response(r->conn, status, resp) == MHD_YES)
         r->status = status;
     MHD_destroy_response(resp);
+}
+
+void gr_respond(struct gr_req *r, unsigned status, const char *ctype, char *body, size_t len, const char **hdrs)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp)
+        free(body);
+    queue(r, status, resp, ctype, hdrs);
+}
+
+void gr_respond_reader(struct gr_req *r, unsigned status, const char *ctype, uint64_t size,
+                       MHD_ContentReaderCallback reader, void *cls, MHD_ContentReaderFreeCallback free_cb,
+                       const char **hdrs)
+{
+    struct MHD_Response *resp = MHD_create_response_from_callback(size, 256 * 1024, reader, cls, free_cb);
+    if (!resp)
+        free_cb(cls);
+    queue(r, status, resp, ctype, hdrs);
 }
 
 void gr_respond_json(struct gr_req *r, unsigned status, json_t *o)
@@ -116,17 +138,23 @@ void gr_respond_problem(struct gr_req *r, const struct gr_err *e)
     gr_log(status >= 500 ? GR_LOG_ERROR : GR_LOG_DEBUG, "%s %s -> %u: %s", r->method, r->url, status, e->msg);
 }
 
-static void wake(struct gr_waiter *w)
+void gr_suspend(struct gr_req *r, void (*resume)(struct gr_req *r))
 {
-    struct gr_req *r = (struct gr_req *)((char *)w - offsetof(struct gr_req, w));
-    MHD_resume_connection(r->conn);
+    atomic_fetch_add(&suspended, 1);
+    MHD_suspend_connection(r->conn);
+    r->resume = resume;
 }
+
+void gr_wake(struct gr_req *r) { MHD_resume_connection(r->conn); }
+
+int gr_api_suspended(void) { return atomic_load(&suspended); }
+
+static void wake(struct gr_waiter *w) { gr_wake((struct gr_req *)((char *)w - offsetof(struct gr_req, w))); }
 
 void gr_park(struct gr_req *r, void (*resume)(struct gr_req *r))
 {
     /* suspend before the waiter is registered, so a wake can never come first */
-    MHD_suspend_connection(r->conn);
-    r->resume = resume;
+    gr_suspend(r, resume);
     r->w.wake = wake;
     gr_jobs_wait(&r->w);
 }
@@ -141,11 +169,17 @@ const char *gr_header(struct gr_req *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-static int is_json(const char *ct)
+int gr_ctype_is(const char *ct, const char *want)
 {
-    static const char want[] = "application/json";
-    return ct && !strncasecmp(ct, want, sizeof want - 1) &&
-           (ct[sizeof want - 1] == 0 || ct[sizeof want - 1] == ';' || ct[sizeof want - 1] == ' ');
+    size_t n = strlen(want);
+    return ct && !strncasecmp(ct, want, n) && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
+}
+
+static int body_accepted(int body, const char *ct)
+{
+    return ((body & GR_BODY_JSON) && gr_ctype_is(ct, "application/json")) ||
+           ((body & GR_BODY_BINARY) &&
+            (gr_ctype_is(ct, "application/octet-stream") || gr_ctype_is(ct, "application/x-npy")));
 }
 
 /* First call for a request: route it and refuse what can be refused before the body. */
@@ -163,12 +197,23 @@ static void begin(struct gr_req *r)
         gr_respond_problem(r, &e);
         return;
     }
-    if (!r->route->body || strcmp(r->method, "POST"))
+    if (strcmp(r->method, "POST"))
+        return;
+    if (r->route->stream) {
+        if (r->route->stream->open(r, &e) == GR_OK)
+            r->streaming = 1;
+        else
+            gr_respond_problem(r, &e);
+        return;
+    }
+    if (!r->route->body)
         return;
     const char *ct = gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!is_json(ct)) {
-        gr_fail(&e, GR_EMEDIA, NULL,
-                "the body must be JSON: send it with -H 'Content-Type: application/json' (got %.100s)",
+    if (!body_accepted(r->route->body, ct)) {
+        gr_fail(&e, GR_EMEDIA, NULL, "the body must be JSON: send it with -H 'Content-Type: application/json'%s (got %.100s)",
+                r->route->body & GR_BODY_BINARY
+                    ? ", or values as application/octet-stream (raw little-endian) or application/x-npy"
+                    : "",
                 ct ? ct : "no Content-Type");
         gr_respond_problem(r, &e);
         return;
@@ -209,6 +254,16 @@ static int take_body(struct gr_req *r, const char *data, size_t n)
     return 1;
 }
 
+/* Hand a body chunk to the route's stream; after its first failure, count and drop. */
+static int take_stream(struct gr_req *r, const char *data, size_t n)
+{
+    if (!r->err.code && r->route->stream->chunk(r, data, n, &r->err) == GR_OK)
+        return 1;
+    if (!r->err.code)
+        gr_fail(&r->err, GR_EINTERNAL, NULL, "the upload failed without a reason");
+    return (r->len += n) <= DISCARD_MAX;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -225,7 +280,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_size) {
-        int ok = r->status || take_body(r, upload, *upload_size);
+        int ok = r->status || (r->streaming ? take_stream(r, upload, *upload_size) : take_body(r, upload, *upload_size));
         *upload_size = 0;
         return ok ? MHD_YES : MHD_NO;
     }
@@ -234,7 +289,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->resume) {
         void (*resume)(struct gr_req *) = r->resume;
         r->resume = NULL;
+        atomic_fetch_sub(&suspended, 1);
         resume(r);
+        return MHD_YES;
+    }
+    if (r->err.code) {
+        gr_respond_problem(r, &r->err);
         return MHD_YES;
     }
     if (r->over) {
@@ -256,6 +316,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     gr_log(GR_LOG_INFO, "%s %s %u %.3fms%s", r->method, r->url, r->status, gr_mono_ms() - r->t0,
            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
     gr_metrics_http(r->route ? (int)(r->route - gr_routes) : -1, r->route ? r->route->path : NULL, r->method, r->status);
+    if (r->resume) /* resumed, but the client was gone before it could be answered */
+        atomic_fetch_sub(&suspended, 1);
+    if (r->streaming && r->route->stream->close)
+        r->route->stream->close(r);
     if (r->w.job)
         gr_job_unref(r->w.job);
     free(r->body);

@@ -5,6 +5,7 @@
 #define GR_HTTP_H
 
 #include "jobs.h"
+#include "store.h"
 
 #include <microhttpd.h>
 
@@ -19,6 +20,10 @@ struct gr_req {
     char *body;    /* request body, NUL-terminated */
     size_t len, cap;
     int over;      /* body passed the limit: answered 413 once it ends */
+    int streaming; /* the route's stream takes the body (its open succeeded) */
+    void *state;   /* the stream's, released by its close */
+    struct gr_err err; /* the stream's first failure: answered once the body ends */
+    int store_code;    /* outcome of a store write the request was suspended for */
     double t0;     /* gr_mono_ms() at arrival, for the request log */
     unsigned status;
     struct gr_waiter w;
@@ -28,10 +33,24 @@ struct gr_req {
 
 typedef void (*gr_handler)(struct gr_req *r);
 
+/* A POST body taken as it arrives instead of buffered (an upload). open runs once the headers
+ * are in and may refuse at once (e filled: answered before the body is read); chunk takes each
+ * piece (a failure is answered once the body ends, the rest read and dropped); then the route's
+ * post handler answers. close runs when the request ends, however it ends (a client gone half
+ * way included), and releases what open set up. */
+struct gr_stream {
+    int (*open)(struct gr_req *r, struct gr_err *e);
+    int (*chunk)(struct gr_req *r, const char *data, size_t n, struct gr_err *e);
+    void (*close)(struct gr_req *r);
+};
+
+enum { GR_BODY_JSON = 1, GR_BODY_BINARY = 2 }; /* buffered bodies: application/json; octet-stream or x-npy */
+
 struct gr_route {
     const char *path; /* with {id} where an id goes */
     gr_handler get, post, del;
-    int body;         /* accepts a JSON body */
+    int body;                     /* GR_BODY_* a POST may carry, buffered up to --max-body-bytes */
+    const struct gr_stream *stream; /* or: the POST body is streamed */
 };
 
 /* Globals the handlers read (set before the daemon starts, read-only after). */
@@ -44,14 +63,32 @@ void gr_respond(struct gr_req *r, unsigned status, const char *ctype, char *body
 void gr_respond_json(struct gr_req *r, unsigned status, json_t *o); /* takes o */
 /* application/problem+json from e (status from its code). */
 void gr_respond_problem(struct gr_req *r, const struct gr_err *e);
-/* Park the request until w fires; then resume(r) runs on the request's thread to answer. */
+/* Answer with size bytes that reader produces as they are sent (free_cb(cls) when done). */
+void gr_respond_reader(struct gr_req *r, unsigned status, const char *ctype, uint64_t size,
+                       MHD_ContentReaderCallback reader, void *cls, MHD_ContentReaderFreeCallback free_cb,
+                       const char **hdrs);
+/* Suspend the request; once gr_wake(r) is called (from any thread, once), resume(r) runs on
+ * the request's thread to answer. */
+void gr_suspend(struct gr_req *r, void (*resume)(struct gr_req *r));
+void gr_wake(struct gr_req *r);
+/* Requests suspended and not yet resumed (shutdown waits for them before stopping the daemon). */
+int gr_api_suspended(void);
+/* Park the request until w fires (gr_suspend until a job's waiter wakes it). */
 void gr_park(struct gr_req *r, void (*resume)(struct gr_req *r));
 /* A query argument, or NULL. */
 const char *gr_query(struct gr_req *r, const char *name);
 const char *gr_header(struct gr_req *r, const char *name);
+/* 1 if Content-Type ct is the media type want (parameters such as charset allowed). */
+int gr_ctype_is(const char *ct, const char *want);
 
 /* routes.c */
 extern const struct gr_route gr_routes[];
+/* Answer a list page {"<key>": [docs], "next_cursor": id or null} from fetch's rows, after
+ * ?cursor= (an id with this prefix letter), at most ?limit= (default 50, 1 to 1000); ETag from
+ * the store's version, so an unchanged page is a 304. */
+typedef int (*gr_page_fetch)(void *args, const char *before, int limit, gr_store_row row, void *ctx,
+                             struct gr_err *e);
+void gr_respond_page(struct gr_req *r, const char *key, char prefix, gr_page_fetch fetch, void *args);
 
 /* Start and stop the daemon. start returns GR_OK and the bound port, or GR_EINVAL/EIO. */
 int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port, struct gr_err *e);

@@ -2,6 +2,7 @@
  * Every rejection names the member at fault and says what would be accepted. */
 #include "parse.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -256,6 +257,35 @@ static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
         j->axis = (int)a;
     }
     return fill(data, j, nested, e);
+}
+
+#define DIMS_USAGE "?shape= must be N or R,C in whole numbers, e.g. shape=1000 or shape=10,100"
+
+int gr_parse_dims(const char *text, int *ndim, int64_t shape[2], struct gr_err *e)
+{
+    int nd = 0;
+    int64_t s[2] = {1, 1};
+    for (const char *p = text;; p++) {
+        if (*p < '0' || *p > '9')
+            return gr_fail(e, GR_EINVAL, "shape", DIMS_USAGE);
+        errno = 0;
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (nd == 2)
+            return gr_fail(e, GR_EUNPROC, "shape", "?shape= has more than 2 dimensions; 1 or 2 are supported");
+        if (errno || v < 1)
+            return gr_fail(e, GR_EUNPROC, "shape", "?shape=: each dimension must be from 1 to %lld", (long long)INT64_MAX);
+        s[nd++] = v;
+        p = end;
+        if (!*p)
+            break;
+        if (*p != ',')
+            return gr_fail(e, GR_EINVAL, "shape", DIMS_USAGE);
+    }
+    *ndim = nd;
+    shape[0] = s[0];
+    shape[1] = s[1];
+    return GR_OK;
 }
 
 /* A whole number member in [lo, hi], def when absent. */

@@ -5,6 +5,8 @@
 
 #include "backend.h"
 #include "config.h"
+#include "datasets.h"
+#include "id.h"
 #include "parse.h"
 #include "routes_ops.h"
 #include "store.h"
@@ -51,16 +53,6 @@ static int64_t prefer_wait(struct gr_req *r)
         return v < 0 ? -1 : v > MAX_WAIT_S ? MAX_WAIT_S : v;
     }
     return -1;
-}
-
-static int valid_id(const char *id, char prefix)
-{
-    if (id[0] != prefix || id[1] != '_' || strlen(id) != 18)
-        return 0;
-    for (const char *c = id + 2; *c; c++)
-        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-            return 0;
-    return 1;
 }
 
 /* --- jobs --- */
@@ -188,7 +180,7 @@ static void get_job_again(struct gr_req *r) { get_job_answer(r, 0); }
 
 static void get_job(struct gr_req *r)
 {
-    if (!valid_id(r->id, 'j')) {
+    if (!gr_id_valid(r->id, 'j')) {
         problem(r, GR_ENOTFOUND, NULL, "no job with that id (ids look like j_0123456789abcdef)");
         return;
     }
@@ -205,7 +197,7 @@ static void get_job(struct gr_req *r)
 
 static void cancel_job(struct gr_req *r)
 {
-    if (!valid_id(r->id, 'j')) {
+    if (!gr_id_valid(r->id, 'j')) {
         problem(r, GR_ENOTFOUND, NULL, "no job with that id (ids look like j_0123456789abcdef)");
         return;
     }
@@ -234,7 +226,7 @@ static void get_result(struct gr_req *r)
 {
     struct gr_err e = {0};
     char *doc = NULL, status[16];
-    int rc = valid_id(r->id, 'j') ? gr_store_get_job(gr_api_store, r->id, &doc, status, &e) : GR_ENOTFOUND;
+    int rc = gr_id_valid(r->id, 'j') ? gr_store_get_job(gr_api_store, r->id, &doc, status, &e) : GR_ENOTFOUND;
     if (rc == GR_ENOTFOUND)
         gr_fail(&e, rc, NULL, "no job with id %s", r->id);
     else if (rc == GR_OK && strcmp(status, "succeeded"))
@@ -288,24 +280,15 @@ static void list_row(void *ctx, const char *id, const char *doc)
     snprintf(c->last, sizeof c->last, "%s", id);
 }
 
-static void list_jobs(struct gr_req *r)
+void gr_respond_page(struct gr_req *r, const char *key, char prefix, gr_page_fetch fetch, void *args)
 {
-    const char *status = gr_query(r, "status"), *op = gr_query(r, "op"), *lim = gr_query(r, "limit"),
-               *cursor = gr_query(r, "cursor");
+    const char *lim = gr_query(r, "limit"), *cursor = gr_query(r, "cursor");
     int64_t limit = lim ? parse_uint(lim, 1000) : 50;
-    if (status && gr_status_parse(status) < 0) {
-        problem(r, GR_EINVAL, "status", "unknown status filter: use queued, running, succeeded, failed or canceled");
-        return;
-    }
-    if (op && gr_op_parse(op) < 0) {
-        problem(r, GR_EINVAL, "op", "unknown op filter: use sum, prod, min, max, mean, argmin or argmax");
-        return;
-    }
     if (limit < 1) {
         problem(r, GR_EINVAL, "limit", "limit must be a whole number from 1 to 1000");
         return;
     }
-    if (cursor && !valid_id(cursor, 'j')) {
+    if (cursor && !gr_id_valid(cursor, prefix)) {
         problem(r, GR_EINVAL, "cursor", "cursor is not one this server gave out (use next_cursor as is)");
         return;
     }
@@ -322,8 +305,10 @@ static void list_jobs(struct gr_req *r)
 
     struct list_ctx c = {0};
     struct gr_err e = {0};
-    append(&c, "{\"jobs\":[");
-    if (gr_store_list_jobs(gr_api_store, status, op, cursor, (int)limit, list_row, &c, &e) != GR_OK) {
+    char head[32];
+    snprintf(head, sizeof head, "{\"%s\":[", key);
+    append(&c, head);
+    if (fetch(args, cursor, (int)limit, list_row, &c, &e) != GR_OK) {
         free(c.buf);
         gr_respond_problem(r, &e);
         return;
@@ -340,6 +325,30 @@ static void list_jobs(struct gr_req *r)
         return;
     }
     gr_respond(r, 200, "application/json", c.buf, c.len, hdrs);
+}
+
+struct job_filter {
+    const char *status, *op;
+};
+
+static int fetch_jobs(void *args, const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
+{
+    const struct job_filter *f = args;
+    return gr_store_list_jobs(gr_api_store, f->status, f->op, before, limit, row, ctx, e);
+}
+
+static void list_jobs(struct gr_req *r)
+{
+    struct job_filter f = {gr_query(r, "status"), gr_query(r, "op")};
+    if (f.status && gr_status_parse(f.status) < 0) {
+        problem(r, GR_EINVAL, "status", "unknown status filter: use queued, running, succeeded, failed or canceled");
+        return;
+    }
+    if (f.op && gr_op_parse(f.op) < 0) {
+        problem(r, GR_EINVAL, "op", "unknown op filter: use sum, prod, min, max, mean, argmin or argmax");
+        return;
+    }
+    gr_respond_page(r, "jobs", 'j', fetch_jobs, &f);
 }
 
 /* --- service --- */
@@ -414,17 +423,20 @@ static void devices(struct gr_req *r)
 }
 
 const struct gr_route gr_routes[] = {
-    {"/v1/jobs", list_jobs, post_job, NULL, 1},
-    {"/v1/jobs/{id}", get_job, NULL, cancel_job, 0},
-    {"/v1/jobs/{id}/result", get_result, NULL, NULL, 0},
-    {"/v1/benchmarks", NULL, post_benchmark, NULL, 1},
-    {"/v1/algorithms", algorithms, NULL, NULL, 0},
-    {"/v1/devices", devices, NULL, NULL, 0},
-    {"/healthz", healthz, NULL, NULL, 0},
-    {"/readyz", readyz, NULL, NULL, 0},
-    {"/metrics", gr_get_metrics, NULL, NULL, 0},
-    {"/openapi.json", gr_get_openapi, NULL, NULL, 0},
-    {"/", gr_get_dashboard, NULL, NULL, 0},
-    {"/assets/{id}", gr_get_asset, NULL, NULL, 0},
-    {NULL, NULL, NULL, NULL, 0},
+    {"/v1/jobs", list_jobs, post_job, NULL, GR_BODY_JSON, NULL},
+    {"/v1/jobs/{id}", get_job, NULL, cancel_job, 0, NULL},
+    {"/v1/jobs/{id}/result", get_result, NULL, NULL, 0, NULL},
+    {"/v1/benchmarks", NULL, post_benchmark, NULL, GR_BODY_JSON, NULL},
+    {"/v1/datasets", gr_list_datasets, gr_post_dataset, NULL, 0, &gr_dataset_upload},
+    {"/v1/datasets/{id}", gr_get_dataset, NULL, gr_delete_dataset, 0, NULL},
+    {"/v1/datasets/{id}/data", gr_get_dataset_data, NULL, NULL, 0, NULL},
+    {"/v1/algorithms", algorithms, NULL, NULL, 0, NULL},
+    {"/v1/devices", devices, NULL, NULL, 0, NULL},
+    {"/healthz", healthz, NULL, NULL, 0, NULL},
+    {"/readyz", readyz, NULL, NULL, 0, NULL},
+    {"/metrics", gr_get_metrics, NULL, NULL, 0, NULL},
+    {"/openapi.json", gr_get_openapi, NULL, NULL, 0, NULL},
+    {"/", gr_get_dashboard, NULL, NULL, 0, NULL},
+    {"/assets/{id}", gr_get_asset, NULL, NULL, 0, NULL},
+    {NULL, NULL, NULL, NULL, 0, NULL},
 };

@@ -20,6 +20,9 @@ const char *const gr_schema_steps[] = {
     "CREATE TRIGGER job_inputs_done AFTER UPDATE OF status ON jobs"
     " WHEN NEW.status IN ('succeeded', 'failed', 'canceled')"
     " BEGIN DELETE FROM job_inputs WHERE id = NEW.id; END;",
+    /* Datasets: like jobs, each row is its rendered resource under a time-ordered id; the values
+     * live in <data_dir>/datasets/<id>.bin (db/dsfile.c), too big for rows. */
+    "CREATE TABLE datasets(id TEXT PRIMARY KEY NOT NULL, doc TEXT NOT NULL, created REAL NOT NULL) WITHOUT ROWID;",
 };
 const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_steps[0]);
 
@@ -30,15 +33,19 @@ const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_LIST_STATUS] = LIST_SQL("status = ?3 AND "),
     [GR_SQL_LIST_OP] = LIST_SQL("op = ?4 AND "),
     [GR_SQL_LIST_OP_STATUS] = LIST_SQL("op = ?4 AND status = ?3 AND "),
-    [GR_SQL_GET] = "SELECT status, doc FROM jobs WHERE id = ?1",
+    [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = ?1",
     /* Read once at start-up over few rows, so sorting jobs_status's two ranges is cheap. */
     [GR_SQL_PENDING] = "SELECT j.id, j.doc, i.data FROM jobs j LEFT JOIN job_inputs i ON i.id = j.id"
                        " WHERE j.status IN ('queued', 'running') ORDER BY j.id",
     /* Reads the database header, so it fails when the file cannot be read. */
     [GR_SQL_PING] = "PRAGMA user_version",
+    [GR_SQL_DS_LIST] = "SELECT id, doc FROM datasets WHERE id < ?1 ORDER BY id DESC LIMIT ?2",
+    [GR_SQL_DS_GET] = "SELECT doc FROM datasets WHERE id = ?1",
     [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created) VALUES (?1, ?2, ?3, ?4, ?5)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES (?1, ?2)",
     [GR_SQL_UPDATE] = "UPDATE jobs SET status = ?2, doc = ?3 WHERE id = ?1",
+    [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created) VALUES (?1, ?3, ?5)",
+    [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = ?1",
     [GR_SQL_BEGIN] = "BEGIN IMMEDIATE",
     [GR_SQL_COMMIT] = "COMMIT",
     [GR_SQL_ROLLBACK] = "ROLLBACK",

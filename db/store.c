@@ -2,6 +2,7 @@
  * queue in batches; each reading thread owns its read connection (a thread-specific). */
 #include "store.h"
 
+#include "dsfile.h"
 #include "schema.h"
 
 #include <errno.h>
@@ -22,7 +23,7 @@ static const char no_cursor[] = "\xf4\x8f\xbf\xbf";
 /* A queued write, allocated by the caller's thread and freed by the writer. */
 struct op {
     struct op *next;
-    int insert; /* else update */
+    int sql; /* the statement: a job insert or update, a dataset insert or delete */
     const char *opname;
     char *doc;
     const void *input;
@@ -43,7 +44,7 @@ struct reader {
 };
 
 struct gr_store {
-    char *path;
+    char *path, *dir;
     sqlite3 *wdb; /* the writer thread's */
     sqlite3_stmt *w[NWRITE];
     pthread_t writer;
@@ -133,8 +134,10 @@ static int open_writer(struct gr_store *s, const char *data_dir, struct gr_err *
 {
     if (mkdir(data_dir, 0750) != 0 && errno != EEXIST)
         return gr_fail(e, GR_EIO, NULL, "store: cannot create %s: %s", data_dir, strerror(errno));
+    if (gr_dsfile_init(data_dir, e) != GR_OK)
+        return GR_EIO;
     size_t n = strlen(data_dir) + sizeof "/gpured.db";
-    if (!(s->path = malloc(n)))
+    if (!(s->path = malloc(n)) || !(s->dir = strdup(data_dir)))
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
     snprintf(s->path, n, "%s/gpured.db", data_dir);
 
@@ -228,18 +231,19 @@ static int bind_text(sqlite3_stmt *st, int i, const char *v)
  * may have ended the transaction or left half an op in it (retry the batch op by op). */
 static int apply(struct gr_store *s, struct op *o)
 {
-    sqlite3_stmt *st = s->w[(o->insert ? GR_SQL_INSERT : GR_SQL_UPDATE) - GR_SQL_NREAD];
+    sqlite3_stmt *st = s->w[o->sql - GR_SQL_NREAD];
     sqlite3_stmt *in = s->w[GR_SQL_INPUT - GR_SQL_NREAD];
-    int with_input = o->insert && o->input;
+    int with_input = o->sql == GR_SQL_INSERT && o->input;
+    int n = sqlite3_bind_parameter_count(st); /* each statement names the first n of the five */
     /* Everything is bound before anything runs, so a too-big input fails only its op. */
     int rc = bind_text(st, 1, o->id);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && n >= 2)
         rc = bind_text(st, 2, o->status);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && n >= 3)
         rc = bind_text(st, 3, o->doc);
-    if (rc == SQLITE_OK && o->insert)
+    if (rc == SQLITE_OK && n >= 4)
         rc = bind_text(st, 4, o->opname);
-    if (rc == SQLITE_OK && o->insert)
+    if (rc == SQLITE_OK && n >= 5)
         rc = sqlite3_bind_double(st, 5, o->created);
     if (rc == SQLITE_OK && with_input)
         rc = bind_text(in, 1, o->id);
@@ -249,7 +253,8 @@ static int apply(struct gr_store *s, struct op *o)
     if (rc != SQLITE_OK)
         return 0;
     rc = step_done(st);
-    if (rc == SQLITE_OK && !o->insert && sqlite3_changes(s->wdb) == 0) {
+    int changes_row = o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_DELETE;
+    if (rc == SQLITE_OK && changes_row && sqlite3_changes(s->wdb) == 0) {
         o->code = GR_ENOTFOUND;
         return 0;
     }
@@ -348,6 +353,7 @@ static void free_store(struct gr_store *s)
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->rmu);
     free(s->path);
+    free(s->dir);
     free(s);
 }
 
@@ -386,24 +392,31 @@ void gr_store_close(struct gr_store *s)
     free_store(s);
 }
 
-/* Takes doc in every case. NULL with doc freed if the arguments are bad or memory is out. */
-static struct op *new_op(const char *id, const char *status, char *doc)
+/* A write of statement sql. Takes doc in every case (NULL only for a delete). NULL with doc
+ * freed if the arguments are bad or memory is out. */
+static struct op *new_op(int sql, const char *id, const char *status, char *doc, gr_store_done done, void *ctx)
 {
     struct op *o = NULL;
-    if (id && status && doc && strlen(status) < sizeof o->status)
+    if (id && status && (doc || sql == GR_SQL_DS_DELETE) && strlen(status) < sizeof o->status)
         o = calloc(1, sizeof *o + strlen(id) + 1);
     if (!o) {
         free(doc);
         return NULL;
     }
+    o->sql = sql;
     memcpy(o->id, id, strlen(id) + 1);
     memcpy(o->status, status, strlen(status) + 1);
     o->doc = doc;
+    o->created = gr_now();
+    o->done = done;
+    o->ctx = ctx;
     return o;
 }
 
 static int push(struct gr_store *s, struct op *o)
 {
+    if (!o)
+        return GR_EINVAL;
     pthread_mutex_lock(&s->mu);
     int closing = s->closing;
     if (!closing) {
@@ -427,16 +440,12 @@ int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *
         free(doc);
         return GR_EINVAL;
     }
-    struct op *o = new_op(id, status, doc);
-    if (!o)
-        return GR_EINVAL;
-    o->insert = 1;
-    o->opname = gr_op_name(op);
-    o->input = input;
-    o->input_bytes = input_bytes;
-    o->created = gr_now();
-    o->done = done;
-    o->ctx = ctx;
+    struct op *o = new_op(GR_SQL_INSERT, id, status, doc, done, ctx);
+    if (o) {
+        o->opname = gr_op_name(op);
+        o->input = input;
+        o->input_bytes = input_bytes;
+    }
     return push(s, o);
 }
 
@@ -447,36 +456,49 @@ int gr_store_update_job(struct gr_store *s, const char *id, const char *status, 
         free(doc);
         return GR_EINVAL;
     }
-    struct op *o = new_op(id, status, doc);
-    if (!o)
-        return GR_EINVAL;
-    o->done = done;
-    o->ctx = ctx;
-    return push(s, o);
+    return push(s, new_op(GR_SQL_UPDATE, id, status, doc, done, ctx));
 }
 
-int gr_store_get_job(struct gr_store *s, const char *id, char **doc, char status[16], struct gr_err *e)
+int gr_store_insert_dataset(struct gr_store *s, const char *id, char *doc, gr_store_done done, void *ctx)
+{
+    if (!s) {
+        free(doc);
+        return GR_EINVAL;
+    }
+    return push(s, new_op(GR_SQL_DS_INSERT, id, "", doc, done, ctx));
+}
+
+int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx)
+{
+    return s ? push(s, new_op(GR_SQL_DS_DELETE, id, "", NULL, done, ctx)) : GR_EINVAL;
+}
+
+/* One row by id: its doc (column 0, malloc'd into *doc) and, when status is not NULL, its
+ * status (column 1). GR_OK, GR_ENOTFOUND or GR_EIO. */
+static int get_row(struct gr_store *s, int sql, const char *what, const char *id, char **doc, char status[16],
+                   struct gr_err *e)
 {
     *doc = NULL;
     struct reader *r = reader(s, e);
     if (!r)
         return GR_EIO;
-    sqlite3_stmt *st = r->st[GR_SQL_GET];
+    sqlite3_stmt *st = r->st[sql];
     int rc = bind_text(st, 1, id);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     int code;
-    const char *st_text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-    const char *doc_text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 1) : NULL;
+    const char *doc_text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    const char *st_text = rc == SQLITE_ROW && status ? (const char *)sqlite3_column_text(st, 1) : "";
     if (rc == SQLITE_DONE) {
-        code = gr_fail(e, GR_ENOTFOUND, NULL, "no job %s", id ? id : "");
+        code = gr_fail(e, GR_ENOTFOUND, NULL, "no %s %s", what, id ? id : "");
     } else if (!st_text || !doc_text) {
-        code = db_fail(e, r->db, "reading a job");
+        code = db_fail(e, r->db, what);
     } else {
-        size_t n = (size_t)sqlite3_column_bytes(st, 1);
+        size_t n = (size_t)sqlite3_column_bytes(st, 0);
         if ((*doc = malloc(n + 1))) {
             memcpy(*doc, doc_text, n + 1);
-            snprintf(status, 16, "%s", st_text);
+            if (status)
+                snprintf(status, 16, "%s", st_text);
             code = GR_OK;
         } else {
             code = gr_fail(e, GR_EIO, NULL, "store: out of memory");
@@ -486,22 +508,37 @@ int gr_store_get_job(struct gr_store *s, const char *id, char **doc, char status
     return code;
 }
 
-int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, const char *before,
-                       int limit, gr_store_row row, void *ctx, struct gr_err *e)
+int gr_store_get_job(struct gr_store *s, const char *id, char **doc, char status[16], struct gr_err *e)
+{
+    return get_row(s, GR_SQL_GET, "job", id, doc, status, e);
+}
+
+int gr_store_get_dataset(struct gr_store *s, const char *id, char **doc, struct gr_err *e)
+{
+    return get_row(s, GR_SQL_DS_GET, "dataset", id, doc, NULL, e);
+}
+
+/* This thread's statement sql for a list page into *st, with ?1 before and ?2 limit bound.
+ * GR_OK, GR_EINVAL (limit) or GR_EIO. */
+static int list_statement(struct gr_store *s, int sql, const char *before, int limit, sqlite3_stmt **st,
+                          struct gr_err *e)
 {
     if (limit < 1 || limit > 1000)
         return gr_fail(e, GR_EINVAL, "limit", "limit must be 1 to 1000, not %d", limit);
     struct reader *r = reader(s, e);
     if (!r)
         return GR_EIO;
-    sqlite3_stmt *st = r->st[GR_SQL_LIST_ALL | (status ? GR_SQL_LIST_STATUS : 0) | (op ? GR_SQL_LIST_OP : 0)];
-    int rc = bind_text(st, 1, before ? before : no_cursor);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int(st, 2, limit);
-    if (rc == SQLITE_OK && status)
-        rc = bind_text(st, 3, status);
-    if (rc == SQLITE_OK && op)
-        rc = bind_text(st, 4, op);
+    *st = r->st[sql];
+    if (bind_text(*st, 1, before ? before : no_cursor) != SQLITE_OK || sqlite3_bind_int(*st, 2, limit) != SQLITE_OK) {
+        sqlite3_reset(*st);
+        return db_fail(e, r->db, "listing");
+    }
+    return GR_OK;
+}
+
+/* Step a bound list statement, row(ctx, id, doc) for each of its rows, and reset it. */
+static int list_rows(sqlite3_stmt *st, int rc, gr_store_row row, void *ctx, struct gr_err *e)
+{
     while (rc == SQLITE_OK || rc == SQLITE_ROW) {
         if ((rc = sqlite3_step(st)) != SQLITE_ROW)
             break;
@@ -511,9 +548,31 @@ int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, c
             break;
         row(ctx, id, doc);
     }
-    int code = rc == SQLITE_DONE ? GR_OK : db_fail(e, r->db, "listing jobs");
+    int code = rc == SQLITE_DONE ? GR_OK : db_fail(e, sqlite3_db_handle(st), "listing");
     sqlite3_reset(st);
     return code;
+}
+
+int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, const char *before,
+                       int limit, gr_store_row row, void *ctx, struct gr_err *e)
+{
+    int sql = GR_SQL_LIST_ALL | (status ? GR_SQL_LIST_STATUS : 0) | (op ? GR_SQL_LIST_OP : 0);
+    sqlite3_stmt *st;
+    int code = list_statement(s, sql, before, limit, &st, e);
+    if (code)
+        return code;
+    int rc = status ? bind_text(st, 3, status) : SQLITE_OK;
+    if (rc == SQLITE_OK && op)
+        rc = bind_text(st, 4, op);
+    return list_rows(st, rc, row, ctx, e);
+}
+
+int gr_store_list_datasets(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
+                           struct gr_err *e)
+{
+    sqlite3_stmt *st;
+    int rc = list_statement(s, GR_SQL_DS_LIST, before, limit, &st, e);
+    return rc ? rc : list_rows(st, SQLITE_OK, row, ctx, e);
 }
 
 int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx, struct gr_err *e)
@@ -538,6 +597,8 @@ int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ct
 }
 
 uint64_t gr_store_version(struct gr_store *s) { return atomic_load(&s->version); }
+
+const char *gr_store_data_dir(struct gr_store *s) { return s->dir; }
 
 int gr_store_ping(struct gr_store *s, struct gr_err *e)
 {

@@ -9,8 +9,9 @@
 struct gr_store;
 
 /* Open (creating) <data_dir>/gpured.db: WAL, synchronous=NORMAL, busy_timeout, schema
- * migrated through PRAGMA user_version; start the writer thread. Creates data_dir if
- * missing. Returns GR_OK or GR_EIO with e filled and *out NULL. */
+ * migrated through PRAGMA user_version; start the writer thread. Creates data_dir (and its
+ * datasets/ folder, emptied of interrupted uploads) if missing. Returns GR_OK or GR_EIO with
+ * e filled and *out NULL. */
 int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e);
 
 /* Commit everything still pending (running its callbacks), stop the writer, close every
@@ -51,6 +52,23 @@ typedef void (*gr_store_pending)(void *ctx, const char *id, const char *doc, con
                                  size_t bytes);
 int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx,
                           struct gr_err *e);
+
+/* Datasets: a row per dataset (its rendered resource, doc), written like jobs through the
+ * writer; the values are files (dsfile.h) under gr_store_data_dir. Insert takes doc in every
+ * case; done gets GR_OK or GR_EIO (insert), GR_OK, GR_ENOTFOUND or GR_EIO (delete). Same
+ * returns as gr_store_insert_job. */
+int gr_store_insert_dataset(struct gr_store *s, const char *id, char *doc, gr_store_done done, void *ctx);
+int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx);
+
+/* One dataset's doc (malloc'd): GR_OK, GR_ENOTFOUND or GR_EIO. */
+int gr_store_get_dataset(struct gr_store *s, const char *id, char **doc, struct gr_err *e);
+
+/* Newest first, ids < before (NULL: from the newest), at most limit (1..1000) rows, as for jobs. */
+int gr_store_list_datasets(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
+                           struct gr_err *e);
+
+/* The data directory the store was opened on. */
+const char *gr_store_data_dir(struct gr_store *s);
 
 /* Bumped after every commit: lets list pages carry a cheap ETag. */
 uint64_t gr_store_version(struct gr_store *s);

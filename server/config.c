@@ -30,6 +30,8 @@ static const struct opt {
      10000000, "jobs waiting per device before POST answers 429"},
     {"--max-body-bytes", "GPURED_MAX_BODY_BYTES", K_SIZE, offsetof(struct gr_config, max_body_bytes), 0, 64,
      (long long)1 << 40, "largest request body accepted (413 above)"},
+    {"--max-dataset-bytes", "GPURED_MAX_DATASET_BYTES", K_SIZE, offsetof(struct gr_config, max_dataset_bytes), 0, 64,
+     (long long)1 << 46, "largest dataset upload accepted (413 above)"},
     {"--log-level", "GPURED_LOG_LEVEL", K_LEVEL, offsetof(struct gr_config, log_level), 0, 0, 0,
      "debug, info, warn or error"},
     {"--streams", "GPURED_STREAMS", K_INT, offsetof(struct gr_config, streams), 0, 1, 64, "CUDA streams per GPU"},
@@ -74,10 +76,11 @@ static void usage(const struct gr_config *d)
 {
     fprintf(stderr, "usage: gpured serve [options]\n\n");
     for (size_t i = 0; i < NOPTS; i++)
-        fprintf(stderr, "  %-18s %-24s %s\n", opts[i].flag, opts[i].env, opts[i].help);
+        fprintf(stderr, "  %-20s %-25s %s\n", opts[i].flag, opts[i].env, opts[i].help);
     fprintf(stderr, "\ndefaults: --port %d --bind %s --data-dir %s --threads %d --queue-capacity %d "
-                    "--max-body-bytes %zu --log-level info --streams %d\n",
-            d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->streams);
+                    "--max-body-bytes %zu --max-dataset-bytes %zu --log-level info --streams %d\n",
+            d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->max_dataset_bytes,
+            d->streams);
 }
 
 int gr_config_load(struct gr_config *c, int argc, char **argv)
@@ -88,6 +91,7 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .threads = 4,
                             .queue_capacity = 4096,
                             .max_body_bytes = 8u << 20,
+                            .max_dataset_bytes = (size_t)4 << 30,
                             .log_level = GR_LOG_INFO,
                             .streams = 4};
     struct gr_config defaults = *c;

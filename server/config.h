@@ -12,6 +12,7 @@ struct gr_config {
     int threads;        /* HTTP threads */
     int queue_capacity; /* per device queue */
     size_t max_body_bytes;
+    size_t max_dataset_bytes; /* one upload to POST /v1/datasets */
     int log_level;
     int streams; /* CUDA streams per GPU */
 };

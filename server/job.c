@@ -3,6 +3,7 @@
 #include "job.h"
 
 #include "bench.h"
+#include "id.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -23,29 +24,13 @@ int gr_status_parse(const char *s)
     return -1;
 }
 
-/* Ids are microseconds since the epoch, made strictly increasing: time-ordered, so the
- * store lists newest first by id alone, and unique across restarts of one server. */
-static _Atomic uint64_t last_id;
-
-static uint64_t next_id(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-    uint64_t prev = atomic_load(&last_id), want;
-    do
-        want = now > prev ? now : prev + 1;
-    while (!atomic_compare_exchange_weak(&last_id, &prev, want));
-    return want;
-}
-
 struct gr_job *gr_job_new(void)
 {
     struct gr_job *j = calloc(1, sizeof *j);
     if (!j)
         return NULL;
     j->refs = 1;
-    snprintf(j->id, sizeof j->id, "j_%016llx", (unsigned long long)next_id());
+    gr_id_new('j', j->id, sizeof j->id);
     j->axis = GR_AXIS_ALL;
     j->ndim = 1;
     j->shape[1] = 1;

@@ -73,6 +73,84 @@ static void table_remove(struct gr_job *j)
         }
 }
 
+/* --- datasets in use --- */
+
+/* One per dataset that jobs in flight name (refs) or that is being deleted; never both. */
+struct pin {
+    struct pin *next;
+    int refs, deleting;
+    char id[24];
+};
+static struct pin *pins; /* few: only datasets with jobs in flight */
+
+/* The slot holding id's pin, or the empty slot at the end (mu held). */
+static struct pin **pin_slot(const char *id)
+{
+    struct pin **p = &pins;
+    while (*p && strcmp((*p)->id, id))
+        p = &(*p)->next;
+    return p;
+}
+
+static void pin_drop(struct pin **p) /* mu held */
+{
+    struct pin *dead = *p;
+    *p = dead->next;
+    free(dead);
+}
+
+/* Add (delta 1) or drop a job's hold on a dataset; GR_ENOTFOUND while it is being deleted. */
+static int pin_add(const char *id, int delta, struct gr_err *e)
+{
+    int rc = GR_OK;
+    pthread_mutex_lock(&mu);
+    struct pin **p = pin_slot(id);
+    if (*p && (*p)->deleting)
+        rc = gr_fail(e, GR_ENOTFOUND, "dataset", "dataset %s is being deleted", id);
+    else if (!*p && delta > 0 && !(*p = calloc(1, sizeof **p)))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory");
+    else if (*p) {
+        snprintf((*p)->id, sizeof (*p)->id, "%s", id);
+        if (((*p)->refs += delta) <= 0)
+            pin_drop(p);
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+int gr_jobs_pin_dataset(const char *id, struct gr_err *e) { return pin_add(id, 1, e); }
+void gr_jobs_unpin_dataset(const char *id) { pin_add(id, -1, NULL); }
+
+int gr_jobs_delete_dataset_begin(const char *id, struct gr_err *e)
+{
+    int rc = GR_OK;
+    pthread_mutex_lock(&mu);
+    struct pin **p = pin_slot(id);
+    if (*p && (*p)->deleting)
+        rc = gr_fail(e, GR_ECONFLICT, NULL, "dataset %s is being deleted already", id);
+    else if (*p)
+        rc = gr_fail(e, GR_ECONFLICT, NULL,
+                     "dataset %s is used by %d queued or running job(s); delete it once they end (or cancel them)",
+                     id, (*p)->refs);
+    else if (!(*p = calloc(1, sizeof **p)))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory");
+    else {
+        snprintf((*p)->id, sizeof (*p)->id, "%s", id);
+        (*p)->deleting = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+void gr_jobs_delete_dataset_end(const char *id)
+{
+    pthread_mutex_lock(&mu);
+    struct pin **p = pin_slot(id);
+    if (*p && (*p)->deleting)
+        pin_drop(p);
+    pthread_mutex_unlock(&mu);
+}
+
 /* --- waiters (mu held) --- */
 
 static int satisfied(const struct gr_waiter *w, double now)

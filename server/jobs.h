@@ -69,6 +69,15 @@ void gr_jobs_wake_all(void);
 int gr_jobs_parked(void);
 void gr_jobs_stop(void);
 
+/* Datasets in use: a job that names a dataset pins it from submission until its final state
+ * is stored, and DELETE of a pinned dataset is refused. pin: GR_OK, or GR_ENOTFOUND while the
+ * dataset is being deleted. delete_begin: GR_OK (new pins are refused until delete_end), or
+ * GR_ECONFLICT while jobs pin it or another delete runs. */
+int gr_jobs_pin_dataset(const char *id, struct gr_err *e);
+void gr_jobs_unpin_dataset(const char *id);
+int gr_jobs_delete_dataset_begin(const char *id, struct gr_err *e);
+void gr_jobs_delete_dataset_end(const char *id);
+
 /* Gauges for /readyz and logs. */
 int gr_jobs_queued(void);
 

@@ -75,8 +75,9 @@ static int serve(const struct gr_config *cfg)
 out:
     gr_jobs_stop_workers();
     gr_jobs_wake_all();
-    /* parked requests answer as soon as their job is durable; give them a moment */
-    for (int i = 0; i < 500 && gr_jobs_parked() > 0; i++)
+    /* parked requests answer as soon as their job is durable (a suspended upload or delete once
+     * its row is); give them a moment */
+    for (int i = 0; i < 500 && (gr_jobs_parked() > 0 || gr_api_suspended() > 0); i++)
         usleep(10000);
     gr_api_stop();
     gr_store_close(store); /* commits what is pending; its callbacks still reach the job table */

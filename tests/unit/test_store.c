@@ -108,6 +108,9 @@ static int teardown(void **state)
     const char *names[] = {"gpured.db", "gpured.db-wal", "gpured.db-shm"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         remove_in(fx->data, names[i]);
+    char datasets[160];
+    snprintf(datasets, sizeof datasets, "%s/datasets", fx->data);
+    rmdir(datasets);
     rmdir(fx->data);
     remove_in(fx->dir, "data"); /* the plain file of test_open_fails */
     int rc = rmdir(fx->dir);
@@ -795,14 +798,95 @@ static void test_close_drains(void **state)
     sqlite3_close(db);
 }
 
+struct ds_page {
+    int n;
+    char ids[8][24], docs[8][64];
+};
+
+static void on_ds_row(void *ctx, const char *id, const char *doc)
+{
+    struct ds_page *p = ctx;
+    if (p->n < 8) {
+        snprintf(p->ids[p->n], 24, "%s", id);
+        snprintf(p->docs[p->n], 64, "%s", doc);
+    }
+    p->n++;
+}
+
+/* Datasets: insert, get, pages newest first, delete (once), apart from jobs; their folder is
+ * made at open and emptied of interrupted uploads (.tmp) then. */
+static void test_datasets(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    assert_string_equal(gr_store_data_dir(fx->s), fx->data);
+    struct rec r[5] = {{0}};
+    char id[3][24];
+    for (int n = 0; n < 3; n++) {
+        snprintf(id[n], 24, "d_%016x", 100 + n);
+        assert_int_equal(gr_store_insert_dataset(fx->s, id[n], make_doc((unsigned long long)n, "ds"), on_done, &r[n]),
+                         GR_OK);
+    }
+    wait_done(3);
+    for (int n = 0; n < 3; n++) {
+        char *doc = NULL, want[64];
+        struct gr_err e = {0};
+        assert_int_equal(r[n].code, GR_OK);
+        assert_int_equal(gr_store_get_dataset(fx->s, id[n], &doc, &e), GR_OK);
+        doc_text(want, sizeof want, (unsigned long long)n, "ds");
+        assert_string_equal(doc, want);
+        free(doc);
+    }
+    char *doc = NULL;
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_get_dataset(fx->s, "d_ffffffffffffffff", &doc, &e), GR_ENOTFOUND);
+    assert_null(doc);
+
+    struct ds_page p = {0}, q = {0};
+    assert_int_equal(gr_store_list_datasets(fx->s, NULL, 2, on_ds_row, &p, &e), GR_OK);
+    assert_int_equal(p.n, 2);
+    assert_string_equal(p.ids[0], id[2]);
+    assert_string_equal(p.ids[1], id[1]);
+    assert_int_equal(gr_store_list_datasets(fx->s, p.ids[1], 2, on_ds_row, &q, &e), GR_OK);
+    assert_int_equal(q.n, 1);
+    assert_string_equal(q.ids[0], id[0]);
+    assert_int_equal(gr_store_list_datasets(fx->s, NULL, 0, on_ds_row, &q, &e), GR_EINVAL);
+    struct page jobs = {0};
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, 10, on_row, &jobs, &e), GR_OK);
+    assert_int_equal(jobs.n, 0);
+
+    assert_int_equal(gr_store_delete_dataset(fx->s, id[1], on_done, &r[3]), GR_OK);
+    assert_int_equal(gr_store_delete_dataset(fx->s, id[1], on_done, &r[4]), GR_OK);
+    wait_done(5);
+    assert_int_equal(r[3].code, GR_OK);
+    assert_int_equal(r[4].code, GR_ENOTFOUND);
+    assert_int_equal(gr_store_get_dataset(fx->s, id[1], &doc, &e), GR_ENOTFOUND);
+    memset(&p, 0, sizeof p);
+    assert_int_equal(gr_store_list_datasets(fx->s, NULL, 10, on_ds_row, &p, &e), GR_OK);
+    assert_int_equal(p.n, 2);
+
+    /* an upload that never finished leaves a .tmp: gone after the next open */
+    char tmp[200];
+    snprintf(tmp, sizeof tmp, "%s/datasets/d_0000000000000001.tmp", fx->data);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fclose(f);
+    gr_store_close(fx->s);
+    fx->s = NULL;
+    open_store(fx);
+    assert_int_equal(access(tmp, F_OK), -1);
+    assert_int_equal(gr_store_get_dataset(fx->s, id[2], &doc, &e), GR_OK);
+    free(doc);
+}
+
 /* Every read (and the update) is served by an index: no plan line scans a table. */
 static void test_query_plans(void **state)
 {
     struct fixture *fx = *state;
     open_store(fx);
     sqlite3 *db = raw_open(fx);
-    const int ids[] = {GR_SQL_LIST_ALL, GR_SQL_LIST_STATUS, GR_SQL_LIST_OP, GR_SQL_LIST_OP_STATUS,
-                       GR_SQL_GET,      GR_SQL_PENDING,     GR_SQL_UPDATE};
+    const int ids[] = {GR_SQL_LIST_ALL, GR_SQL_LIST_STATUS, GR_SQL_LIST_OP,  GR_SQL_LIST_OP_STATUS, GR_SQL_GET,
+                       GR_SQL_PENDING,  GR_SQL_UPDATE,      GR_SQL_DS_LIST, GR_SQL_DS_GET,         GR_SQL_DS_DELETE};
     for (size_t q = 0; q < sizeof ids / sizeof ids[0]; q++) {
         char sql[512];
         snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", gr_sql[ids[q]]);
@@ -840,6 +924,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_drains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_plans, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_datasets, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

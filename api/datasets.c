@@ -1,0 +1,422 @@
+/* datasets.c: POST /v1/datasets (the body streamed into a file as it arrives, hashed on the way,
+ * made durable, then its row stored), GET one or a page, the values as .npy, DELETE. An upload's
+ * state belongs to its request's HTTP thread; the store writer only records its answer and
+ * wakes the request. */
+#include "datasets.h"
+
+#include "config.h"
+#include "dsfile.h"
+#include "id.h"
+#include "log.h"
+#include "npy.h"
+#include "parse.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void problem(struct gr_req *r, int code, const char *field, const char *msg)
+{
+    struct gr_err e;
+    gr_fail(&e, code, field, "%s", msg);
+    gr_respond_problem(r, &e);
+}
+
+static const char *data_dir(void) { return gr_store_data_dir(gr_api_store); }
+
+/* A stored dataset's doc into its dtype, dimensions and element count. */
+static int source_of(const char *doc, struct gr_source *src, struct gr_err *e)
+{
+    json_t *o = json_loads(doc, 0, NULL), *shape = json_object_get(o, "shape");
+    size_t nd = json_array_size(shape);
+    int ok = json_is_array(shape) && nd <= 2;
+    *src = (struct gr_source){.dtype = gr_dtype_parse(json_string_value(json_object_get(o, "dtype"))),
+                              .ndim = (int)nd, .shape = {1, 1}, .count = 1};
+    for (size_t d = 0; ok && d < nd; d++) {
+        src->shape[d] = json_integer_value(json_array_get(shape, d));
+        ok = src->shape[d] > 0 && !__builtin_mul_overflow(src->count, src->shape[d], &src->count);
+    }
+    json_decref(o);
+    if (!ok || src->dtype < 0)
+        return gr_fail(e, GR_EIO, NULL, "a stored dataset's record is unreadable");
+    return GR_OK;
+}
+
+/* The dataset {id} names: its doc (malloc'd) and, if src is not NULL, what it holds. Answers
+ * the problem itself and returns non-zero when there is none. */
+static int find(struct gr_req *r, char **doc, struct gr_source *src)
+{
+    struct gr_err e = {0};
+    *doc = NULL;
+    int rc = gr_id_valid(r->id, 'd') ? gr_store_get_dataset(gr_api_store, r->id, doc, &e) : GR_ENOTFOUND;
+    if (rc == GR_ENOTFOUND)
+        gr_fail(&e, rc, NULL, "no dataset with id %s (ids look like d_0123456789abcdef)", r->id);
+    if (rc == GR_OK && src)
+        rc = source_of(*doc, src, &e);
+    if (rc) {
+        free(*doc);
+        *doc = NULL;
+        gr_respond_problem(r, &e);
+    }
+    return rc;
+}
+
+/* --- upload --- */
+
+struct upload {
+    int npy, have_header; /* raw bodies have theirs from the query */
+    struct gr_source src;
+    size_t expect, got;       /* value bytes dtype x shape needs, and received */
+    unsigned long long clen;  /* Content-Length, when sent */
+    int has_clen;
+    unsigned char *head;      /* a .npy preamble, gathered until it is whole */
+    size_t head_len, need;
+    struct gr_dsfile file;
+    EVP_MD_CTX *sha;
+    char id[24];
+    char *doc;  /* the resource, once the values are durable */
+    int stored; /* its row is committed: the file stays */
+};
+
+static void release(struct upload *u)
+{
+    if (!u)
+        return;
+    if (!u->stored && u->file.state == 2) /* durable values whose row was never stored */
+        gr_dsfile_remove(data_dir(), u->id, NULL);
+    gr_dsfile_abort(&u->file);
+    EVP_MD_CTX_free(u->sha);
+    free(u->head);
+    free(u->doc);
+    free(u);
+}
+
+/* A raw body's ?dtype= and ?shape=, and the bytes they make. */
+static int raw_layout(struct gr_req *r, struct upload *u, struct gr_err *e)
+{
+    const char *dtype = gr_query(r, "dtype"), *shape = gr_query(r, "shape");
+    if (!dtype || !*dtype)
+        return gr_fail(e, GR_EINVAL, "dtype", "?dtype= is required with a raw body: int32, int64, float32 or float64");
+    if ((u->src.dtype = gr_dtype_parse(dtype)) < 0)
+        return gr_fail(e, GR_EINVAL, "dtype", "unknown ?dtype=: use int32, int64, float32 or float64");
+    if (!shape || !*shape)
+        return gr_fail(e, GR_EINVAL, "shape", "?shape= is required with a raw body: N or R,C (rows, columns)");
+    int rc = gr_parse_dims(shape, &u->src.ndim, u->src.shape, e);
+    if (rc)
+        return rc;
+    size_t count;
+    if (gr_mul_size((size_t)u->src.shape[0], (size_t)u->src.shape[1], &count) ||
+        gr_mul_size(count, gr_dtype_size(u->src.dtype), &u->expect) || count > INT64_MAX)
+        return gr_fail(e, GR_EUNPROC, "shape", "?shape= holds more bytes than can be addressed");
+    u->src.count = (int64_t)count;
+    u->have_header = 1;
+    return GR_OK;
+}
+
+/* Every way a body's size can be refused before it is read (413, 422). */
+static int check_size(const struct upload *u, size_t preamble, struct gr_err *e)
+{
+    size_t max = gr_api_cfg->max_dataset_bytes;
+    if ((u->has_clen && u->clen > max) || u->expect > max)
+        return gr_fail(e, GR_ETOOBIG, NULL, "the dataset is %llu bytes; this server takes at most %zu (--max-dataset-bytes)",
+                       u->has_clen && u->clen > max ? u->clen : (unsigned long long)u->expect, max);
+    if (u->have_header && u->has_clen && u->clen != preamble + u->expect)
+        return gr_fail(e, u->npy ? GR_EINVAL : GR_EUNPROC, NULL, "the body is %llu bytes but %lld %s values need %zu%s",
+                       u->clen, (long long)u->src.count, gr_dtype_name(u->src.dtype), u->expect,
+                       u->npy ? " after the .npy header" : "");
+    return GR_OK;
+}
+
+static int upload_open(struct gr_req *r, struct gr_err *e)
+{
+    const char *ct = gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), *cl = gr_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int npy = gr_ctype_is(ct, "application/x-npy");
+    if (!npy && !gr_ctype_is(ct, "application/octet-stream"))
+        return gr_fail(e, GR_EMEDIA, NULL,
+                       "send the values raw (little-endian) as application/octet-stream with ?dtype=&shape=, or a "
+                       ".npy file as application/x-npy (got %.100s)",
+                       ct ? ct : "no Content-Type");
+    struct upload *u = calloc(1, sizeof *u);
+    if (!u)
+        return gr_fail(e, GR_ENOMEM, NULL, "out of memory for an upload");
+    u->npy = npy;
+    u->has_clen = cl != NULL;
+    u->clen = cl ? strtoull(cl, NULL, 10) : 0;
+    int rc = npy ? GR_OK : raw_layout(r, u, e);
+    if (!rc && npy && (gr_query(r, "dtype") || gr_query(r, "shape")))
+        rc = gr_fail(e, GR_EINVAL, gr_query(r, "dtype") ? "dtype" : "shape",
+                     "a .npy body carries its own dtype and shape: drop ?dtype= and ?shape=");
+    if (!rc && npy && !(u->head = malloc(GR_NPY_MAX_HEADER + 12)))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory for an upload");
+    if (!rc)
+        rc = check_size(u, 0, e);
+    if (!rc) {
+        gr_id_new('d', u->id, sizeof u->id);
+        rc = gr_dsfile_create(&u->file, data_dir(), u->id, e);
+    }
+    if (!rc && (!(u->sha = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(u->sha, EVP_sha256(), NULL)))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
+    if (rc) {
+        release(u);
+        return rc;
+    }
+    r->state = u;
+    return GR_OK;
+}
+
+/* Gather a .npy preamble from the front of the body; *data, *n are left at the values. */
+static int take_header(struct upload *u, const char **data, size_t *n, struct gr_err *e)
+{
+    while (!u->have_header && *n) {
+        /* 10 bytes tell a version 1 preamble's length, 12 a version 2 or 3 one's */
+        size_t want = u->need ? u->need : u->head_len < 10 ? 10 : 12;
+        size_t k = want - u->head_len < *n ? want - u->head_len : *n;
+        memcpy(u->head + u->head_len, *data, k);
+        u->head_len += k;
+        *data += k;
+        *n -= k;
+        int rc = u->need ? GR_OK : gr_npy_need(u->head, u->head_len, &u->need, e);
+        if (rc)
+            return rc;
+        if (!u->need || u->head_len < u->need)
+            continue;
+        struct gr_npy h;
+        if ((rc = gr_npy_parse(u->head, u->need, &h, e)))
+            return rc;
+        if (h.count == 0)
+            return gr_fail(e, GR_EUNPROC, NULL, "the .npy holds no values: a dataset needs at least one");
+        u->src = (struct gr_source){h.dtype, h.ndim, {h.shape[0], h.shape[1]}, (int64_t)h.count};
+        u->expect = h.bytes;
+        u->have_header = 1;
+        if ((rc = check_size(u, h.data_at, e)))
+            return rc;
+    }
+    return GR_OK;
+}
+
+static int upload_chunk(struct gr_req *r, const char *data, size_t n, struct gr_err *e)
+{
+    struct upload *u = r->state;
+    int rc = u->have_header ? GR_OK : take_header(u, &data, &n, e);
+    if (!rc && n > u->expect - u->got)
+        rc = gr_fail(e, u->npy ? GR_EINVAL : GR_EUNPROC, NULL,
+                     u->npy ? "the .npy holds more than the %zu bytes of values its header gives"
+                            : "the body holds more than the %zu bytes that ?dtype= and ?shape= give",
+                     u->expect);
+    if (!rc && n)
+        rc = gr_dsfile_write(&u->file, data, n, e);
+    if (!rc && n && !EVP_DigestUpdate(u->sha, data, n))
+        rc = gr_fail(e, GR_EINTERNAL, NULL, "sha256 digest failed");
+    u->got += n;
+    if (rc)
+        gr_dsfile_abort(&u->file); /* nothing more is written; the rest is dropped */
+    return rc;
+}
+
+static void upload_close(struct gr_req *r)
+{
+    release(r->state);
+    r->state = NULL;
+}
+
+const struct gr_stream gr_dataset_upload = {upload_open, upload_chunk, upload_close};
+
+static char *render(const struct upload *u, const char *sha)
+{
+    char created[40];
+    gr_rfc3339(gr_now(), created, sizeof created);
+    json_t *shape = json_array();
+    for (int d = 0; d < u->src.ndim; d++)
+        json_array_append_new(shape, json_integer(u->src.shape[d]));
+    json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:s, s:s}", "id", u->id, "dtype", gr_dtype_name(u->src.dtype),
+                          "shape", shape, "bytes", (json_int_t)u->expect, "sha256", sha, "created_at", created);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* Runs on the store's writer thread once the row is committed (or refused). */
+static void on_stored(void *ctx, int code)
+{
+    struct gr_req *r = ctx;
+    r->store_code = code;
+    ((struct upload *)r->state)->stored = code == GR_OK;
+    gr_wake(r);
+}
+
+static void answer_upload(struct gr_req *r)
+{
+    struct upload *u = r->state;
+    if (!u->stored) {
+        problem(r, GR_EIO, NULL, "the store could not keep this dataset; nothing was kept");
+        return;
+    }
+    char loc[48];
+    snprintf(loc, sizeof loc, "/v1/datasets/%s", u->id);
+    const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, NULL};
+    char *doc = u->doc;
+    u->doc = NULL;
+    gr_respond(r, 201, "application/json", doc, strlen(doc), hdrs);
+    gr_log(GR_LOG_INFO, "dataset %s stored: %zu bytes", u->id, u->expect);
+}
+
+void gr_post_dataset(struct gr_req *r)
+{
+    struct upload *u = r->state;
+    struct gr_err e = {0};
+    if (!u->have_header) {
+        problem(r, GR_EINVAL, NULL, u->head_len ? "the .npy ends inside its header" : "the body is empty: send a .npy file");
+        return;
+    }
+    if (u->got != u->expect) {
+        gr_fail(&e, u->npy ? GR_EINVAL : GR_EUNPROC, NULL,
+                u->npy ? "the .npy ends after %zu of the %zu bytes of values its header gives"
+                       : "the body is %zu bytes but ?dtype= and ?shape= give %zu",
+                u->got, u->expect);
+        gr_respond_problem(r, &e);
+        return;
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    char sha[2 * EVP_MAX_MD_SIZE + 1];
+    if (!EVP_DigestFinal_ex(u->sha, md, &mdlen)) {
+        problem(r, GR_EINTERNAL, NULL, "sha256 digest failed");
+        return;
+    }
+    for (unsigned k = 0; k < mdlen; k++)
+        snprintf(sha + 2 * k, 3, "%02x", md[k]);
+    int rc = gr_dsfile_commit(&u->file, &e);
+    if (rc) {
+        gr_respond_problem(r, &e);
+        return;
+    }
+    char *copy = (u->doc = render(u, sha)) ? strdup(u->doc) : NULL;
+    if (!copy) {
+        problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset");
+        return;
+    }
+    /* suspended before the write is queued, so its wake cannot come first */
+    gr_suspend(r, answer_upload);
+    if ((rc = gr_store_insert_dataset(gr_api_store, u->id, copy, on_stored, r)) != GR_OK)
+        on_stored(r, rc);
+}
+
+/* --- reading and deleting --- */
+
+void gr_get_dataset(struct gr_req *r)
+{
+    char *doc;
+    if (find(r, &doc, NULL) == GR_OK)
+        gr_respond(r, 200, "application/json", doc, strlen(doc), NULL);
+}
+
+static int fetch_datasets(void *args, const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
+{
+    return gr_store_list_datasets(gr_api_store, before, limit, row, ctx, e);
+}
+
+void gr_list_datasets(struct gr_req *r) { gr_respond_page(r, "datasets", 'd', fetch_datasets, NULL); }
+
+/* A download: the .npy preamble from memory, then the file, read as MHD sends. */
+struct download {
+    int fd;
+    size_t hlen;
+    uint64_t total;
+    char head[GR_NPY_HEADER_MAX];
+};
+
+static ssize_t read_download(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct download *d = cls;
+    if (pos >= d->total)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (pos < d->hlen) {
+        size_t k = d->hlen - pos < max ? d->hlen - (size_t)pos : max;
+        memcpy(buf, d->head + pos, k);
+        return (ssize_t)k;
+    }
+    if (max > d->total - pos)
+        max = (size_t)(d->total - pos);
+    ssize_t n = pread(d->fd, buf, max, (off_t)(pos - d->hlen));
+    return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void free_download(void *cls)
+{
+    struct download *d = cls;
+    close(d->fd);
+    free(d);
+}
+
+void gr_get_dataset_data(struct gr_req *r)
+{
+    char *doc;
+    struct gr_source src;
+    if (find(r, &doc, &src) != GR_OK)
+        return;
+    free(doc);
+    struct gr_err e = {0};
+    struct download *d = calloc(1, sizeof *d);
+    size_t bytes = (size_t)src.count * gr_dtype_size(src.dtype);
+    if (!d) {
+        problem(r, GR_ENOMEM, NULL, "out of memory for a download");
+        return;
+    }
+    /* the open file outlives a DELETE that comes during the download */
+    if (gr_dsfile_open(data_dir(), r->id, bytes, &d->fd, &e) != GR_OK) {
+        free(d);
+        gr_respond_problem(r, &e);
+        return;
+    }
+    d->hlen = gr_npy_header(src.dtype, src.ndim, src.shape, d->head, sizeof d->head);
+    d->total = d->hlen + bytes;
+    char disp[64];
+    snprintf(disp, sizeof disp, "attachment; filename=\"%s.npy\"", r->id);
+    const char *hdrs[] = {"Content-Disposition", disp, NULL};
+    gr_respond_reader(r, 200, "application/x-npy", d->total, read_download, d, free_download, hdrs);
+}
+
+/* Runs on the store's writer thread once the row's delete is committed (or refused). */
+static void on_deleted(void *ctx, int code)
+{
+    struct gr_req *r = ctx;
+    r->store_code = code;
+    gr_wake(r);
+}
+
+static void answer_delete(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    int rc = r->store_code;
+    /* the row is gone, so the values are unreachable: a file that stays is only disk space */
+    if (rc == GR_OK && gr_dsfile_remove(data_dir(), r->id, &e) != GR_OK)
+        gr_log(GR_LOG_WARN, "dataset %s deleted, but its file stays: %s", r->id, e.msg);
+    gr_jobs_delete_dataset_end(r->id);
+    if (rc == GR_OK) {
+        gr_respond(r, 204, NULL, NULL, 0, NULL);
+        gr_log(GR_LOG_INFO, "dataset %s deleted", r->id);
+    } else if (rc == GR_ENOTFOUND) {
+        problem(r, rc, NULL, "no dataset with that id (deleted meanwhile)");
+    } else {
+        problem(r, GR_EIO, NULL, "the store could not delete this dataset; it is still there");
+    }
+}
+
+void gr_delete_dataset(struct gr_req *r)
+{
+    char *doc;
+    struct gr_err e = {0};
+    if (find(r, &doc, NULL) != GR_OK)
+        return;
+    free(doc);
+    if (gr_jobs_delete_dataset_begin(r->id, &e) != GR_OK) {
+        gr_respond_problem(r, &e);
+        return;
+    }
+    gr_suspend(r, answer_delete);
+    int rc = gr_store_delete_dataset(gr_api_store, r->id, on_deleted, r);
+    if (rc != GR_OK)
+        on_deleted(r, rc);
+}

@@ -1,0 +1,16 @@
+/* id.h: resource ids ("j_" jobs, "d_" datasets + 16 hex digits): unique, time-ordered, so that
+ * ORDER BY id is creation order and an id is its own list cursor. Safe from any thread. */
+#ifndef GR_ID_H
+#define GR_ID_H
+
+#include <stddef.h>
+
+#define GR_ID_LEN 18 /* "x_" + 16 hex digits */
+
+/* A fresh id with this prefix letter into buf (len > GR_ID_LEN). */
+void gr_id_new(char prefix, char *buf, size_t len);
+
+/* 1 if id is one gr_id_new could have made with this prefix. */
+int gr_id_valid(const char *id, char prefix);
+
+#endif

@@ -1,0 +1,282 @@
+# test_datasets.py: datasets end to end with real NumPy files: raw and .npy uploads of every
+# dtype, 0-D to 2-D, read back (record, pages, .npy download read by numpy) equal to the source,
+# sha256 equal to hashlib's; a table of hostile uploads, each answered with its status and leaving
+# nothing on disk; 413 decided before the body is sent; a client gone half way; DELETE; the
+# datasets survive a restart. Single-threaded, one server.
+import hashlib
+import io
+import json
+import os
+import re
+import socket
+import struct
+import time
+
+import e2e_lib as L
+import ops_lib as O
+from e2e_lib import CHECK
+
+O.with_debian_python("numpy")
+import numpy as np  # noqa: E402 (after the interpreter is settled)
+
+LIMIT = 1 << 20  # --max-dataset-bytes for this suite
+DS_ID = re.compile(r"^d_[0-9a-f]{16}$")
+NP = {"int32": "<i4", "int64": "<i8", "float32": "<f4", "float64": "<f8"}
+
+
+def npy_bytes(a, **kw):
+    buf = io.BytesIO()
+    np.save(buf, a, **kw)
+    return buf.getvalue()
+
+
+def npy_preamble(header, major=1):
+    """A .npy preamble around header text as given (the hostile table's bad headers)."""
+    text = header.encode("latin-1")
+    if major == 1:
+        return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text
+    return b"\x93NUMPY" + bytes([major, 0]) + struct.pack("<I", len(text)) + text
+
+
+def gen(dtype, shape, rng):
+    if dtype.startswith("int"):
+        info = np.iinfo(NP[dtype])
+        return rng.integers(info.min, info.max, size=shape, dtype=NP[dtype], endpoint=True)
+    return (rng.standard_normal(size=shape) * 1000).astype(NP[dtype])
+
+
+def upload(srv, body, ctype, query="", headers=None):
+    h = {"Content-Type": ctype}
+    h.update(headers or {})
+    return srv.req("POST", "/v1/datasets" + query, body, headers=h)
+
+
+def upload_raw(srv, a):
+    shape = ",".join(str(d) for d in a.shape)
+    return upload(srv, a.tobytes(), "application/octet-stream", "?dtype=%s&shape=%s" % (a.dtype.name, shape))
+
+
+def files(srv):
+    return sorted(os.listdir(os.path.join(srv.data_dir, "datasets")))
+
+
+def listed(srv):
+    """Every dataset id, walking the pages newest first."""
+    ids, cursor = [], None
+    for _ in range(1000):
+        r = srv.get_json("/v1/datasets?limit=3" + ("&cursor=" + cursor if cursor else ""))
+        ids += [d["id"] for d in r["datasets"]]
+        cursor = r["next_cursor"]
+        if cursor is None:
+            return ids
+    raise RuntimeError("pages never end")
+
+
+def check_record(what, doc, a):
+    CHECK.ok(isinstance(doc.get("id"), str) and DS_ID.match(doc["id"]), "%s: id %r" % (what, doc.get("id")))
+    CHECK.eq(doc.get("dtype"), a.dtype.name, what + ": dtype")
+    CHECK.eq(doc.get("shape"), list(a.shape), what + ": shape")
+    CHECK.eq(doc.get("bytes"), a.nbytes, what + ": bytes")
+    CHECK.eq(doc.get("sha256"), hashlib.sha256(a.tobytes()).hexdigest(), what + ": sha256 (hashlib's)")
+    CHECK.ok(isinstance(doc.get("created_at"), str) and L.RFC3339.match(doc["created_at"]),
+             "%s: created_at %r" % (what, doc.get("created_at")))
+    CHECK.eq(sorted(doc), ["bytes", "created_at", "dtype", "id", "sha256", "shape"], what + ": members")
+
+
+def check_download(srv, what, ds_id, a):
+    r = srv.req("GET", "/v1/datasets/%s/data" % ds_id)
+    if not CHECK.eq(r.status, 200, what + ": GET data"):
+        return
+    CHECK.eq(r.headers.get("content-type"), "application/x-npy", what + ": data content-type")
+    CHECK.eq(int(r.headers.get("content-length", -1)), len(r.body), what + ": Content-Length")
+    got = np.load(io.BytesIO(r.body), allow_pickle=False)
+    CHECK.eq((got.dtype.str, got.shape), (a.dtype.str, a.shape), what + ": numpy reads back dtype and shape")
+    CHECK.ok(got.tobytes() == a.tobytes(), what + ": numpy reads back the values bit for bit")
+    pre = r.body[:10]
+    CHECK.ok(pre[:8] == b"\x93NUMPY\x01\x00" and (10 + struct.unpack("<H", pre[8:10])[0]) % 64 == 0,
+             what + ": a version 1.0 preamble, values aligned to 64")
+
+
+def round_trips(srv):
+    """Every dtype, raw and .npy, 1-D and 2-D (and a 0-D .npy): {id: array} of what was stored."""
+    rng = np.random.default_rng(4)
+    stored = {}
+    for dtype in L.DTYPES:
+        for shape in ((7,), (3, 5), (1, 1), (1000,)):
+            a = gen(dtype, shape, rng)
+            for how in ("raw", "npy"):
+                what = "%s %s %s" % (how, dtype, shape)
+                r = upload_raw(srv, a) if how == "raw" else upload(srv, npy_bytes(a), "application/x-npy")
+                if not CHECK.eq(r.status, 201, what + ": upload (%r)" % r.body[:200]):
+                    continue
+                doc = r.json()
+                check_record(what, doc, a)
+                CHECK.eq(r.headers.get("location"), "/v1/datasets/" + doc["id"], what + ": Location")
+                CHECK.eq(srv.get_json("/v1/datasets/" + doc["id"]), doc, what + ": GET record = the 201 body")
+                check_download(srv, what, doc["id"], a)
+                path = os.path.join(srv.data_dir, "datasets", doc["id"] + ".bin")
+                CHECK.ok(os.path.getsize(path) == a.nbytes, what + ": the file holds the values only")
+                stored[doc["id"]] = a
+        a = gen(dtype, (), rng)
+        r = upload(srv, npy_bytes(a), "application/x-npy")
+        if CHECK.eq(r.status, 201, "0-D %s .npy upload" % dtype):
+            check_record("0-D %s" % dtype, r.json(), a)
+            check_download(srv, "0-D %s" % dtype, r.json()["id"], a)
+            stored[r.json()["id"]] = a
+    # a .npy that numpy writes with a version 2.0 header (a very long one) reads the same
+    a = np.arange(6, dtype="<f8").reshape(2, 3)
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }" + " " * 70000
+    r = upload(srv, npy_preamble(head[:65000] + "\n", 2) + a.tobytes(), "application/x-npy")
+    if CHECK.eq(r.status, 201, "version 2.0 .npy upload (%r)" % r.body[:200]):
+        check_record("version 2.0 .npy", r.json(), a)
+        stored[r.json()["id"]] = a
+    ids = listed(srv)
+    CHECK.eq(ids, sorted(stored, reverse=True), "GET /v1/datasets pages: every dataset once, newest first")
+    return stored
+
+
+def hostile_table(srv):
+    good = np.arange(12, dtype="<f4").reshape(3, 4)
+    good_npy = npy_bytes(good)
+    big = np.zeros(LIMIT // 8 + 1, dtype="<f8")
+    octet, xnpy = "application/octet-stream", "application/x-npy"
+    head = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }\n"
+    cases = [
+        # (name, body, content type, query, extra headers, status, field)
+        ("bad magic", b"\x93NUMPZ" + good_npy[6:], xnpy, "", None, 400, None),
+        ("a zip, not a .npy", b"PK\x03\x04" + b"\0" * 100, xnpy, "", None, 400, None),
+        ("truncated header", good_npy[:40], xnpy, "", None, 400, None),
+        ("magic only", good_npy[:6], xnpy, "", None, 400, None),
+        ("empty .npy body", b"", xnpy, "", None, 400, None),
+        ("truncated data", good_npy[:-4], xnpy, "", None, 400, None),
+        ("more data than the header gives", good_npy + b"\0" * 8, xnpy, "", None, 400, None),
+        ("header not a dict", npy_preamble("['descr', '<f4']\n") + good.tobytes(), xnpy, "", None, 400, None),
+        ("header with an unknown key", npy_preamble("{'descr': '<f4', 'fortran_order': False, 'shape': (12,), 'x': 1}\n")
+         + good.tobytes(), xnpy, "", None, 400, None),
+        ("version 4.0", b"\x93NUMPY\x04\x00" + good_npy[8:], xnpy, "", None, 400, None),
+        ("big-endian", npy_bytes(good.astype(">f4")), xnpy, "", None, 415, None),
+        ("Fortran order", npy_bytes(np.asfortranarray(good)), xnpy, "", None, 422, None),
+        ("object dtype |O", npy_bytes(np.array([1, "a", None], dtype=object), allow_pickle=True), xnpy, "", None, 415, None),
+        ("float16", npy_bytes(good.astype("<f2")), xnpy, "", None, 415, None),
+        ("uint32", npy_bytes(good.astype("<u4")), xnpy, "", None, 415, None),
+        ("structured dtype", npy_bytes(np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")])), xnpy, "", None, 415, None),
+        ("3-D", npy_bytes(np.zeros((2, 2, 2), dtype="<f4")), xnpy, "", None, 422, None),
+        ("shape product overflows", npy_preamble(head % "(4294967296, 4294967296)") + b"\0" * 16, xnpy, "", None, 422, None),
+        ("no values", npy_bytes(np.zeros((0,), dtype="<f4")), xnpy, "", None, 422, None),
+        (".npy with ?dtype=", good_npy, xnpy, "?dtype=float32", None, 400, "dtype"),
+        (".npy over the limit (header says)", npy_preamble(head % "(%d,)" % (LIMIT,)) + b"\0" * 64, xnpy, "",
+         {"Transfer-Encoding": "chunked"}, 413, None),
+        ("raw size mismatch", b"\0" * 10, octet, "?dtype=float32&shape=3", None, 422, None),
+        ("raw size mismatch (chunked)", b"\0" * 16, octet, "?dtype=float32&shape=3",
+         {"Transfer-Encoding": "chunked"}, 422, None),
+        ("raw short (chunked)", b"\0" * 8, octet, "?dtype=float32&shape=3", {"Transfer-Encoding": "chunked"}, 422, None),
+        ("raw empty", b"", octet, "?dtype=float32&shape=3", None, 422, None),
+        ("missing dtype", good.tobytes(), octet, "?shape=12", None, 400, "dtype"),
+        ("unknown dtype", good.tobytes(), octet, "?dtype=float16&shape=12", None, 400, "dtype"),
+        ("shape missing", good.tobytes(), octet, "?dtype=float32", None, 400, "shape"),
+        ("shape malformed", good.tobytes(), octet, "?dtype=float32&shape=3x4", None, 400, "shape"),
+        ("shape negative", good.tobytes(), octet, "?dtype=float32&shape=-12", None, 400, "shape"),
+        ("shape zero", good.tobytes(), octet, "?dtype=float32&shape=0", None, 422, "shape"),
+        ("shape 3-D", good.tobytes(), octet, "?dtype=float32&shape=1,3,4", None, 422, "shape"),
+        ("raw shape overflows", good.tobytes(), octet, "?dtype=float64&shape=4294967296,4294967296", None, 422, "shape"),
+        ("raw over the limit (Content-Length)", big.tobytes(), octet, "?dtype=float64&shape=%d" % big.size, None, 413, None),
+        ("raw over the limit (chunked)", big.tobytes(), octet, "?dtype=float64&shape=%d" % big.size,
+         {"Transfer-Encoding": "chunked"}, 413, None),
+        ("text/plain", good.tobytes(), "text/plain", "?dtype=float32&shape=12", None, 415, None),
+        ("JSON", b'{"data": [1, 2]}', "application/json", "", None, 415, None),
+    ]
+    before_ids, before_files = listed(srv), files(srv)
+    for name, body, ctype, query, extra, status, field in cases:
+        r = upload(srv, body, ctype, query, extra)
+        L.check_problem("hostile upload: " + name, r, status, field)
+        CHECK.eq(srv.req("GET", "/healthz").status, 200, "GET /healthz after " + name)
+    CHECK.eq(files(srv), before_files, "nothing left in datasets/ by the hostile uploads")
+    CHECK.eq(listed(srv), before_ids, "no dataset stored by the hostile uploads")
+
+
+def raw_request(srv, head, body=b"", wait=5.0):
+    """Send head (and body) on a socket; the first bytes answered within wait s, or b""."""
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.settimeout(wait)
+    try:
+        s.sendall(head + body)
+        return s.recv(65536)
+    except socket.timeout:
+        return b""
+    finally:
+        s.close()
+
+
+def early_413(srv):
+    """Over the limit by Content-Length: answered before a byte of the body is sent."""
+    for ctype, query in (("application/octet-stream", "?dtype=float32&shape=%d" % (LIMIT // 4 + 1)),
+                         ("application/x-npy", "")):
+        head = ("POST /v1/datasets%s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+                % (query, ctype, LIMIT + 4)).encode()
+        t0 = time.time()
+        answer = raw_request(srv, head)
+        took = time.time() - t0
+        CHECK.ok(answer.startswith(b"HTTP/1.1 413 "), "%s over the limit, no body sent: answered %r" % (ctype, answer[:60]))
+        CHECK.ok(took < 2, "%s: the 413 took %.2fs" % (ctype, took))
+        print("413 for %s decided from Content-Length in %.1f ms, before any of the %d body bytes" % (ctype, took * 1e3, LIMIT + 4), flush=True)
+
+
+def gone_half_way(srv):
+    """A client that sends half its body and goes: the .tmp goes, no row, the server serves on."""
+    before_ids, before_files = listed(srv), files(srv)
+    n = 100000
+    head = ("POST /v1/datasets?dtype=float32&shape=%d HTTP/1.1\r\nHost: x\r\n"
+            "Content-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n" % (n, 4 * n)).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.sendall(head + b"\1" * (2 * n))
+    tmp = []
+    for _ in range(100):
+        tmp = [f for f in files(srv) if f.endswith(".tmp")]
+        if tmp:
+            break
+        time.sleep(0.02)
+    CHECK.ok(tmp, "half an upload is streamed into a .tmp file (saw %r)" % files(srv))
+    s.close()
+    for _ in range(250):
+        if files(srv) == before_files:
+            break
+        time.sleep(0.02)
+    CHECK.eq(files(srv), before_files, "client gone half way: its .tmp removed, nothing else left")
+    CHECK.eq(listed(srv), before_ids, "client gone half way: no dataset stored")
+    CHECK.eq(srv.req("GET", "/healthz").status, 200, "GET /healthz after a client gone half way")
+
+
+def deletes(srv, stored):
+    ds_id = sorted(stored)[0]
+    r = srv.req("DELETE", "/v1/datasets/" + ds_id)
+    CHECK.eq(r.status, 204, "DELETE a dataset")
+    L.check_problem("GET a deleted dataset", srv.req("GET", "/v1/datasets/" + ds_id), 404)
+    L.check_problem("GET a deleted dataset's data", srv.req("GET", "/v1/datasets/%s/data" % ds_id), 404)
+    L.check_problem("DELETE it again", srv.req("DELETE", "/v1/datasets/" + ds_id), 404)
+    CHECK.ok(ds_id + ".bin" not in files(srv), "DELETE removes the file")
+    del stored[ds_id]
+    for path in ("/v1/datasets/d_0123", "/v1/datasets/j_0000000000000001", "/v1/datasets/d_" + "f" * 16,
+                 "/v1/datasets/d_" + "f" * 16 + "/data"):
+        L.check_problem("GET " + path, srv.req("GET", path), 404)
+    L.check_problem("DELETE unknown", srv.req("DELETE", "/v1/datasets/d_" + "0" * 16), 404)
+    for q in ("limit=0", "limit=1001", "cursor=j_0000000000000001", "cursor=x"):
+        L.check_problem("GET /v1/datasets?" + q, srv.req("GET", "/v1/datasets?" + q), 400)
+
+
+def main():
+    srv = L.start_suite(["--max-dataset-bytes", str(LIMIT)])
+    stored = round_trips(srv)
+    hostile_table(srv)
+    early_413(srv)
+    gone_half_way(srv)
+    deletes(srv, stored)
+    L.check_stop(srv)
+    srv.start()  # the same data dir: every dataset is still there, values and all
+    CHECK.eq(listed(srv), sorted(stored, reverse=True), "datasets after a restart")
+    for ds_id, a in list(stored.items())[:6]:
+        check_download(srv, "after a restart " + ds_id, ds_id, a)
+    L.check_stop(srv)
+
+
+if __name__ == "__main__":
+    L.run_suite(main)
