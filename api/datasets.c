@@ -63,6 +63,30 @@ static int find(struct gr_req *r, char **doc, struct gr_source *src)
     return rc;
 }
 
+int gr_dataset_for_job(void *ctx, struct gr_job *j, const char *id, struct gr_source *src, struct gr_err *e)
+{
+    char *doc = NULL;
+    if (!gr_id_valid(id, 'd'))
+        return gr_fail(e, GR_ENOTFOUND, "dataset", "no dataset with that id (ids look like d_0123456789abcdef)");
+    /* pinned before it is looked up: a DELETE from now on sees the pin; one before left no row */
+    int rc = gr_jobs_pin_dataset(id, e);
+    if (rc)
+        return rc;
+    rc = gr_store_get_dataset(gr_api_store, id, &doc, e);
+    if (rc == GR_ENOTFOUND)
+        gr_fail(e, rc, "dataset", "no dataset %s (GET /v1/datasets lists them)", id);
+    if (rc == GR_OK)
+        rc = source_of(doc, src, e);
+    free(doc);
+    if (rc) {
+        gr_jobs_unpin_dataset(id);
+        return rc;
+    }
+    snprintf(j->dataset, sizeof j->dataset, "%s", id);
+    j->dataset_pinned = 1;
+    return GR_OK;
+}
+
 /* --- upload --- */
 
 struct upload {

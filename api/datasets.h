@@ -4,6 +4,7 @@
 #define GR_DATASETS_H
 
 #include "http.h"
+#include "parse.h"
 
 extern const struct gr_stream gr_dataset_upload; /* POST /v1/datasets takes its body through this */
 void gr_post_dataset(struct gr_req *r);
@@ -11,5 +12,9 @@ void gr_list_datasets(struct gr_req *r);
 void gr_get_dataset(struct gr_req *r);
 void gr_get_dataset_data(struct gr_req *r);
 void gr_delete_dataset(struct gr_req *r);
+
+/* A job's "dataset" (a gr_dataset_fn for gr_parse_job): the dataset's layout into src, with the
+ * job's pin on it taken. GR_ENOTFOUND (field "dataset") when there is none, or GR_EIO. */
+int gr_dataset_for_job(void *ctx, struct gr_job *j, const char *id, struct gr_source *src, struct gr_err *e);
 
 #endif

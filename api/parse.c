@@ -75,7 +75,8 @@ static int nesting(json_t *data, int *ndim, int64_t shape[2], struct gr_err *e)
 }
 
 /* An explicit "shape": 1 or 2 positive integers whose product is the element count. */
-static int parse_shape(json_t *v, int64_t count, int nested, int *ndim, int64_t shape[2], struct gr_err *e)
+static int parse_shape(json_t *v, int64_t count, int nested, const char *of, int *ndim, int64_t shape[2],
+                       struct gr_err *e)
 {
     if (!json_is_array(v))
         return gr_fail(e, GR_EINVAL, "shape", "\"shape\" must be an array like [rows, cols], not %s", type_name(v));
@@ -94,8 +95,8 @@ static int parse_shape(json_t *v, int64_t count, int nested, int *ndim, int64_t 
     }
     int64_t prod;
     if (__builtin_mul_overflow(s[0], s[1], &prod) || prod != count)
-        return gr_fail(e, GR_EUNPROC, "shape", "shape [%lld%s%lld] does not hold the %lld elements of \"data\"",
-                       (long long)s[0], nd == 2 ? ", " : "", nd == 2 ? (long long)s[1] : 0LL, (long long)count);
+        return gr_fail(e, GR_EUNPROC, "shape", "shape [%lld%s%lld] does not hold the %lld elements of %s",
+                       (long long)s[0], nd == 2 ? ", " : "", nd == 2 ? (long long)s[1] : 0LL, (long long)count, of);
     if (nested && (nd != 2 || s[0] != shape[0] || s[1] != shape[1]))
         return gr_fail(e, GR_EUNPROC, "shape",
                        "\"shape\" disagrees with the nesting of \"data\" (%lld rows of %lld); drop one of them",
@@ -196,8 +197,9 @@ static int known_members(json_t *root, const char *const *names, size_t n, struc
     return GR_OK;
 }
 
-/* "op" and "dtype" (both required) and "device" (default auto), shared by jobs and benchmarks. */
-static int op_dtype_device(json_t *root, struct gr_job *j, struct gr_err *e)
+/* "op", "dtype" and "device" (default auto), shared by jobs and benchmarks. dtype is required
+ * unless the values bring theirs (a dataset, a .npy): then it is -1 when absent. */
+static int op_dtype_device(json_t *root, int dtype_required, struct gr_job *j, struct gr_err *e)
 {
     char op[16] = "", dtype[16] = "";
     int rc;
@@ -210,6 +212,9 @@ static int op_dtype_device(json_t *root, struct gr_job *j, struct gr_err *e)
         return gr_fail(e, GR_EUNPROC, "op", "op \"matmul\" is not available in this version of gpured");
     if ((j->op = gr_op_parse(op)) < 0)
         return gr_fail(e, GR_EINVAL, "op", "unknown op \"%s\": use sum, prod, min, max, mean, argmin or argmax", op);
+    j->dtype = -1;
+    if (!dtype[0] && !dtype_required)
+        return GR_OK;
     if (!dtype[0])
         return gr_fail(e, GR_EINVAL, "dtype", "\"dtype\" is required: int32, int64, float32 or float64");
     if ((j->dtype = gr_dtype_parse(dtype)) < 0)
@@ -217,11 +222,36 @@ static int op_dtype_device(json_t *root, struct gr_job *j, struct gr_err *e)
     return GR_OK;
 }
 
-static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
+/* Where the values are when they are not inline: a binary body, or a dataset to look up. */
+struct apart {
+    const struct gr_source *body;
+    gr_dataset_fn dataset;
+    void *ctx;
+};
+
+/* The job takes the dtype and dimensions of values that come apart from the JSON; what names
+ * them in messages. */
+static int take_source(const struct gr_source *s, const char *what, struct gr_job *j, struct gr_err *e)
 {
+    if (j->dtype >= 0 && j->dtype != s->dtype)
+        return gr_fail(e, GR_EUNPROC, "dtype", "\"dtype\" is %s but %s holds %s values: drop \"dtype\" or make it match",
+                       gr_dtype_name(j->dtype), what, gr_dtype_name(s->dtype));
+    j->dtype = s->dtype;
+    j->ndim = s->ndim == 2 ? 2 : 1;
+    j->shape[0] = s->ndim == 2 ? s->shape[0] : s->count;
+    j->shape[1] = s->ndim == 2 ? s->shape[1] : 1;
+    if (gr_mul_size((size_t)s->count, gr_dtype_size(s->dtype), &j->input_bytes))
+        return gr_fail(e, GR_EUNPROC, NULL, "%s is too large", what);
+    return GR_OK;
+}
+
+static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct gr_err *e)
+{
+    json_t *data = json_object_get(root, "data"), *ds = json_object_get(root, "dataset");
     int rc = known_members(root, known, sizeof known / sizeof known[0], e);
     char ties[16] = "first";
-    if (rc || (rc = op_dtype_device(root, j, e)) || (rc = get_string(root, "ties", ties, sizeof ties, e)) ||
+    if (rc || (rc = op_dtype_device(root, !v->body && !ds, j, e)) ||
+        (rc = get_string(root, "ties", ties, sizeof ties, e)) ||
         (rc = get_string(root, "algorithm", j->algorithm, sizeof j->algorithm, e)))
         return rc;
     if (strcmp(ties, "first") && strcmp(ties, "last"))
@@ -231,18 +261,30 @@ static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
         if (json_object_get(root, *m))
             return gr_fail(e, GR_EUNPROC, *m, "\"%s\" is for op matmul only", *m);
 
-    json_t *data = json_object_get(root, "data");
-    if (json_object_get(root, "dataset"))
-        return gr_fail(e, data ? GR_EINVAL : GR_EUNPROC, "dataset",
-                       data ? "send either \"data\" or \"dataset\", not both"
-                            : "stored datasets are not available in this version of gpured; send \"data\" inline");
-    if (!data)
-        return gr_fail(e, GR_EINVAL, "data", "\"data\" is required: the values, e.g. [1, 2, 3] or [[1, 2], [3, 4]]");
-    if ((rc = nesting(data, &j->ndim, j->shape, e)))
+    struct gr_source found;
+    const struct gr_source *from = v->body;
+    const char *of = v->body ? "the body" : ds ? "the dataset" : "\"data\"";
+    if (v->body && (data || ds))
+        return gr_fail(e, GR_EINVAL, data ? "data" : "dataset", "the values come in the body: drop \"%s\"",
+                       data ? "data" : "dataset");
+    if (ds && data)
+        return gr_fail(e, GR_EINVAL, "dataset", "send either \"data\" or \"dataset\", not both");
+    if (ds && !json_is_string(ds))
+        return gr_fail(e, GR_EINVAL, "dataset", "\"dataset\" must be a dataset's id like \"d_0123456789abcdef\", not %s",
+                       type_name(ds));
+    if (ds && !v->dataset)
+        return gr_fail(e, GR_EUNPROC, "dataset", "stored datasets are not available here; send \"data\" inline");
+    if (ds && (rc = v->dataset(v->ctx, j, json_string_value(ds), &found, e)))
         return rc;
-    int nested = j->ndim == 2;
+    if (ds)
+        from = &found;
+    if (!from && !data)
+        return gr_fail(e, GR_EINVAL, "data", "\"data\" is required: the values, e.g. [1, 2, 3] or [[1, 2], [3, 4]]");
+    if ((rc = from ? take_source(from, of, j, e) : nesting(data, &j->ndim, j->shape, e)))
+        return rc;
+    int nested = !from && j->ndim == 2;
     json_t *shape = json_object_get(root, "shape");
-    if (shape && (rc = parse_shape(shape, j->shape[0] * j->shape[1], nested, &j->ndim, j->shape, e)))
+    if (shape && (rc = parse_shape(shape, j->shape[0] * j->shape[1], nested, of, &j->ndim, j->shape, e)))
         return rc;
 
     json_t *axis = json_object_get(root, "axis");
@@ -256,7 +298,7 @@ static int parse(json_t *root, struct gr_job *j, struct gr_err *e)
                            j->ndim, j->ndim == 1 ? "null or 0" : "null, 0 or 1");
         j->axis = (int)a;
     }
-    return fill(data, j, nested, e);
+    return from ? GR_OK : fill(data, j, nested, e);
 }
 
 #define DIMS_USAGE "?shape= must be N or R,C in whole numbers, e.g. shape=1000 or shape=10,100"
@@ -306,11 +348,11 @@ static int get_int(json_t *root, const char *key, int64_t lo, int64_t hi, int64_
 
 static const char *const bench_known[] = {"op", "dtype", "n", "algorithms", "repeats", "device"};
 
-static int parse_bench(json_t *root, struct gr_job *j, struct gr_err *e)
+static int parse_bench(json_t *root, struct gr_job *j, const struct apart *v, struct gr_err *e)
 {
     int64_t n, repeats;
     int rc = known_members(root, bench_known, sizeof bench_known / sizeof bench_known[0], e);
-    if (rc || (rc = op_dtype_device(root, j, e)) ||
+    if (rc || (rc = op_dtype_device(root, 1, j, e)) ||
         (rc = get_int(root, "n", 1, GR_BENCH_MAX_N, -1, &n, e)) ||
         (rc = get_int(root, "repeats", 1, 100, 20, &repeats, e)))
         return rc;
@@ -345,7 +387,8 @@ static int parse_bench(json_t *root, struct gr_job *j, struct gr_err *e)
     return GR_OK;
 }
 
-static int decode(const char *body, size_t len, struct gr_job *j, int (*fn)(json_t *, struct gr_job *, struct gr_err *),
+static int decode(const char *body, size_t len, struct gr_job *j,
+                  int (*fn)(json_t *, struct gr_job *, const struct apart *, struct gr_err *), const struct apart *v,
                   struct gr_err *e)
 {
     json_error_t je;
@@ -353,17 +396,17 @@ static int decode(const char *body, size_t len, struct gr_job *j, int (*fn)(json
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return gr_fail(e, GR_EINVAL, NULL, "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
-    int rc = fn(root, j, e);
+    int rc = fn(root, j, v, e);
     json_decref(root);
     return rc;
 }
 
-int gr_parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e)
+int gr_parse_job(const char *body, size_t len, gr_dataset_fn dataset, void *ctx, struct gr_job *j, struct gr_err *e)
 {
-    return decode(body, len, j, parse, e);
+    return decode(body, len, j, parse, &(struct apart){.dataset = dataset, .ctx = ctx}, e);
 }
 
 int gr_parse_benchmark(const char *body, size_t len, struct gr_job *j, struct gr_err *e)
 {
-    return decode(body, len, j, parse_bench, e);
+    return decode(body, len, j, parse_bench, &(struct apart){0}, e);
 }

@@ -1,5 +1,6 @@
-/* parse.h: a job submission's JSON body into a job's request fields and packed input.
- * Pure function of its arguments; called on the HTTP thread that read the body. */
+/* parse.h: a job submission (a JSON body, or query arguments and a binary body) into a job's
+ * request fields and values. Pure functions of their arguments (a dataset is looked up through
+ * the callback given); called on the HTTP thread that read the body. */
 #ifndef GR_PARSE_H
 #define GR_PARSE_H
 
@@ -18,10 +19,16 @@ struct gr_source {
  * e->field is "shape". */
 int gr_parse_dims(const char *text, int *ndim, int64_t shape[2], struct gr_err *e);
 
-/* Fill j's op, dtype, ndim/shape, axis, ties_last, algorithm, device, input/input_bytes
- * from body. Returns GR_OK, GR_EINVAL (malformed, wrong type, unknown name: 400) or
- * GR_EUNPROC (well-formed but impossible: 422), with e->field naming the member. */
-int gr_parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e);
+/* Look up the dataset a job names (id as sent): GR_OK with src and the job's hold on the
+ * dataset taken (j->dataset, dataset_pinned); else the code (404 when there is none). */
+typedef int (*gr_dataset_fn)(void *ctx, struct gr_job *j, const char *id, struct gr_source *src, struct gr_err *e);
+
+/* Fill j's op, dtype, ndim/shape, axis, ties_last, algorithm, device and its values from body:
+ * inline "data" (packed into input/input_bytes), or "dataset" (found through dataset; NULL
+ * answers 422); "dtype" is then optional and "shape" a view of the dataset. Returns GR_OK,
+ * GR_EINVAL (malformed, wrong type, unknown name: 400), GR_EUNPROC (well-formed but
+ * impossible: 422) or what dataset returns, with e->field naming the member. */
+int gr_parse_job(const char *body, size_t len, gr_dataset_fn dataset, void *ctx, struct gr_job *j, struct gr_err *e);
 
 /* A benchmark request (POST /v1/benchmarks: op, dtype, n, algorithms, repeats, device) into
  * a job of kind GR_JOB_BENCH. Same codes as gr_parse_job. */

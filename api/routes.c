@@ -127,7 +127,12 @@ static void submit(struct gr_req *r, int (*parse)(const char *, size_t, struct g
     gr_park(r, answer_job);
 }
 
-static void post_job(struct gr_req *r) { submit(r, gr_parse_job); }
+static int parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e)
+{
+    return gr_parse_job(body, len, gr_dataset_for_job, NULL, j, e);
+}
+
+static void post_job(struct gr_req *r) { submit(r, parse_job); }
 static void post_benchmark(struct gr_req *r) { submit(r, gr_parse_benchmark); }
 
 static void get_job_again(struct gr_req *r);

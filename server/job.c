@@ -4,6 +4,7 @@
 
 #include "bench.h"
 #include "id.h"
+#include "jobs.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -48,6 +49,8 @@ void gr_job_unref(struct gr_job *j)
 {
     if (!j || atomic_fetch_sub((_Atomic int *)&j->refs, 1) != 1)
         return;
+    if (j->dataset_pinned) /* a job refused before it was queued */
+        gr_jobs_unpin_dataset(j->dataset);
     free(j->input);
     free(j->algos);
     free(j->rows);
@@ -160,6 +163,8 @@ char *gr_job_render(const struct gr_job *j)
         json_decref(timings);
         return NULL;
     }
+    if (j->dataset[0])
+        json_object_set_new(o, "dataset", json_string(j->dataset));
     if (j->kind == GR_JOB_BENCH) {
         json_t *names = json_array();
         for (int k = 0; k < j->nalgos; k++)
@@ -248,10 +253,15 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
             return gr_fail(e, GR_ENOMEM, NULL, "out of memory restoring job %s", id);
         }
     }
-    size_t want;
+    /* a job on a dataset stored no input: the dataset's file holds its values */
+    const char *ds = json_string_value(json_object_get(o, "dataset"));
+    if (ds && gr_id_valid(ds, 'd'))
+        snprintf(j->dataset, sizeof j->dataset, "%s", ds);
+    size_t want = bytes;
     if (j->kind == GR_JOB_REDUCE &&
         (j->shape[0] < 1 || j->shape[1] < 1 || gr_mul_size((size_t)j->shape[0], (size_t)j->shape[1], &want) ||
-         gr_mul_size(want, gr_dtype_size(j->dtype), &want) || want != bytes)) {
+         gr_mul_size(want, gr_dtype_size(j->dtype), &want) || (ds && !j->dataset[0]) ||
+         (ds ? bytes != 0 : want != bytes))) {
         free(copy);
         gr_job_unref(j);
         json_decref(o);
@@ -261,7 +271,7 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
     if (bytes)
         memcpy(copy, input, bytes);
     j->input = copy;
-    j->input_bytes = bytes;
+    j->input_bytes = want;
     json_decref(o);
     *out = j;
     return GR_OK;

@@ -30,7 +30,9 @@ struct gr_job {
     int64_t shape[2]; /* ndim 1: shape[0] = n, shape[1] = 1 */
     char algorithm[32], device[16]; /* requested; replaced by what ran */
     void *input;
-    size_t input_bytes;
+    size_t input_bytes;   /* the values' size, also of a dataset's (input NULL then) */
+    char dataset[24];     /* "" or the dataset the values are in, mapped when the job runs */
+    int dataset_pinned;   /* the job holds the dataset against DELETE (jobs lock) */
     struct gr_backend *backend; /* where it runs */
     int repeats, nalgos;        /* benchmark: n is shape[0]; nalgos 0 = every variant */
     char (*algos)[32];

@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "bench.h"
+#include "dsfile.h"
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
@@ -99,11 +100,11 @@ static void pin_drop(struct pin **p) /* mu held */
     free(dead);
 }
 
-/* Add (delta 1) or drop a job's hold on a dataset; GR_ENOTFOUND while it is being deleted. */
-static int pin_add(const char *id, int delta, struct gr_err *e)
+/* Add (delta 1) or drop a job's hold on a dataset (mu held); GR_ENOTFOUND while it is being
+ * deleted. */
+static int pin_change(const char *id, int delta, struct gr_err *e)
 {
     int rc = GR_OK;
-    pthread_mutex_lock(&mu);
     struct pin **p = pin_slot(id);
     if (*p && (*p)->deleting)
         rc = gr_fail(e, GR_ENOTFOUND, "dataset", "dataset %s is being deleted", id);
@@ -114,12 +115,31 @@ static int pin_add(const char *id, int delta, struct gr_err *e)
         if (((*p)->refs += delta) <= 0)
             pin_drop(p);
     }
+    return rc;
+}
+
+/* A job's hold ends once its final state is stored (mu held). */
+static void unpin_job(struct gr_job *j)
+{
+    if (j->dataset_pinned)
+        pin_change(j->dataset, -1, NULL);
+    j->dataset_pinned = 0;
+}
+
+int gr_jobs_pin_dataset(const char *id, struct gr_err *e)
+{
+    pthread_mutex_lock(&mu);
+    int rc = pin_change(id, 1, e);
     pthread_mutex_unlock(&mu);
     return rc;
 }
 
-int gr_jobs_pin_dataset(const char *id, struct gr_err *e) { return pin_add(id, 1, e); }
-void gr_jobs_unpin_dataset(const char *id) { pin_add(id, -1, NULL); }
+void gr_jobs_unpin_dataset(const char *id)
+{
+    pthread_mutex_lock(&mu);
+    pin_change(id, -1, NULL);
+    pthread_mutex_unlock(&mu);
+}
 
 int gr_jobs_delete_dataset_begin(const char *id, struct gr_err *e)
 {
@@ -296,6 +316,9 @@ static void committed(struct gr_job *j, int status, int code)
         if (j->committed < 0)
             j->committed = -2;
     }
+    /* the dataset is free to delete before anyone hears that the job ended */
+    if (GR_TERMINAL(j->committed) || j->committed == -2)
+        unpin_job(j);
     collect(j, gr_mono_ms(), &fired);
     if (GR_TERMINAL(j->committed) || j->committed == -2)
         table_remove(j);
@@ -324,7 +347,7 @@ static void store_write(struct gr_job *j, char *doc, int status, int insert)
     gr_job_ref(j);
     *c = (struct commit){j, status};
     int rc = insert ? gr_store_insert_job(store, j->id, j->op, gr_status_name(status), doc, j->input,
-                                          j->input_bytes, on_commit, c)
+                                          j->input ? j->input_bytes : 0, on_commit, c)
                     : gr_store_update_job(store, j->id, gr_status_name(status), doc, on_commit, c);
     if (rc != GR_OK)
         on_commit(c, rc);
@@ -386,7 +409,12 @@ static void run(struct queue *q, struct gr_job *j)
         t.kernel = gr_mono_ms() - t0;
         snprintf(used, sizeof used, "benchmark");
     } else {
-        rc = q->backend->reduce(q->backend, &req, &r, &t, used, &e);
+        /* a dataset is mapped, not read: the backend's reads fault it in from the page cache */
+        rc = j->dataset[0] ? gr_dsfile_map(gr_store_data_dir(store), j->dataset, j->input_bytes, &req.data, &e) : GR_OK;
+        if (rc == GR_OK)
+            rc = q->backend->reduce(q->backend, &req, &r, &t, used, &e);
+        if (j->dataset[0])
+            gr_dsfile_unmap(req.data, j->input_bytes);
     }
 
     pthread_mutex_lock(&mu);
@@ -556,6 +584,7 @@ static void recover_one(void *ctx, const char *id, const char *doc, const void *
     if (gr_jobs_route(j->device, &j->backend, &e) != GR_OK)
         j->backend = queues[0].backend;
     pthread_mutex_lock(&mu);
+    j->dataset_pinned = j->dataset[0] && pin_change(j->dataset, 1, &e) == GR_OK;
     table_add(j);
     push(queue_of(j->backend), j); /* recovery ignores the capacity: these were accepted */
     pthread_mutex_unlock(&mu);

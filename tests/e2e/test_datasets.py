@@ -1,8 +1,9 @@
 # test_datasets.py: datasets end to end with real NumPy files: raw and .npy uploads of every
 # dtype, 0-D to 2-D, read back (record, pages, .npy download read by numpy) equal to the source,
 # sha256 equal to hashlib's; a table of hostile uploads, each answered with its status and leaving
-# nothing on disk; 413 decided before the body is sent; a client gone half way; DELETE; the
-# datasets survive a restart. Single-threaded, one server.
+# nothing on disk; 413 decided before the body is sent; a client gone half way; jobs on datasets
+# (every op, both axes, shape views) against the plain-Python reference; DELETE (409 while a job
+# waits on the dataset); datasets and a queued dataset job survive a crash. One server at a time.
 import hashlib
 import io
 import json
@@ -263,13 +264,128 @@ def deletes(srv, stored):
         L.check_problem("GET /v1/datasets?" + q, srv.req("GET", "/v1/datasets?" + q), 400)
 
 
+def dataset_jobs(srv):
+    """Every op and dtype on a 2-D dataset: whole, axis 0, axis 1, and views as 1-D and as
+    another 2-D shape; results against the plain-Python reference on the numpy source."""
+    rng = L.rng_for("dataset_jobs")
+    rows, cols = 6, 5
+    reqs, expect, stored = [], [], {}
+    for dtype in L.DTYPES:
+        for op in L.OPS:
+            vals = L.gen_ties(dtype, rows * cols, rng) if op.startswith("arg") else L.gen_data(op, dtype, rows * cols, rng)
+            a = np.array(vals, dtype=NP[dtype]).reshape(rows, cols)
+            up = upload(srv, npy_bytes(a), "application/x-npy") if op in ("sum", "min", "argmax") else upload_raw(srv, a)
+            if not CHECK.eq(up.status, 201, "upload for %s %s" % (op, dtype)):
+                continue
+            ds_id = up.json()["id"]
+            stored[ds_id] = a
+            ties = "last" if op == "argmax" else "first"
+            for view, axis in ((None, None), (None, 0), (None, 1), ([rows * cols], None), ([rows * cols], 0),
+                               ([cols, rows], 1), ([2, rows * cols // 2], 0)):
+                body = {"op": op, "dataset": ds_id, "device": L.DEVICE, "axis": axis, "ties": ties}
+                if view:
+                    body["shape"] = view
+                if axis == 0 and view is None:
+                    body["dtype"] = dtype  # given, and matching: accepted
+                shape = view or [rows, cols]
+                v = a.reshape(shape) if len(shape) == 2 else a.reshape(1, -1)
+                reqs.append(dict(method="POST", path="/v1/jobs", body=body, headers={"Prefer": "wait=30"}))
+                expect.append(("%s %s on %s view %s axis %s" % (op, dtype, ds_id, view, axis), op, dtype, shape, axis,
+                               v.tolist(), ties, ds_id))
+    rs = srv.batch(reqs, parallel=8)
+    for (what, op, dtype, shape, axis, rows_, ties, ds_id), r in zip(expect, rs):
+        if not CHECK.eq(r.status, 200, what + ": answered within Prefer: wait (%r)" % r.body[:200]):
+            continue
+        job = r.json()
+        L.check_job(what, job, op, dtype, shape, axis)
+        CHECK.eq(job.get("dataset"), ds_id, what + ": the job names its dataset")
+        L.check_result(what, op, dtype, rows_, None if len(shape) == 1 and axis == 0 else axis, ties, job.get("result"))
+    print("%d jobs on datasets checked" % len(rs), flush=True)
+    return stored
+
+
+def dataset_job_rejections(srv, ds_id):
+    """ds_id holds 3 x 5 float32 values."""
+    cases = [
+        ("unknown dataset", {"op": "sum", "dataset": "d_" + "0" * 16}, 404, "dataset"),
+        ("malformed dataset id", {"op": "sum", "dataset": "not-an-id"}, 404, "dataset"),
+        ("dataset is a number", {"op": "sum", "dataset": 5}, 400, "dataset"),
+        ("data and dataset", {"op": "sum", "dataset": ds_id, "data": [1]}, 400, "dataset"),
+        ("dtype not the dataset's", {"op": "sum", "dataset": ds_id, "dtype": "int32"}, 422, "dtype"),
+        ("unknown dtype", {"op": "sum", "dataset": ds_id, "dtype": "half"}, 400, "dtype"),
+        ("view of another size", {"op": "sum", "dataset": ds_id, "shape": [5, 5]}, 422, "shape"),
+        ("view of 3 dims", {"op": "sum", "dataset": ds_id, "shape": [2, 2, 3]}, 422, "shape"),
+        ("axis 1 on a 1-D view", {"op": "sum", "dataset": ds_id, "shape": [15], "axis": 1}, 422, "axis"),
+        ("no op", {"dataset": ds_id}, 400, "op"),
+    ]
+    for name, body, status, field in cases:
+        body.setdefault("device", L.DEVICE)
+        L.check_problem("dataset job: " + name, srv.req("POST", "/v1/jobs", body), status, field)
+
+
+def delete_in_use(srv, ds_id):
+    """A job waiting on the CPU behind a long benchmark holds its dataset: DELETE is 409 until
+    the job is canceled. The CPU is on every server, so this holds on the gpu label too."""
+    r = srv.req("POST", "/v1/benchmarks", {"op": "sum", "dtype": "float32", "n": 1 << 25, "repeats": 30,
+                                           "device": "cpu"})
+    CHECK.eq(r.status, 202, "a long benchmark to keep the CPU busy")
+    blocker = r.json().get("id") if r.status == 202 else None
+    r = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": ds_id, "device": "cpu"})
+    CHECK.eq(r.status, 202, "a job on the dataset, queued behind it")
+    job = r.json().get("id") if r.status == 202 else "j_0"
+    st = srv.get_json("/v1/jobs/" + job).get("status")
+    CHECK.eq(st, "queued", "the dataset job waits")
+    L.check_problem("DELETE a dataset a queued job uses", srv.req("DELETE", "/v1/datasets/" + ds_id), 409)
+    CHECK.eq(srv.req("GET", "/v1/datasets/" + ds_id).status, 200, "the dataset is still there after the 409")
+    CHECK.eq(srv.req("DELETE", "/v1/jobs/" + job).status, 200, "cancel the dataset job")
+    CHECK.eq(srv.req("DELETE", "/v1/datasets/" + ds_id).status, 204, "DELETE once no job uses it")
+    L.check_problem("a job on the deleted dataset", srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": ds_id}), 404,
+                    "dataset")
+    if blocker:
+        srv.req("GET", "/v1/jobs/%s?wait=60" % blocker, timeout=90)
+
+
+def crash_with_queued_dataset_job(srv):
+    """kill -9 while a dataset job is queued: after the restart it runs on the mapped file.
+    Returns {id: values} of the dataset it made."""
+    a = np.arange(1, 21, dtype="<i4").reshape(4, 5)
+    up = upload_raw(srv, a)
+    if not CHECK.eq(up.status, 201, "upload before the crash"):
+        return {}
+    ds_id = up.json()["id"]
+    r = srv.req("POST", "/v1/benchmarks", {"op": "sum", "dtype": "float32", "n": 1 << 24, "repeats": 20,
+                                           "device": "cpu"})
+    CHECK.eq(r.status, 202, "a benchmark to keep the CPU busy")
+    r = srv.req("POST", "/v1/jobs", {"op": "max", "dataset": ds_id, "axis": 1, "device": "cpu"})
+    if not CHECK.eq(r.status, 202, "a dataset job queued before the crash"):
+        return {ds_id: a}
+    job = r.json()["id"]
+    srv.kill9()
+    srv.start()
+    r = srv.req("GET", "/v1/jobs/%s?wait=60" % job, timeout=90)
+    if CHECK.eq(r.status, 200, "the dataset job after the restart") and r.json().get("status") != "succeeded":
+        r = srv.req("GET", "/v1/jobs/%s?wait=60" % job, timeout=90)
+    doc = r.json() if r.status == 200 else {}
+    CHECK.eq(doc.get("status"), "succeeded", "the recovered dataset job ran")
+    CHECK.eq((doc.get("result") or {}).get("values"), a.max(axis=1).tolist(), "the recovered job's answer (numpy's)")
+    CHECK.eq(doc.get("dataset"), ds_id, "the recovered job still names its dataset")
+    return {ds_id: a}
+
+
 def main():
     srv = L.start_suite(["--max-dataset-bytes", str(LIMIT)])
     stored = round_trips(srv)
+    small = [i for i, a in stored.items() if a.shape == (3, 5) and a.dtype == np.float32][0]
+    stored.update(dataset_jobs(srv))
+    dataset_job_rejections(srv, small)
     hostile_table(srv)
     early_413(srv)
     gone_half_way(srv)
     deletes(srv, stored)
+    up = upload(srv, npy_bytes(np.zeros((3, 4), dtype="<f4")), "application/x-npy")
+    if CHECK.eq(up.status, 201, "upload for the 409 test"):
+        delete_in_use(srv, up.json()["id"])
+    stored.update(crash_with_queued_dataset_job(srv))
     L.check_stop(srv)
     srv.start()  # the same data dir: every dataset is still there, values and all
     CHECK.eq(listed(srv), sorted(stored, reverse=True), "datasets after a restart")

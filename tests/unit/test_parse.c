@@ -11,11 +11,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A stand-in for the store: d_..01 holds 3 x 4 float32 values, d_..02 one int64 (a 0-D .npy);
+ * no other dataset exists. */
+static int fake_dataset(void *ctx, struct gr_job *j, const char *id, struct gr_source *src, struct gr_err *e)
+{
+    if (!strcmp(id, "d_0000000000000001"))
+        *src = (struct gr_source){GR_FLOAT32, 2, {3, 4}, 12};
+    else if (!strcmp(id, "d_0000000000000002"))
+        *src = (struct gr_source){GR_INT64, 0, {1, 1}, 1};
+    else
+        return gr_fail(e, GR_ENOTFOUND, "dataset", "no dataset %s", id);
+    snprintf(j->dataset, sizeof j->dataset, "%s", id);
+    return GR_OK;
+}
+
 static struct gr_job *parse_ok(const char *body)
 {
     struct gr_job *j = gr_job_new();
     struct gr_err e = {0};
-    int rc = gr_parse_job(body, strlen(body), j, &e);
+    int rc = gr_parse_job(body, strlen(body), fake_dataset, NULL, j, &e);
     if (rc != GR_OK)
         fail_msg("%s -> %d: %s", body, rc, e.msg);
     return j;
@@ -121,6 +135,14 @@ static const struct bad bad_bodies[] = {
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":\"0\"}", GR_EINVAL, "axis"},
     {"{\"op\":\"argmax\",\"dtype\":\"float32\",\"data\":[1],\"ties\":\"middle\"}", GR_EINVAL, "ties"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"dataset\":\"d_1\"}", GR_EINVAL, "dataset"},
+    {"{\"op\":\"sum\",\"dataset\":\"d_0000000000000009\"}", GR_ENOTFOUND, "dataset"},
+    {"{\"op\":\"sum\",\"dataset\":7}", GR_EINVAL, "dataset"},
+    {"{\"op\":\"sum\",\"dataset\":\"d_0000000000000001\",\"dtype\":\"float64\"}", GR_EUNPROC, "dtype"},
+    {"{\"op\":\"sum\",\"dataset\":\"d_0000000000000001\",\"dtype\":\"half\"}", GR_EINVAL, "dtype"},
+    {"{\"op\":\"sum\",\"dataset\":\"d_0000000000000001\",\"shape\":[5,5]}", GR_EUNPROC, "shape"},
+    {"{\"op\":\"sum\",\"dataset\":\"d_0000000000000001\",\"shape\":[12],\"axis\":1}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dataset\":\"d_0000000000000002\",\"axis\":1}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\"}", GR_EINVAL, "dtype"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"alpha\":2}", GR_EUNPROC, "alpha"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"algorithm\":\"a-very-long-name-that-cannot-fit-here\"}",
      GR_EINVAL, "algorithm"},
@@ -132,12 +154,49 @@ static void test_rejections(void **state)
         const struct bad *b = &bad_bodies[i];
         struct gr_job *j = gr_job_new();
         struct gr_err e = {0};
-        int rc = gr_parse_job(b->body, strlen(b->body), j, &e);
+        int rc = gr_parse_job(b->body, strlen(b->body), fake_dataset, NULL, j, &e);
         if (rc != b->code || strcmp(e.field, b->field) || !e.msg[0])
             fail_msg("%s -> code %d field '%s' msg '%s'; want code %d field '%s'", b->body, rc, e.field, e.msg,
                      b->code, b->field);
         gr_job_unref(j);
     }
+}
+
+/* A job on a dataset takes the dataset's dtype and shape (or a view of it) and packs nothing. */
+static void test_dataset_jobs(void **state)
+{
+    struct gr_job *j = parse_ok("{\"op\":\"max\",\"dataset\":\"d_0000000000000001\",\"axis\":1}");
+    assert_string_equal(j->dataset, "d_0000000000000001");
+    assert_int_equal(j->dtype, GR_FLOAT32);
+    assert_int_equal(j->ndim, 2);
+    assert_int_equal(j->shape[0], 3);
+    assert_int_equal(j->shape[1], 4);
+    assert_int_equal(j->axis, 1);
+    assert_null(j->input);
+    assert_int_equal(j->input_bytes, 48);
+    gr_job_unref(j);
+    j = parse_ok("{\"op\":\"sum\",\"dtype\":\"float32\",\"dataset\":\"d_0000000000000001\",\"shape\":[2,6],"
+                 "\"axis\":0}");
+    assert_int_equal(j->ndim, 2);
+    assert_int_equal(j->shape[0], 2);
+    assert_int_equal(j->shape[1], 6);
+    gr_job_unref(j);
+    j = parse_ok("{\"op\":\"sum\",\"dataset\":\"d_0000000000000001\",\"shape\":[12]}");
+    assert_int_equal(j->ndim, 1);
+    assert_int_equal(j->shape[0], 12);
+    gr_job_unref(j);
+    j = parse_ok("{\"op\":\"argmin\",\"dataset\":\"d_0000000000000002\"}");
+    assert_int_equal(j->dtype, GR_INT64);
+    assert_int_equal(j->ndim, 1);
+    assert_int_equal(j->shape[0], 1);
+    assert_int_equal(j->input_bytes, 8);
+    gr_job_unref(j);
+    /* without a way to look datasets up, a dataset job is refused, not crashed */
+    j = gr_job_new();
+    struct gr_err e = {0};
+    const char *body = "{\"op\":\"sum\",\"dataset\":\"d_0000000000000001\"}";
+    assert_int_equal(gr_parse_job(body, strlen(body), NULL, NULL, j, &e), GR_EUNPROC);
+    gr_job_unref(j);
 }
 
 static void test_deep_nesting_is_an_error_not_a_crash(void **state)
@@ -149,7 +208,7 @@ static void test_deep_nesting_is_an_error_not_a_crash(void **state)
     body[k + n] = 0;
     struct gr_job *j = gr_job_new();
     struct gr_err e = {0};
-    assert_int_equal(gr_parse_job(body, strlen(body), j, &e), GR_EINVAL);
+    assert_int_equal(gr_parse_job(body, strlen(body), fake_dataset, NULL, j, &e), GR_EINVAL);
     gr_job_unref(j);
     free(body);
 }
@@ -162,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_flat_with_shape),
         cmocka_unit_test(test_integral_real_is_an_integer),
         cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_dataset_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
