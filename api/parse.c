@@ -1,6 +1,9 @@
-/* parse.c: validation of a job submission (JSON) into a job; runs on an HTTP thread.
+/* parse.c: validation of a job submission (a JSON body, or query arguments with a raw or .npy
+ * body) into a job, by the same rules; runs on an HTTP thread.
  * Every rejection names the member at fault and says what would be accepted. */
 #include "parse.h"
+
+#include "npy.h"
 
 #include <errno.h>
 #include <float.h>
@@ -404,6 +407,73 @@ static int decode(const char *body, size_t len, struct gr_job *j,
 int gr_parse_job(const char *body, size_t len, gr_dataset_fn dataset, void *ctx, struct gr_job *j, struct gr_err *e)
 {
     return decode(body, len, j, parse, &(struct apart){.dataset = dataset, .ctx = ctx}, e);
+}
+
+/* ?shape= and ?axis= as the JSON members they stand for; the other arguments stay strings. */
+static int query_members(json_t *query, struct gr_err *e)
+{
+    const char *shape = json_string_value(json_object_get(query, "shape"));
+    const char *axis = json_string_value(json_object_get(query, "axis"));
+    if (shape) {
+        int ndim, rc;
+        int64_t dims[2];
+        if ((rc = gr_parse_dims(shape, &ndim, dims, e)))
+            return rc;
+        json_object_set_new(query, "shape", ndim == 2 ? json_pack("[I, I]", (json_int_t)dims[0], (json_int_t)dims[1])
+                                                      : json_pack("[I]", (json_int_t)dims[0]));
+    }
+    if (axis && (!*axis || !strcmp(axis, "null")))
+        json_object_set_new(query, "axis", json_null());
+    else if (axis && (!strcmp(axis, "0") || !strcmp(axis, "1")))
+        json_object_set_new(query, "axis", json_integer(axis[0] - '0'));
+    else if (axis)
+        return gr_fail(e, GR_EINVAL, "axis", "?axis= must be null, 0 or 1");
+    return GR_OK;
+}
+
+/* The values of a binary body: a .npy's header, or ?dtype= and the body's length. */
+static int body_source(json_t *query, int npy, const char *body, size_t len, struct gr_source *src, size_t *at,
+                       struct gr_err *e)
+{
+    *at = 0;
+    if (npy) {
+        struct gr_npy h;
+        int rc = gr_npy_parse(body, len, &h, e);
+        if (rc)
+            return rc;
+        if (len - h.data_at != h.bytes)
+            return gr_fail(e, GR_EINVAL, NULL, "the .npy holds %zu bytes of values but its header gives %zu",
+                           len - h.data_at, h.bytes);
+        *src = (struct gr_source){h.dtype, h.ndim, {h.shape[0], h.shape[1]}, (int64_t)h.count};
+        *at = h.data_at;
+    } else {
+        const char *dtype = json_string_value(json_object_get(query, "dtype"));
+        if (!dtype)
+            return gr_fail(e, GR_EINVAL, "dtype", "?dtype= is required with a raw body: int32, int64, float32 or float64");
+        int dt = gr_dtype_parse(dtype);
+        if (dt < 0)
+            return gr_fail(e, GR_EINVAL, "dtype", "unknown ?dtype=: use int32, int64, float32 or float64");
+        if (len % gr_dtype_size(dt))
+            return gr_fail(e, GR_EUNPROC, NULL, "the body is %zu bytes, not a whole number of %s values", len,
+                           gr_dtype_name(dt));
+        *src = (struct gr_source){dt, 1, {(int64_t)(len / gr_dtype_size(dt)), 1}, (int64_t)(len / gr_dtype_size(dt))};
+    }
+    if (src->count == 0)
+        return gr_fail(e, GR_EUNPROC, NULL, "the body holds no values: a reduction needs at least one element");
+    return GR_OK;
+}
+
+int gr_parse_binary_job(json_t *query, int npy, char **body, size_t len, struct gr_job *j, struct gr_err *e)
+{
+    struct gr_source src;
+    size_t at;
+    int rc = body_source(query, npy, *body ? *body : "", len, &src, &at, e);
+    if (rc || (rc = query_members(query, e)) || (rc = parse(query, j, &(struct apart){.body = &src}, e)))
+        return rc;
+    memmove(*body, *body + at, j->input_bytes); /* the values to the front of the buffer the job keeps */
+    j->input = *body;
+    *body = NULL;
+    return GR_OK;
 }
 
 int gr_parse_benchmark(const char *body, size_t len, struct gr_job *j, struct gr_err *e)

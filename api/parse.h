@@ -30,6 +30,13 @@ typedef int (*gr_dataset_fn)(void *ctx, struct gr_job *j, const char *id, struct
  * impossible: 422) or what dataset returns, with e->field naming the member. */
 int gr_parse_job(const char *body, size_t len, gr_dataset_fn dataset, void *ctx, struct gr_job *j, struct gr_err *e);
 
+/* A one-shot job: POST /v1/jobs?op=..[&dtype=][&shape=R,C][&axis=][&ties=][&algorithm=][&device=]
+ * with the values as the body, raw little-endian (npy 0; ?dtype= required, ?shape= an optional
+ * view) or a .npy (npy 1; its header gives dtype and shape). query holds the arguments as JSON
+ * strings (changed here). On GR_OK the job keeps *body as its input (*body is set to NULL).
+ * Returns the codes of gr_parse_job, GR_EMEDIA for a .npy dtype it cannot take. */
+int gr_parse_binary_job(json_t *query, int npy, char **body, size_t len, struct gr_job *j, struct gr_err *e);
+
 /* A benchmark request (POST /v1/benchmarks: op, dtype, n, algorithms, repeats, device) into
  * a job of kind GR_JOB_BENCH. Same codes as gr_parse_job. */
 #define GR_BENCH_MAX_N (1LL << 28)

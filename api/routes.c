@@ -98,7 +98,7 @@ static int check_variants(const struct gr_job *j, struct gr_err *e)
 
 /* Parse the body into a new job, accept it, and park until it is durable (or, with
  * Prefer: wait=N, until it ends or N s pass). */
-static void submit(struct gr_req *r, int (*parse)(const char *, size_t, struct gr_job *, struct gr_err *))
+static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job *, struct gr_err *))
 {
     struct gr_err e = {0};
     struct gr_job *j = gr_job_new();
@@ -106,7 +106,7 @@ static void submit(struct gr_req *r, int (*parse)(const char *, size_t, struct g
         problem(r, GR_ENOMEM, NULL, "out of memory for a new job");
         return;
     }
-    int rc = parse(r->body ? r->body : "", r->len, j, &e);
+    int rc = parse(r, j, &e);
     if (!rc)
         rc = gr_jobs_route(j->device, &j->backend, &e);
     if (!rc)
@@ -127,13 +127,50 @@ static void submit(struct gr_req *r, int (*parse)(const char *, size_t, struct g
     gr_park(r, answer_job);
 }
 
-static int parse_job(const char *body, size_t len, struct gr_job *j, struct gr_err *e)
+static int parse_json_job(struct gr_req *r, struct gr_job *j, struct gr_err *e)
 {
-    return gr_parse_job(body, len, gr_dataset_for_job, NULL, j, e);
+    return gr_parse_job(r->body ? r->body : "", r->len, gr_dataset_for_job, NULL, j, e);
 }
 
-static void post_job(struct gr_req *r) { submit(r, parse_job); }
-static void post_benchmark(struct gr_req *r) { submit(r, gr_parse_benchmark); }
+struct query {
+    json_t *args;
+    int bad; /* not UTF-8, or given twice */
+};
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct query *q = cls;
+    if (json_object_get(q->args, key) || json_object_set_new(q->args, key, json_string(value ? value : "")))
+        q->bad = 1;
+    return MHD_YES;
+}
+
+/* A one-shot job: its arguments in the query, its values the body (raw or .npy). */
+static int parse_binary_job(struct gr_req *r, struct gr_job *j, struct gr_err *e)
+{
+    struct query q = {json_object(), 0};
+    if (q.args)
+        MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+    int npy = gr_ctype_is(gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), "application/x-npy");
+    int rc = !q.args ? gr_fail(e, GR_ENOMEM, NULL, "out of memory")
+             : q.bad ? gr_fail(e, GR_EINVAL, NULL, "each query argument must appear once, in UTF-8")
+                     : gr_parse_binary_job(q.args, npy, &r->body, r->len, j, e);
+    json_decref(q.args);
+    return rc;
+}
+
+static int parse_benchmark(struct gr_req *r, struct gr_job *j, struct gr_err *e)
+{
+    return gr_parse_benchmark(r->body ? r->body : "", r->len, j, e);
+}
+
+static void post_job(struct gr_req *r)
+{
+    int json = gr_ctype_is(gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), "application/json");
+    submit(r, json ? parse_json_job : parse_binary_job);
+}
+
+static void post_benchmark(struct gr_req *r) { submit(r, parse_benchmark); }
 
 static void get_job_again(struct gr_req *r);
 
@@ -428,7 +465,7 @@ static void devices(struct gr_req *r)
 }
 
 const struct gr_route gr_routes[] = {
-    {"/v1/jobs", list_jobs, post_job, NULL, GR_BODY_JSON, NULL},
+    {"/v1/jobs", list_jobs, post_job, NULL, GR_BODY_JSON | GR_BODY_BINARY, NULL},
     {"/v1/jobs/{id}", get_job, NULL, cancel_job, 0, NULL},
     {"/v1/jobs/{id}/result", get_result, NULL, NULL, 0, NULL},
     {"/v1/benchmarks", NULL, post_benchmark, NULL, GR_BODY_JSON, NULL},

@@ -2,8 +2,9 @@
 # dtype, 0-D to 2-D, read back (record, pages, .npy download read by numpy) equal to the source,
 # sha256 equal to hashlib's; a table of hostile uploads, each answered with its status and leaving
 # nothing on disk; 413 decided before the body is sent; a client gone half way; jobs on datasets
-# (every op, both axes, shape views) against the plain-Python reference; DELETE (409 while a job
-# waits on the dataset); datasets and a queued dataset job survive a crash. One server at a time.
+# (every op, both axes, shape views) and one-shot jobs with raw or .npy bodies against the
+# plain-Python reference; DELETE (409 while a job waits on the dataset); datasets and a queued
+# dataset job survive a crash. One server at a time.
 import hashlib
 import io
 import json
@@ -21,6 +22,7 @@ O.with_debian_python("numpy")
 import numpy as np  # noqa: E402 (after the interpreter is settled)
 
 LIMIT = 1 << 20  # --max-dataset-bytes for this suite
+BODY_LIMIT = 1 << 21  # --max-body-bytes: one-shot jobs' bodies are held in memory
 DS_ID = re.compile(r"^d_[0-9a-f]{16}$")
 NP = {"int32": "<i4", "int64": "<i8", "float32": "<f4", "float64": "<f8"}
 
@@ -304,6 +306,86 @@ def dataset_jobs(srv):
     return stored
 
 
+def one_shot_jobs(srv):
+    """POST /v1/jobs?op=.. with the values as the body, raw or .npy: every op and dtype, whole
+    and along each axis, against the plain-Python reference."""
+    rng = L.rng_for("one_shot_jobs")
+    rows, cols = 4, 7
+    reqs, expect = [], []
+    for dtype in L.DTYPES:
+        for op in L.OPS:
+            vals = L.gen_ties(dtype, rows * cols, rng) if op.startswith("arg") else L.gen_data(op, dtype, rows * cols, rng)
+            a = np.array(vals, dtype=NP[dtype]).reshape(rows, cols)
+            for how, axis in (("raw", None), ("raw", 1), ("npy", 0), ("npy", None), ("raw1d", None)):
+                q = "?op=%s&device=%s&ties=last" % (op, L.DEVICE)
+                if axis is not None:
+                    q += "&axis=%d" % axis
+                if how == "npy":
+                    body, ctype, shape = npy_bytes(a), "application/x-npy", [rows, cols]
+                elif how == "raw":
+                    body, ctype, shape = a.tobytes(), "application/octet-stream", [rows, cols]
+                    q += "&dtype=%s&shape=%d,%d" % (dtype, rows, cols)
+                else:
+                    body, ctype, shape = a.tobytes(), "application/octet-stream", [rows * cols]
+                    q += "&dtype=%s" % dtype
+                reqs.append(dict(method="POST", path="/v1/jobs" + q, body=body,
+                                 headers={"Content-Type": ctype, "Prefer": "wait=30"}))
+                v = a.tolist() if len(shape) == 2 else [a.reshape(-1).tolist()]
+                expect.append(("one-shot %s %s %s axis %s" % (how, op, dtype, axis), op, dtype, shape, axis, v))
+    rs = srv.batch(reqs, parallel=8)
+    for (what, op, dtype, shape, axis, rows_), r in zip(expect, rs):
+        if not CHECK.eq(r.status, 200, what + ": answered within Prefer: wait (%r)" % r.body[:200]):
+            continue
+        job = r.json()
+        L.check_job(what, job, op, dtype, shape, axis)
+        CHECK.ok("dataset" not in job, what + ": no dataset named")
+        L.check_result(what, op, dtype, rows_, axis, "last", job.get("result"))
+    print("%d one-shot jobs checked" % len(rs), flush=True)
+
+
+def one_shot_rejections(srv):
+    good = np.arange(12, dtype="<f4").reshape(3, 4)
+    octet, xnpy = "application/octet-stream", "application/x-npy"
+    cases = [
+        ("raw without ?dtype=", good.tobytes(), octet, "?op=sum", 400, "dtype"),
+        ("raw with an unknown dtype", good.tobytes(), octet, "?op=sum&dtype=half", 400, "dtype"),
+        ("raw not whole values", good.tobytes()[:-1], octet, "?op=sum&dtype=float32", 422, None),
+        ("raw empty", b"", octet, "?op=sum&dtype=float32", 422, None),
+        ("raw, ?shape= of another size", good.tobytes(), octet, "?op=sum&dtype=float32&shape=5,5", 422, "shape"),
+        ("raw, ?shape= malformed", good.tobytes(), octet, "?op=sum&dtype=float32&shape=3x4", 400, "shape"),
+        ("raw, ?shape= 3-D", good.tobytes(), octet, "?op=sum&dtype=float32&shape=1,3,4", 422, "shape"),
+        ("no ?op=", good.tobytes(), octet, "?dtype=float32", 400, "op"),
+        ("unknown op", good.tobytes(), octet, "?op=median&dtype=float32", 400, "op"),
+        ("?axis=2", good.tobytes(), octet, "?op=sum&dtype=float32&shape=3,4&axis=2", 400, "axis"),
+        ("?axis=1 on 1-D", good.tobytes(), octet, "?op=sum&dtype=float32&axis=1", 422, "axis"),
+        ("?ties=middle", good.tobytes(), octet, "?op=argmax&dtype=float32&ties=middle", 400, "ties"),
+        ("unknown argument", good.tobytes(), octet, "?op=sum&dtype=float32&colour=red", 400, "colour"),
+        ("argument twice", good.tobytes(), octet, "?op=sum&op=max&dtype=float32", 400, None),
+        ("?data= too", good.tobytes(), octet, "?op=sum&dtype=float32&data=1", 400, "data"),
+        ("?dataset= too", good.tobytes(), octet, "?op=sum&dtype=float32&dataset=d_0000000000000001", 400, "dataset"),
+        ("unknown device", good.tobytes(), octet, "?op=sum&dtype=float32&device=tpu", 400, "device"),
+        ("unknown algorithm", good.tobytes(), octet, "?op=sum&dtype=float32&algorithm=nope", 400, "algorithm"),
+        ("npy bad magic", b"\x93NUMPZ" + npy_bytes(good)[6:], xnpy, "?op=sum", 400, None),
+        ("npy truncated header", npy_bytes(good)[:30], xnpy, "?op=sum", 400, None),
+        ("npy truncated data", npy_bytes(good)[:-2], xnpy, "?op=sum", 400, None),
+        ("npy big-endian", npy_bytes(good.astype(">f4")), xnpy, "?op=sum", 415, None),
+        ("npy object dtype", npy_bytes(np.array([None, 1], dtype=object), allow_pickle=True), xnpy, "?op=sum", 415, None),
+        ("npy Fortran order", npy_bytes(np.asfortranarray(good)), xnpy, "?op=sum", 422, None),
+        ("npy 3-D", npy_bytes(np.zeros((2, 2, 2), dtype="<f4")), xnpy, "?op=sum", 422, None),
+        ("npy, ?dtype= not its own", npy_bytes(good), xnpy, "?op=sum&dtype=int32", 422, "dtype"),
+        ("npy no values", npy_bytes(np.zeros((0, 3), dtype="<f4")), xnpy, "?op=sum", 422, None),
+        ("over --max-body-bytes", b"\0" * (BODY_LIMIT + 8), octet, "?op=sum&dtype=float64", 413, None),
+        ("text/plain", good.tobytes(), "text/plain", "?op=sum&dtype=float32", 415, None),
+    ]
+    for name, body, ctype, query, status, field in cases:
+        r = srv.req("POST", "/v1/jobs" + query, body, headers={"Content-Type": ctype})
+        L.check_problem("one-shot: " + name, r, status, field)
+    head = ("POST /v1/jobs?op=sum&dtype=float32 HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+            "Content-Length: %d\r\n\r\n" % (BODY_LIMIT + 4)).encode()
+    answer = raw_request(srv, head)
+    CHECK.ok(answer.startswith(b"HTTP/1.1 413 "), "one-shot over --max-body-bytes, no body sent: answered %r" % answer[:60])
+
+
 def dataset_job_rejections(srv, ds_id):
     """ds_id holds 3 x 5 float32 values."""
     cases = [
@@ -373,11 +455,13 @@ def crash_with_queued_dataset_job(srv):
 
 
 def main():
-    srv = L.start_suite(["--max-dataset-bytes", str(LIMIT)])
+    srv = L.start_suite(["--max-dataset-bytes", str(LIMIT), "--max-body-bytes", str(BODY_LIMIT)])
     stored = round_trips(srv)
     small = [i for i, a in stored.items() if a.shape == (3, 5) and a.dtype == np.float32][0]
     stored.update(dataset_jobs(srv))
     dataset_job_rejections(srv, small)
+    one_shot_jobs(srv)
+    one_shot_rejections(srv)
     hostile_table(srv)
     early_413(srv)
     gone_half_way(srv)

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "npy.h"
 #include "parse.h"
 
 #include <stdlib.h>
@@ -199,6 +200,74 @@ static void test_dataset_jobs(void **state)
     gr_job_unref(j);
 }
 
+/* One-shot jobs: query arguments as members, the body's values kept as the input. */
+static void test_binary_jobs(void **state)
+{
+    struct gr_err e = {0};
+    struct gr_job *j = gr_job_new();
+    char *body = malloc(6 * sizeof(int64_t));
+    for (int k = 0; k < 6; k++)
+        ((int64_t *)body)[k] = 10 * k - 7;
+    json_t *q = json_pack("{s:s, s:s, s:s, s:s}", "op", "min", "dtype", "int64", "shape", "2,3", "axis", "1");
+    assert_int_equal(gr_parse_binary_job(q, 0, &body, 48, j, &e), GR_OK);
+    assert_null(body); /* the job keeps it */
+    assert_int_equal(j->ndim, 2);
+    assert_int_equal(j->shape[0], 2);
+    assert_int_equal(j->shape[1], 3);
+    assert_int_equal(j->axis, 1);
+    assert_int_equal(j->input_bytes, 48);
+    assert_int_equal(((int64_t *)j->input)[5], 43);
+    json_decref(q);
+    gr_job_unref(j);
+
+    /* a .npy: the values move to the front of the buffer, dtype and shape from its header */
+    char head[GR_NPY_HEADER_MAX];
+    int64_t shape[2] = {3, 1};
+    size_t n = gr_npy_header(GR_FLOAT32, 1, shape, head, sizeof head);
+    body = malloc(n + 12);
+    memcpy(body, head, n);
+    memcpy(body + n, (float[]){1.5f, -2.0f, 4.0f}, 12);
+    j = gr_job_new();
+    q = json_pack("{s:s}", "op", "argmax");
+    assert_int_equal(gr_parse_binary_job(q, 1, &body, n + 12, j, &e), GR_OK);
+    assert_int_equal(j->dtype, GR_FLOAT32);
+    assert_int_equal(j->shape[0], 3);
+    assert_true(((float *)j->input)[0] == 1.5f && ((float *)j->input)[2] == 4.0f);
+    json_decref(q);
+    gr_job_unref(j);
+
+    const struct {
+        const char *dtype, *shape, *axis;
+        size_t len;
+        int code;
+        const char *field;
+    } bad[] = {
+        {NULL, NULL, NULL, 16, GR_EINVAL, "dtype"},     {"int32", NULL, NULL, 15, GR_EUNPROC, ""},
+        {"int32", NULL, NULL, 0, GR_EUNPROC, ""},       {"int32", "3", NULL, 16, GR_EUNPROC, "shape"},
+        {"int32", "2,x", NULL, 16, GR_EINVAL, "shape"}, {"int32", "2,2", "2", 16, GR_EINVAL, "axis"},
+        {"int32", NULL, "1", 16, GR_EUNPROC, "axis"},   {"int8", NULL, NULL, 16, GR_EINVAL, "dtype"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *b = calloc(1, 16);
+        j = gr_job_new();
+        q = json_pack("{s:s}", "op", "sum");
+        if (bad[i].dtype)
+            json_object_set_new(q, "dtype", json_string(bad[i].dtype));
+        if (bad[i].shape)
+            json_object_set_new(q, "shape", json_string(bad[i].shape));
+        if (bad[i].axis)
+            json_object_set_new(q, "axis", json_string(bad[i].axis));
+        e = (struct gr_err){0};
+        int rc = gr_parse_binary_job(q, 0, &b, bad[i].len, j, &e);
+        if (rc != bad[i].code || strcmp(e.field, bad[i].field))
+            fail_msg("case %zu -> %d '%s' (%s)", i, rc, e.field, e.msg);
+        assert_non_null(b); /* refused: the caller keeps its buffer */
+        free(b);
+        json_decref(q);
+        gr_job_unref(j);
+    }
+}
+
 static void test_deep_nesting_is_an_error_not_a_crash(void **state)
 {
     size_t n = 100000;
@@ -222,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_integral_real_is_an_integer),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_dataset_jobs),
+        cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
