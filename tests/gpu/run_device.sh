@@ -30,13 +30,13 @@ stage_build() {
 }
 
 stage_test() {
-    # -O keeps every test's output, the passing ones' counts too
-    timeout 240 ctest --test-dir $B -L gpu -j4 --output-on-failure -O "$OUT/ctest.log" >/dev/null 2>&1
+    # -V -O keeps every test's output, the passing ones' counts too
+    timeout 240 ctest --test-dir $B -L gpu -j4 -V -O "$OUT/ctest.log" >/dev/null 2>&1
     note ctest "rc=$?: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
     local line
     while read -r line; do note "" "$line"; done < <(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$OUT/ctest.log" |
         sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ +/ /g')
-    while read -r line; do note "" "$line"; done < <(grep -E '^[a-z0-9]+ +[0-9]+ passed|cases passed|checks, ' \
+    while read -r line; do note "" "$line"; done < <(grep -E '[a-z0-9]+ +[0-9]+ passed +[0-9]+ failed|cases passed|checks, ' \
         "$OUT/ctest.log")
 }
 
