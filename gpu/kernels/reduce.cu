@@ -89,19 +89,6 @@ template <class T> struct alignas(16) vec16 {
     T e[16 / sizeof(T)];
 };
 
-/* A streaming 16-byte load: read-only path, no L1 allocation, and 256-byte DRAM fetches into L2
- * (the neighbouring lines are read next anyway). */
-template <class T> __device__ inline vec16<T> load16(const vec16<T> *p)
-{
-    uint4 r;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p));
-    vec16<T> v;
-    memcpy(&v, &r, sizeof v);
-    return v;
-}
-
 __host__ __device__ inline bool is_nan(double v) { return v != v; }
 __host__ __device__ inline bool is_nan(float v) { return v != v; }
 __host__ __device__ inline bool is_nan(i64) { return false; }
@@ -354,14 +341,14 @@ __device__ typename Op::State thread_range(const Op &op, const typename Op::inpu
         vec16<In> cur[U], nxt[U];
 #pragma unroll
         for (int u = 0; u < U; u++)
-            cur[u] = load16(xv + v + (i64)u * G);
+            cur[u] = xv[v + (i64)u * G];
         for (;;) {
             i64 vn = v + (i64)U * G;
             bool more = vn + (i64)(U - 1) * G < ve;
             if (more) {
 #pragma unroll
                 for (int u = 0; u < U; u++)
-                    nxt[u] = load16(xv + vn + (i64)u * G);
+                    nxt[u] = xv[vn + (i64)u * G];
             }
 #pragma unroll
             for (int u = 0; u < U; u++)
@@ -778,7 +765,7 @@ template <class In> struct fast_policy {
     static constexpr i64 min_chunk = (i64)block * unroll * vec;      /* elements a block takes at least */
     static constexpr i64 group_max_bytes = 16 << 10;                 /* rows up to this: lane groups */
     static constexpr i64 group4_max = 4 * unroll * vec;              /* rows up to this: 4 lanes each */
-    static constexpr int waves = 8;            /* block items per resident block: a short tail */
+    static constexpr int waves = 4;            /* block items per resident block: a short tail */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
     static constexpr int cluster_unroll = 8;   /* small arrays: one cluster, 128 bytes per thread */
     static constexpr i64 cluster_max = 2 * 8 * block * cluster_unroll * vec; /* two rounds per block */
