@@ -74,9 +74,9 @@ class Metrics:
                 return base
         return name
 
-    def get(self, name, **labels):
+    def get(self, metric, **labels):
         """The sample's value, 0 when absent (counters that never moved are not all listed)."""
-        return self.samples.get((name, tuple(sorted(labels.items()))), 0.0)
+        return self.samples.get((metric, tuple(sorted(labels.items()))), 0.0)
 
     def series(self, name):
         """[(labels dict, value)] of every sample named name."""
