@@ -57,7 +57,15 @@ struct gr_store {
     pthread_key_t key;   /* this thread's struct reader */
     pthread_mutex_t rmu; /* readers list: taken only when a thread opens or drops one */
     struct reader *readers;
+    /* WAL checkpoints run on their own thread and connection, so that the writer's commits
+     * never wait for the checkpoint's copy and fsync (SQLite's automatic one is off). */
+    sqlite3 *cdb;
+    pthread_t checkpointer;
+    int have_checkpointer, checkpoint_wanted;
+    pthread_cond_t ckpt_cv; /* with mu */
 };
+
+#define CHECKPOINT_PAGES 4096 /* WAL size (pages) that asks for a checkpoint */
 
 static int db_fail(struct gr_err *e, sqlite3 *db, const char *what)
 {
@@ -130,6 +138,8 @@ static int migrate(sqlite3 *db, struct gr_err *e)
     return GR_EIO;
 }
 
+static int on_wal(void *arg, sqlite3 *db, const char *name, int pages);
+
 static int open_writer(struct gr_store *s, const char *data_dir, struct gr_err *e)
 {
     if (mkdir(data_dir, 0750) != 0 && errno != EEXIST)
@@ -153,7 +163,44 @@ static int open_writer(struct gr_store *s, const char *data_dir, struct gr_err *
     if (exec(s->wdb, "PRAGMA synchronous = NORMAL", e) != GR_OK ||
         exec(s->wdb, "PRAGMA foreign_keys = ON", e) != GR_OK || migrate(s->wdb, e) != GR_OK)
         return GR_EIO;
+    if (sqlite3_open_v2(s->path, &s->cdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+        sqlite3_busy_timeout(s->cdb, BUSY_MS) != SQLITE_OK || exec(s->cdb, "PRAGMA synchronous = NORMAL", e) != GR_OK)
+        return db_fail(e, s->cdb, "opening the checkpoint connection");
+    sqlite3_wal_autocheckpoint(s->wdb, 0);
+    sqlite3_wal_hook(s->wdb, on_wal, s);
     return prepare_all(s->wdb, GR_SQL_NREAD, GR_SQL_N, s->w, e);
+}
+
+/* After each commit, on the writer thread: ask for a checkpoint once the WAL has grown. */
+static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
+{
+    struct gr_store *s = arg;
+    if (pages >= CHECKPOINT_PAGES) {
+        pthread_mutex_lock(&s->mu);
+        s->checkpoint_wanted = 1;
+        pthread_cond_signal(&s->ckpt_cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return SQLITE_OK;
+}
+
+static void *checkpointer_main(void *arg)
+{
+    struct gr_store *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->checkpoint_wanted && !s->closing)
+            pthread_cond_wait(&s->ckpt_cv, &s->mu);
+        if (!s->checkpoint_wanted)
+            break;
+        s->checkpoint_wanted = 0;
+        pthread_mutex_unlock(&s->mu);
+        /* PASSIVE: copies what no reader still needs, never blocks the writer */
+        sqlite3_wal_checkpoint_v2(s->cdb, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 static void close_reader(struct reader *r)
@@ -349,12 +396,30 @@ static void free_store(struct gr_store *s)
         pthread_key_delete(s->key);
     finalize_all(s->w, NWRITE);
     sqlite3_close(s->wdb);
+    sqlite3_close(s->cdb);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->ckpt_cv);
     pthread_mutex_destroy(&s->rmu);
     free(s->path);
     free(s->dir);
     free(s);
+}
+
+/* The writer commits what is queued and ends, then the checkpointer (it may still be asked
+ * for one last checkpoint by the writer's final commits). */
+static void stop_threads(struct gr_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->closing = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_cond_signal(&s->ckpt_cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->have_writer)
+        pthread_join(s->writer, NULL);
+    if (s->have_checkpointer)
+        pthread_join(s->checkpointer, NULL);
+    s->have_writer = s->have_checkpointer = 0;
 }
 
 int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e)
@@ -365,6 +430,7 @@ int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e)
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->ckpt_cv, NULL);
     pthread_mutex_init(&s->rmu, NULL);
     s->tail = &s->head;
     int code = open_writer(s, data_dir, e);
@@ -372,7 +438,10 @@ int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e)
         code = gr_fail(e, GR_EIO, NULL, "store: out of thread-specific keys");
     if (code == GR_OK && !(s->have_writer = pthread_create(&s->writer, NULL, writer_main, s) == 0))
         code = gr_fail(e, GR_EIO, NULL, "store: cannot start the writer thread");
+    if (code == GR_OK && !(s->have_checkpointer = pthread_create(&s->checkpointer, NULL, checkpointer_main, s) == 0))
+        code = gr_fail(e, GR_EIO, NULL, "store: cannot start the checkpoint thread");
     if (code != GR_OK) {
+        stop_threads(s);
         free_store(s);
         return code;
     }
@@ -384,11 +453,7 @@ void gr_store_close(struct gr_store *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
-    s->closing = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->writer, NULL);
+    stop_threads(s);
     free_store(s);
 }
 
