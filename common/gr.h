@@ -6,6 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* CUDA sources include this too */
+#endif
+
 /* Status codes (redis/curl style): functions return one and fill a struct gr_err. */
 enum gr_code {
     GR_OK = 0,
@@ -85,5 +89,9 @@ int gr_mul_size(size_t a, size_t b, size_t *out);
 
 double gr_now(void);     /* seconds since the epoch, wall clock */
 double gr_mono_ms(void); /* monotonic milliseconds */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,10 @@
 
 #include "gr.h"
 
+#ifdef __cplusplus
+extern "C" { /* CUDA sources include this too */
+#endif
+
 /* One selectable variant. ops / dtypes are bit masks (1 << GR_SUM, 1 << GR_FLOAT32 ...);
  * axes: bit 0 = whole array, bit 1 = axis 0, bit 2 = axis 1. */
 struct gr_algo {
@@ -50,5 +54,9 @@ struct gr_backend *gr_cpu_backend_new(void);
 /* Discover GPUs: fill out[0..max) with one backend each, return the count (0 when there
  * is no device or CUDA support was not built; why goes in e->msg, code GR_OK). */
 int gr_gpu_discover(struct gr_backend **out, int max, int streams, struct gr_err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
