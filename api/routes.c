@@ -8,6 +8,7 @@
 #include "datasets.h"
 #include "id.h"
 #include "parse.h"
+#include "results.h"
 #include "routes_ops.h"
 #include "store.h"
 
@@ -276,8 +277,18 @@ static void get_result(struct gr_req *r)
                      GR_TERMINAL(gr_status_parse(status)) ? "" : " yet (GET /v1/jobs/{id}?wait=N waits for it)");
     json_t *o = rc ? NULL : json_loads(doc, 0, NULL);
     free(doc);
-    if (rc) {
+    int indices = 0;
+    if (rc || (rc = gr_result_part(o, gr_query(r, "part"), &indices, &e))) {
+        json_decref(o);
         gr_respond_problem(r, &e);
+        return;
+    }
+    /* values as data on request; a benchmark's table is only JSON */
+    const char *accept = gr_header(r, MHD_HTTP_HEADER_ACCEPT);
+    int npy = accept && strstr(accept, "application/x-npy"), raw = accept && strstr(accept, "application/octet-stream");
+    if ((npy || raw) && !json_object_get(o, "kind")) {
+        gr_respond_result_data(r, o, npy, indices);
+        json_decref(o);
         return;
     }
     json_t *res = json_incref(json_object_get(o, "result"));
@@ -454,9 +465,11 @@ static void devices(struct gr_req *r)
     json_t *gpus = json_array();
     for (int i = 1; i < gr_jobs_nbackends(); i++) {
         const struct gr_backend *b = gr_jobs_backend(i);
-        json_array_append_new(gpus, json_pack("{s:s, s:s, s:I, s:i, s:i}", "id", b->name, "name", b->info.name,
+        json_array_append_new(gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o}", "id", b->name, "name", b->info.name,
                                               "memory_bytes", (json_int_t)b->info.memory_bytes, "sms", b->info.sms,
-                                              "streams", b->info.streams));
+                                              "streams", b->info.streams, "ceiling_gbps",
+                                              b->info.ceiling_gbps > 0 ? json_real(b->info.ceiling_gbps)
+                                                                       : json_null()));
     }
     const struct gr_backend *cpu = gr_jobs_backend(0);
     gr_respond_json(r, 200, json_pack("{s:o, s:{s:s, s:s, s:i, s:I}}", "gpus", gpus, "cpu", "id", cpu->name, "name",

@@ -25,6 +25,7 @@ struct gr_device_info {
     char name[128];
     int64_t memory_bytes;
     int sms, streams;
+    double ceiling_gbps; /* measured memory ceiling (GPU: device copy, read + write); 0 unknown */
 };
 
 struct gr_backend {

@@ -2,6 +2,7 @@
  * Reference counts are atomic; rendering reads state the caller keeps still (jobs lock). */
 #include "job.h"
 
+#include "backend.h"
 #include "bench.h"
 #include "id.h"
 #include "jobs.h"
@@ -97,14 +98,19 @@ static json_t *result_value(const struct gr_result *r, int64_t k)
 static json_t *render_bench(const struct gr_job *j)
 {
     json_t *rows = json_array();
+    double ceiling = j->backend ? j->backend->info.ceiling_gbps : 0;
     for (int k = 0; k < j->nrows; k++) {
         const struct gr_bench_row *b = &j->rows[k];
-        json_array_append_new(rows, json_pack("{s:s, s:o, s:o, s:b, s:o}", "algorithm", b->algorithm, "median_ms",
-                                              b->error[0] ? json_null() : json_real(b->median_ms), "gbps",
-                                              b->error[0] ? json_null() : json_real(b->gbps), "matched", b->matched,
-                                              "error", b->error[0] ? json_string(b->error) : json_null()));
+        int ran = !b->error[0];
+        json_array_append_new(rows, json_pack("{s:s, s:o, s:o, s:o, s:b, s:o}", "algorithm", b->algorithm,
+                                              "median_ms", ran ? json_real(b->median_ms) : json_null(), "gbps",
+                                              ran ? json_real(b->gbps) : json_null(), "pct_of_ceiling",
+                                              ran && ceiling > 0 ? json_real(100 * b->gbps / ceiling) : json_null(),
+                                              "matched", b->matched, "error",
+                                              ran ? json_null() : json_string(b->error)));
     }
-    return json_pack("{s:o, s:s}", "rows", rows, "reference", "cpu_seq");
+    return json_pack("{s:o, s:s, s:o}", "rows", rows, "reference", "cpu_seq", "ceiling_gbps",
+                     ceiling > 0 ? json_real(ceiling) : json_null());
 }
 
 static json_t *render_result(const struct gr_job *j)

@@ -32,6 +32,11 @@ def body():
         CHECK.eq(job.get("kind"), "benchmark", what + ": kind")
         CHECK.eq(job.get("bytes"), n * L.DTYPE_SIZE[dtype], what + ": bytes")
         rows = (job.get("result") or {}).get("rows", [])
+        ceiling = (job.get("result") or {}).get("ceiling_gbps", "missing")
+        if L.DEVICE == "gpu":  # measured at start-up; the CPU has none
+            CHECK.ok(isinstance(ceiling, float) and ceiling > 100, what + ": ceiling_gbps %r" % ceiling)
+        else:
+            CHECK.eq(ceiling, None, what + ": ceiling_gbps on the CPU")
         CHECK.eq(sorted(x.get("algorithm") for x in rows), sorted(variants(srv, op, dtype)),
                  what + ": one row per variant that covers it")
         for row in rows:
@@ -40,6 +45,11 @@ def body():
             CHECK.eq(row.get("matched"), True, name + ": answer matches the reference")
             CHECK.ok(isinstance(row.get("median_ms"), float) and row["median_ms"] >= 0, name + ": median_ms")
             CHECK.ok(isinstance(row.get("gbps"), float) and row["gbps"] >= 0, name + ": gbps")
+            if isinstance(ceiling, float) and isinstance(row.get("gbps"), float):
+                CHECK.ok(abs(row.get("pct_of_ceiling", -1) - 100 * row["gbps"] / ceiling) < 1e-6,
+                         name + ": pct_of_ceiling %r" % row.get("pct_of_ceiling"))
+            else:
+                CHECK.eq(row.get("pct_of_ceiling", "missing"), None, name + ": pct_of_ceiling without a ceiling")
         got = srv.get_json("/v1/jobs/" + job["id"])
         CHECK.eq(got.get("result"), job.get("result"), what + ": GET gives the same table")
 
