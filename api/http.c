@@ -110,13 +110,27 @@ void gr_respond_json(struct gr_req *r, unsigned status, json_t *o)
     gr_respond(r, status, "application/json", s, strlen(s), NULL);
 }
 
+/* s as a JSON string; bytes that are not UTF-8 (a decoded URL can hold any) become '?'. */
+static json_t *text(const char *s)
+{
+    json_t *v = json_string(s);
+    if (v)
+        return v;
+    char buf[512];
+    size_t k = 0;
+    for (; *s && k + 1 < sizeof buf; s++)
+        buf[k++] = (unsigned char)*s < 0x80 ? *s : '?';
+    buf[k] = 0;
+    return json_string(buf);
+}
+
 void gr_respond_problem(struct gr_req *r, const struct gr_err *e)
 {
     int code = e->code ? e->code : GR_EINTERNAL;
     unsigned status = (unsigned)gr_http_status(code);
-    json_t *p = json_pack("{s:s+, s:s, s:i, s:s, s:s}", "type", "https://gpured.dev/problems/", gr_code_slug(code),
-                          "title", gr_code_title(code), "status", status, "detail", e->msg[0] ? e->msg : gr_code_title(code),
-                          "instance", r->url);
+    json_t *p = json_pack("{s:s+, s:s, s:i, s:o, s:o}", "type", "https://gpured.dev/problems/", gr_code_slug(code),
+                          "title", gr_code_title(code), "status", status, "detail",
+                          text(e->msg[0] ? e->msg : gr_code_title(code)), "instance", text(r->url));
     if (p && e->field[0])
         json_object_set_new(p, "field", json_string(e->field));
     char *s = p ? json_dumps(p, JSON_COMPACT) : NULL;
@@ -344,7 +358,10 @@ int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port,
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
     if (inet_pton(AF_INET, cfg->bind, &sa.sin_addr) != 1)
         return gr_fail(e, GR_EINVAL, "bind", "--bind '%s' is not an IPv4 address", cfg->bind);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+    /* poll, not epoll: libmicrohttpd 0.9.75's edge-triggered epoll takes a short read as "drained"
+     * and misses a close that comes with the last body bytes, so an upload whose client left half
+     * way would stay open (its file, its buffer) until the connection timeout */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
     daemon_ = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
                                on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,

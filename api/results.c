@@ -1,0 +1,59 @@
+/* results.c: a job's result values as .npy or raw bytes, rebuilt from its stored resource (the
+ * JSON keeps every value exactly: integers as integers, floats to 17 digits or as the strings
+ * of the non-finite ones). Runs on the request's HTTP thread. */
+#include "results.h"
+
+#include "npy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double real_of(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    if (!s)
+        return json_number_value(v);
+    return !strcmp(s, "Infinity") ? INFINITY : !strcmp(s, "-Infinity") ? -INFINITY : NAN;
+}
+
+int gr_result_part(const json_t *job, const char *part, int *indices, struct gr_err *e)
+{
+    *indices = part && !strcmp(part, "indices");
+    if (part && !*indices && strcmp(part, "values"))
+        return gr_fail(e, GR_EINVAL, "part", "?part= is values (the default) or indices");
+    if (*indices && !gr_op_is_arg(gr_op_parse(json_string_value(json_object_get(job, "op")))))
+        return gr_fail(e, GR_ECONFLICT, "part", "this job's result has no indices (only argmin and argmax have)");
+    return GR_OK;
+}
+
+void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices)
+{
+    struct gr_err e = {0};
+    int op = gr_op_parse(json_string_value(json_object_get(job, "op")));
+    int dtype = gr_dtype_parse(json_string_value(json_object_get(job, "dtype")));
+    json_t *res = json_object_get(job, "result");
+    json_t *one = json_object_get(res, indices ? "index" : "value");
+    json_t *many = json_object_get(res, indices ? "indices" : "values");
+    int is_int = indices || gr_result_is_int(op, dtype);
+    int64_t n = many ? (int64_t)json_array_size(many) : 1;
+    char head[GR_NPY_HEADER_MAX];
+    size_t hlen = npy ? gr_npy_header(is_int ? GR_INT64 : GR_FLOAT64, many ? 1 : 0, &n, head, sizeof head) : 0;
+    size_t bytes = hlen + (size_t)n * 8;
+    char *buf = (one || many) && (hlen || !npy) ? malloc(bytes) : NULL;
+    if (!buf) {
+        gr_fail(&e, one || many ? GR_ENOMEM : GR_EIO, NULL, "%s",
+                one || many ? "out of memory for the result" : "the stored result is unreadable");
+        gr_respond_problem(r, &e);
+        return;
+    }
+    memcpy(buf, head, hlen);
+    for (int64_t k = 0; k < n; k++) {
+        json_t *v = many ? json_array_get(many, (size_t)k) : one;
+        int64_t i = json_integer_value(v);
+        double f = real_of(v);
+        memcpy(buf + hlen + 8 * k, is_int ? (const void *)&i : (const void *)&f, 8); /* little-endian hosts */
+    }
+    const char *hdrs[] = {"Vary", "Accept", NULL};
+    gr_respond(r, 200, npy ? "application/x-npy" : "application/octet-stream", buf, bytes, hdrs);
+}

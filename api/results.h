@@ -1,0 +1,18 @@
+/* results.h: a finished job's result as data (GET /v1/jobs/{id}/result with Accept:
+ * application/x-npy or application/octet-stream). Runs on the request's HTTP thread. */
+#ifndef GR_RESULTS_H
+#define GR_RESULTS_H
+
+#include "http.h"
+
+/* ?part= of job's result (job: its stored resource): GR_OK with *indices 0 (values, also when
+ * absent) or 1 (indices), else GR_EINVAL (not a part) or GR_ECONFLICT (indices of a result
+ * that has none: not argmin/argmax). */
+int gr_result_part(const json_t *job, const char *part, int *indices, struct gr_err *e);
+
+/* Answer with the values of job's result, or its indices, as a .npy (npy 1) or raw
+ * little-endian bytes: int64 for integer results and indices, float64 otherwise; one value is
+ * a 0-D array, an axis result 1-D. */
+void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices);
+
+#endif
