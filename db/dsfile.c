@@ -28,7 +28,7 @@ static int path_of(char *buf, size_t len, const char *data_dir, const char *id, 
     return n > 0 && (size_t)n < len;
 }
 
-int gr_dsfile_init(const char *data_dir, struct gr_err *e)
+int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, struct gr_err *e)
 {
     char dir[600];
     if (!path_of(dir, sizeof dir, data_dir, "", ""))
@@ -40,8 +40,12 @@ int gr_dsfile_init(const char *data_dir, struct gr_err *e)
         return io_fail(e, "read", dir);
     /* a .tmp is an upload that never finished: no row names it */
     for (struct dirent *de; (de = readdir(d));) {
+        char id[32];
         size_t n = strlen(de->d_name);
-        if (n > 4 && !strcmp(de->d_name + n - 4, ".tmp"))
+        int tmp = n > 4 && !strcmp(de->d_name + n - 4, ".tmp"), bin = n > 4 && !strcmp(de->d_name + n - 4, ".bin");
+        if (bin && n - 4 < sizeof id)
+            snprintf(id, sizeof id, "%.*s", (int)(n - 4), de->d_name);
+        if (tmp || (bin && n - 4 < sizeof id && !keep(ctx, id)))
             unlinkat(dirfd(d), de->d_name, 0);
     }
     closedir(d);

@@ -15,9 +15,10 @@ struct gr_dsfile {
 };
 #define GR_DSFILE_BUF (1u << 20)
 
-/* Create <data_dir>/datasets/ if missing and remove the .tmp files of interrupted uploads.
- * GR_OK or GR_EIO. */
-int gr_dsfile_init(const char *data_dir, struct gr_err *e);
+/* Create <data_dir>/datasets/ if missing and remove what a crash left there: the .tmp files
+ * of interrupted uploads, and each .bin whose dataset keep(ctx, id) says has no row (a crash
+ * between a file and its row). At start-up only. GR_OK or GR_EIO. */
+int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, struct gr_err *e);
 
 /* Start writing dataset id's values: GR_OK with f writing its .tmp, GR_EIO or GR_ENOMEM (f is
  * then released). f must be zeroed or released. */

@@ -140,12 +140,23 @@ static int migrate(sqlite3 *db, struct gr_err *e)
 
 static int on_wal(void *arg, sqlite3 *db, const char *name, int pages);
 
+/* Whether a dataset row exists (start-up, on the writer's connection); when it cannot be told,
+ * yes, so that nothing is removed in doubt. */
+static int has_dataset(void *ctx, const char *id)
+{
+    struct gr_store *s = ctx;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->wdb, gr_sql[GR_SQL_DS_GET], -1, &st, NULL) != SQLITE_OK)
+        return 1;
+    int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC) == SQLITE_OK ? sqlite3_step(st) : SQLITE_ERROR;
+    sqlite3_finalize(st);
+    return rc != SQLITE_DONE;
+}
+
 static int open_writer(struct gr_store *s, const char *data_dir, struct gr_err *e)
 {
     if (mkdir(data_dir, 0750) != 0 && errno != EEXIST)
         return gr_fail(e, GR_EIO, NULL, "store: cannot create %s: %s", data_dir, strerror(errno));
-    if (gr_dsfile_init(data_dir, e) != GR_OK)
-        return GR_EIO;
     size_t n = strlen(data_dir) + sizeof "/gpured.db";
     if (!(s->path = malloc(n)) || !(s->dir = strdup(data_dir)))
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
@@ -161,7 +172,8 @@ static int open_writer(struct gr_store *s, const char *data_dir, struct gr_err *
     if (strcmp(mode, "wal") != 0)
         return gr_fail(e, GR_EIO, NULL, "store: %s stays in journal mode %s, not wal", s->path, mode);
     if (exec(s->wdb, "PRAGMA synchronous = NORMAL", e) != GR_OK ||
-        exec(s->wdb, "PRAGMA foreign_keys = ON", e) != GR_OK || migrate(s->wdb, e) != GR_OK)
+        exec(s->wdb, "PRAGMA foreign_keys = ON", e) != GR_OK || migrate(s->wdb, e) != GR_OK ||
+        gr_dsfile_init(data_dir, has_dataset, s, e) != GR_OK)
         return GR_EIO;
     if (sqlite3_open_v2(s->path, &s->cdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
         sqlite3_busy_timeout(s->cdb, BUSY_MS) != SQLITE_OK || exec(s->cdb, "PRAGMA synchronous = NORMAL", e) != GR_OK)

@@ -865,16 +865,24 @@ static void test_datasets(void **state)
     assert_int_equal(gr_store_list_datasets(fx->s, NULL, 10, on_ds_row, &p, &e), GR_OK);
     assert_int_equal(p.n, 2);
 
-    /* an upload that never finished leaves a .tmp: gone after the next open */
-    char tmp[200];
+    /* what a crash leaves, gone after the next open: an upload that never finished (.tmp), values
+     * whose row was never stored or already deleted (.bin without a row); a row's .bin stays */
+    char tmp[200], orphan[200], kept[200];
     snprintf(tmp, sizeof tmp, "%s/datasets/d_0000000000000001.tmp", fx->data);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fclose(f);
+    snprintf(orphan, sizeof orphan, "%s/datasets/%s.bin", fx->data, id[1]);
+    snprintf(kept, sizeof kept, "%s/datasets/%s.bin", fx->data, id[2]);
+    for (const char *const *name = (const char *const[]){tmp, orphan, kept, NULL}; *name; name++) {
+        FILE *f = fopen(*name, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
     gr_store_close(fx->s);
     fx->s = NULL;
     open_store(fx);
     assert_int_equal(access(tmp, F_OK), -1);
+    assert_int_equal(access(orphan, F_OK), -1);
+    assert_int_equal(access(kept, F_OK), 0);
+    assert_int_equal(unlink(kept), 0);
     assert_int_equal(gr_store_get_dataset(fx->s, id[2], &doc, &e), GR_OK);
     free(doc);
 }
