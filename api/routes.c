@@ -417,6 +417,15 @@ static void readyz(struct gr_req *r)
         gr_respond_problem(r, &u);
         return;
     }
+    for (int i = 0; i < gr_jobs_nbackends(); i++) {
+        const struct gr_backend *b = gr_jobs_backend(i);
+        if (__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE)) {
+            struct gr_err u;
+            gr_fail(&u, GR_EUNAVAIL, NULL, "device %s is broken (%s); restart gpured", b->name, b->broken_why);
+            gr_respond_problem(r, &u);
+            return;
+        }
+    }
     gr_respond_json(r, 200, json_pack("{s:s, s:i}", "status", "ready", "queued", gr_jobs_queued()));
 }
 

@@ -42,6 +42,10 @@ struct gr_backend {
                   struct gr_timings *t, char algo_used[32], struct gr_err *e);
     void (*destroy)(struct gr_backend *b);
     void *impl;
+    /* Set (once, by the owning worker) when the device can run no more jobs, e.g. a sticky
+     * CUDA error; /readyz then answers 503 with broken_why. */
+    int broken; /* atomic */
+    char broken_why[256];
 };
 
 /* Does algorithm name (or "auto") cover req's op/dtype/axis on b? Returns GR_OK or

@@ -163,6 +163,12 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
     rc = run_job(g, req, &j, r, e);
     if (rc != GR_OK) {
         gr_result_free(r);
+        /* a sticky error (illegal address, ...) outlives cudaGetLastError: the context is lost */
+        cudaError_t again = rc == GR_ECUDA ? cudaDeviceSynchronize() : cudaSuccess;
+        if (again != cudaSuccess && !__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE)) {
+            snprintf(b->broken_why, sizeof b->broken_why, "%s: %s", b->name, cudaGetErrorString(again));
+            __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
+        }
         return rc;
     }
     t->h2d = elapsed(g, EV_H2D0, EV_H2D1);
