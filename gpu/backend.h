@@ -41,6 +41,9 @@ struct gr_backend {
     int (*reduce)(struct gr_backend *b, const struct gr_reduce_req *req, struct gr_result *r,
                   struct gr_timings *t, char algo_used[32], struct gr_err *e);
     void (*destroy)(struct gr_backend *b);
+    /* Device memory in use now, in bytes, or -1; NULL where it means nothing (the CPU).
+     * Safe from any thread (read by /metrics). */
+    int64_t (*memory_used)(struct gr_backend *b);
     void *impl;
     /* Set (once, by the owning worker) when the device can run no more jobs, e.g. a sticky
      * CUDA error; /readyz then answers 503 with broken_why. */

@@ -178,6 +178,17 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
     return GR_OK;
 }
 
+static int64_t gpu_memory_used(struct gr_backend *b)
+{
+    struct gpu *g = static_cast<struct gpu *>(b->impl);
+    size_t free_bytes, total;
+    if (cudaSetDevice(g->dev) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return (int64_t)(total - free_bytes);
+}
+
 static void gpu_destroy(struct gr_backend *b)
 {
     if (!b)
@@ -270,6 +281,7 @@ static struct gr_backend *gpu_new(int dev, int streams, struct gr_err *e)
     b->algos = gr_k_algos;
     b->nalgos = GR_K_NVARIANTS;
     b->reduce = gpu_reduce;
+    b->memory_used = gpu_memory_used;
     b->destroy = gpu_destroy;
     if (gpu_init(b, g, streams, e) != GR_OK) {
         gpu_destroy(b);

@@ -237,6 +237,13 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
     for (int d = 0; d < ndev; d++)
         put(&b, "gpured_device_memory_total_bytes{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
             (long long)gr_jobs_backend(d)->info.memory_bytes);
+    family(&b, "gpured_device_memory_used_bytes", "gauge", "Memory in use on each GPU (all processes), read at scrape time.");
+    for (int d = 0; d < ndev; d++) {
+        struct gr_backend *dev = gr_jobs_backend(d);
+        int64_t used = dev->memory_used ? dev->memory_used(dev) : -1;
+        if (used >= 0)
+            put(&b, "gpured_device_memory_used_bytes{device=\"%s\"} %lld\n", dev->name, (long long)used);
+    }
 
     if (b.oom) {
         free(b.p);

@@ -145,13 +145,16 @@ function renderThroughput() {
   throughputChart.update();
 }
 
-// The newest succeeded benchmark: each variant's GB/s, red where its answer did not match.
+// The newest succeeded benchmark: each variant's GB/s, red where its answer did not match,
+// and last, in grey, the device's measured memory ceiling when it has one.
 function renderBench() {
   const b = state.jobs.find((j) => !isReduction(j) && j.status === 'succeeded');
-  const rows = b ? b.result.rows : [];
+  const rows = b ? b.result.rows.slice() : [];
+  const ceiling = b && b.result.ceiling_gbps;
+  if (ceiling) rows.push({ algorithm: 'device ceiling', gbps: ceiling, ceiling: true });
   benchChart.data.labels = rows.map((r) => r.algorithm);
   benchChart.data.datasets[0].data = rows.map((r) => r.gbps);
-  benchChart.data.datasets[0].backgroundColor = rows.map((r) => (r.matched ? '#2a6fdb' : '#c0392b'));
+  benchChart.data.datasets[0].backgroundColor = rows.map((r) => (r.ceiling ? '#999999' : r.matched ? '#2a6fdb' : '#c0392b'));
   benchChart.update();
   $('bench-meta').textContent = b ? '(' + [b.id, b.device, b.op, b.dtype, 'n=' + b.shape[0]].join(' · ') + ')' : '(none yet)';
 }

@@ -16,6 +16,7 @@ FAMILIES = {
     "gpured_job_stage_seconds": "histogram", "gpured_processed_bytes_total": "counter",
     "gpured_jobs_queued": "gauge", "gpured_jobs_running": "gauge", "gpured_parked_requests": "gauge",
     "gpured_device_info": "gauge", "gpured_device_memory_total_bytes": "gauge",
+    "gpured_device_memory_used_bytes": "gauge",
 }
 
 
@@ -78,7 +79,11 @@ def main():
     CHECK.eq(m0.get("gpured_device_memory_total_bytes", device="cpu"), devs["cpu"]["memory_bytes"], "cpu memory gauge")
     for g in devs["gpus"]:
         CHECK.eq(m0.get("gpured_device_memory_total_bytes", device=g["id"]), g["memory_bytes"], "%s memory gauge" % g["id"])
+        used = m0.samples.get(("gpured_device_memory_used_bytes", (("device", g["id"]),)))
+        CHECK.ok(used is not None and 0 < used <= g["memory_bytes"], "%s memory in use %r" % (g["id"], used))
         CHECK.eq(m0.get("gpured_device_info", device=g["id"], name=g["name"]), 1, "%s info" % g["id"])
+    CHECK.ok(("gpured_device_memory_used_bytes", (("device", "cpu"),)) not in m0.samples,
+             "no GPU memory-in-use series for the cpu")
 
     # jobs: every op, a few sizes, waited for; then the counters against the jobs' own documents
     specs = []
