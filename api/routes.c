@@ -4,6 +4,7 @@
 #include "http.h"
 
 #include "backend.h"
+#include "buf.h"
 #include "config.h"
 #include "datasets.h"
 #include "id.h"
@@ -297,39 +298,16 @@ static void get_result(struct gr_req *r)
 }
 
 struct list_ctx {
-    char *buf;
-    size_t len, cap;
-    int rows, oom;
+    struct gr_buf out;
+    int rows;
     char last[32];
 };
-
-static void append(struct list_ctx *c, const char *s)
-{
-    size_t n = strlen(s);
-    if (c->oom)
-        return;
-    if (c->len + n + 1 > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 8192;
-        while (cap < c->len + n + 1)
-            cap *= 2;
-        char *b = realloc(c->buf, cap);
-        if (!b) {
-            c->oom = 1;
-            return;
-        }
-        c->buf = b;
-        c->cap = cap;
-    }
-    memcpy(c->buf + c->len, s, n + 1);
-    c->len += n;
-}
 
 /* Stored docs are JSON already: the page is assembled as text, not re-parsed. */
 static void list_row(void *ctx, const char *id, const char *doc)
 {
     struct list_ctx *c = ctx;
-    append(c, c->rows++ ? "," : "");
-    append(c, doc);
+    gr_buf_printf(&c->out, "%s%s", c->rows++ ? "," : "", doc);
     snprintf(c->last, sizeof c->last, "%s", id);
 }
 
@@ -358,26 +336,22 @@ void gr_respond_page(struct gr_req *r, const char *key, char prefix, gr_page_fet
 
     struct list_ctx c = {0};
     struct gr_err e = {0};
-    char head[32];
-    snprintf(head, sizeof head, "{\"%s\":[", key);
-    append(&c, head);
+    gr_buf_printf(&c.out, "{\"%s\":[", key);
     if (fetch(args, cursor, (int)limit, list_row, &c, &e) != GR_OK) {
-        free(c.buf);
+        free(c.out.p);
         gr_respond_problem(r, &e);
         return;
     }
-    char tail[64];
     if (c.rows == limit)
-        snprintf(tail, sizeof tail, "],\"next_cursor\":\"%s\"}", c.last);
+        gr_buf_printf(&c.out, "],\"next_cursor\":\"%s\"}", c.last);
     else
-        snprintf(tail, sizeof tail, "],\"next_cursor\":null}");
-    append(&c, tail);
-    if (c.oom) {
-        free(c.buf);
+        gr_buf_printf(&c.out, "],\"next_cursor\":null}");
+    if (c.out.oom) {
+        free(c.out.p);
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the list");
         return;
     }
-    gr_respond(r, 200, "application/json", c.buf, c.len, hdrs);
+    gr_respond(r, 200, "application/json", c.out.p, c.out.len, hdrs);
 }
 
 struct job_filter {

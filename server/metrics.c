@@ -3,6 +3,8 @@
  * thread renders. Counters are read one by one, so a scrape may straddle an update. */
 #include "metrics.h"
 
+#include "buf.h"
+
 #include "backend.h"
 #include "jobs.h"
 
@@ -109,49 +111,13 @@ void gr_metrics_running(int dev, int delta)
 
 /* --- rendering --- */
 
-struct buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(struct buf *b, const char *fmt, ...)
+static void family(struct gr_buf *b, const char *name, const char *type, const char *help)
 {
-    for (int tries = 0; !b->oom && tries < 2; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 16384;
-        while (cap - b->len <= (size_t)n)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void family(struct buf *b, const char *name, const char *type, const char *help)
-{
-    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    gr_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* A label value with \, " and newline escaped as the text format requires. */
-static void put_escaped(struct buf *b, const char *s)
+static void put_escaped(struct gr_buf *b, const char *s)
 {
     char out[2 * sizeof((struct gr_device_info *)0)->name], *o = out;
     for (; *s && o < out + sizeof out - 2; s++) {
@@ -160,24 +126,24 @@ static void put_escaped(struct buf *b, const char *s)
         *o++ = *s == '\n' ? 'n' : *s;
     }
     *o = 0;
-    put(b, "%s", out);
+    gr_buf_printf(b, "%s", out);
 }
 
-static void render_hist(struct buf *b, const char *dev, const char *stage, struct hist *h)
+static void render_hist(struct gr_buf *b, const char *dev, const char *stage, struct hist *h)
 {
     uint64_t cum = 0;
     for (size_t i = 0; i <= NBOUNDS; i++) {
         cum += get(&h->bucket[i]);
-        put(b, "gpured_job_stage_seconds_bucket{device=\"%s\",stage=\"%s\",le=\"%s\"} %llu\n", dev, stage,
+        gr_buf_printf(b, "gpured_job_stage_seconds_bucket{device=\"%s\",stage=\"%s\",le=\"%s\"} %llu\n", dev, stage,
             i < NBOUNDS ? bounds[i].le : "+Inf", (unsigned long long)cum);
     }
-    put(b, "gpured_job_stage_seconds_sum{device=\"%s\",stage=\"%s\"} %.9f\n", dev, stage, (double)get(&h->sum_ns) / 1e9);
-    put(b, "gpured_job_stage_seconds_count{device=\"%s\",stage=\"%s\"} %llu\n", dev, stage, (unsigned long long)cum);
+    gr_buf_printf(b, "gpured_job_stage_seconds_sum{device=\"%s\",stage=\"%s\"} %.9f\n", dev, stage, (double)get(&h->sum_ns) / 1e9);
+    gr_buf_printf(b, "gpured_job_stage_seconds_count{device=\"%s\",stage=\"%s\"} %llu\n", dev, stage, (unsigned long long)cum);
 }
 
 int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
 {
-    struct buf b = {0};
+    struct gr_buf b = {0};
     int ndev = gr_jobs_nbackends();
     if (ndev > GR_METRICS_DEVICES)
         ndev = GR_METRICS_DEVICES;
@@ -193,7 +159,7 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
                 char code[16] = "other";
                 if (c < NCODES - 1)
                     snprintf(code, sizeof code, "%u", codes[c]);
-                put(&b, "gpured_http_requests_total{route=\"%s\",method=\"%s\",code=\"%s\"} %llu\n", path, methods[m],
+                gr_buf_printf(&b, "gpured_http_requests_total{route=\"%s\",method=\"%s\",code=\"%s\"} %llu\n", path, methods[m],
                     code, (unsigned long long)n);
             }
     }
@@ -202,7 +168,7 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
     for (int d = 0; d < ndev; d++)
         for (int op = 0; op < GR_NOPS; op++)
             for (int f = 0; f < NFINAL; f++)
-                put(&b, "gpured_jobs_total{device=\"%s\",op=\"%s\",status=\"%s\"} %llu\n", gr_jobs_backend(d)->name,
+                gr_buf_printf(&b, "gpured_jobs_total{device=\"%s\",op=\"%s\",status=\"%s\"} %llu\n", gr_jobs_backend(d)->name,
                     gr_op_name(op), final_names[f], (unsigned long long)get(&jobs[d][op][f]));
 
     family(&b, "gpured_job_stage_seconds", "histogram",
@@ -213,36 +179,36 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
 
     family(&b, "gpured_processed_bytes_total", "counter", "Input bytes of the jobs that succeeded, by device.");
     for (int d = 0; d < ndev; d++)
-        put(&b, "gpured_processed_bytes_total{device=\"%s\"} %llu\n", gr_jobs_backend(d)->name,
+        gr_buf_printf(&b, "gpured_processed_bytes_total{device=\"%s\"} %llu\n", gr_jobs_backend(d)->name,
             (unsigned long long)get(&bytes_done[d]));
 
     family(&b, "gpured_jobs_queued", "gauge", "Jobs waiting in each device's queue (canceled ones until skipped).");
     for (int d = 0; d < ndev; d++)
-        put(&b, "gpured_jobs_queued{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
+        gr_buf_printf(&b, "gpured_jobs_queued{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
             (long long)atomic_load_explicit(&queued[d], memory_order_relaxed));
     family(&b, "gpured_jobs_running", "gauge", "Jobs running on each device.");
     for (int d = 0; d < ndev; d++)
-        put(&b, "gpured_jobs_running{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
+        gr_buf_printf(&b, "gpured_jobs_running{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
             (long long)atomic_load_explicit(&running[d], memory_order_relaxed));
     family(&b, "gpured_parked_requests", "gauge", "HTTP requests held open waiting for a job (Prefer: wait, ?wait=).");
-    put(&b, "gpured_parked_requests %d\n", gr_jobs_parked());
+    gr_buf_printf(&b, "gpured_parked_requests %d\n", gr_jobs_parked());
 
     family(&b, "gpured_device_info", "gauge", "Each device in use, with its name; always 1.");
     for (int d = 0; d < ndev; d++) {
-        put(&b, "gpured_device_info{device=\"%s\",name=\"", gr_jobs_backend(d)->name);
+        gr_buf_printf(&b, "gpured_device_info{device=\"%s\",name=\"", gr_jobs_backend(d)->name);
         put_escaped(&b, gr_jobs_backend(d)->info.name);
-        put(&b, "\"} 1\n");
+        gr_buf_printf(&b, "\"} 1\n");
     }
     family(&b, "gpured_device_memory_total_bytes", "gauge", "Memory of each device (host memory for the CPU).");
     for (int d = 0; d < ndev; d++)
-        put(&b, "gpured_device_memory_total_bytes{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
+        gr_buf_printf(&b, "gpured_device_memory_total_bytes{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
             (long long)gr_jobs_backend(d)->info.memory_bytes);
     family(&b, "gpured_device_memory_used_bytes", "gauge", "Memory in use on each GPU (all processes), read at scrape time.");
     for (int d = 0; d < ndev; d++) {
         struct gr_backend *dev = gr_jobs_backend(d);
         int64_t used = dev->memory_used ? dev->memory_used(dev) : -1;
         if (used >= 0)
-            put(&b, "gpured_device_memory_used_bytes{device=\"%s\"} %lld\n", dev->name, (long long)used);
+            gr_buf_printf(&b, "gpured_device_memory_used_bytes{device=\"%s\"} %lld\n", dev->name, (long long)used);
     }
 
     if (b.oom) {
