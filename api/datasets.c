@@ -1,7 +1,7 @@
 /* datasets.c: POST /v1/datasets (the body streamed into a file as it arrives, hashed on the way,
  * made durable, then its row stored), GET one or a page, the values as .npy, DELETE. An upload's
- * state belongs to its request's HTTP thread; the store writer only records its answer and
- * wakes the request. */
+ * state belongs to its request's HTTP thread, its digest to the file's tap thread until the file
+ * is committed; the store writer only records its answer and wakes the request. */
 #include "datasets.h"
 
 #include "config.h"
@@ -97,20 +97,24 @@ struct upload {
     int has_clen;
     unsigned char *head;      /* a .npy preamble, gathered until it is whole */
     size_t head_len, need;
-    struct gr_dsfile file;
-    EVP_MD_CTX *sha;
+    struct gr_dsfile *file;
+    EVP_MD_CTX *sha; /* fed by the file's tap thread until it is committed or closed */
     char id[24];
-    char *doc;  /* the resource, once the values are durable */
-    int stored; /* its row is committed: the file stays */
+    char *doc;     /* the resource, once the values are durable */
+    int committed; /* the values are durable in their .bin */
+    int stored;    /* its row is committed: the file stays */
 };
+
+/* The file's tap: the digest runs on a thread of its own, beside the network and the disk. */
+static int digest(void *sha, const void *data, size_t n) { return !EVP_DigestUpdate(sha, data, n); }
 
 static void release(struct upload *u)
 {
     if (!u)
         return;
-    if (!u->stored && u->file.state == 2) /* durable values whose row was never stored */
+    gr_dsfile_close(u->file);
+    if (u->committed && !u->stored) /* durable values whose row was never stored */
         gr_dsfile_remove(data_dir(), u->id, NULL);
-    gr_dsfile_abort(&u->file);
     EVP_MD_CTX_free(u->sha);
     free(u->head);
     free(u->doc);
@@ -176,12 +180,12 @@ static int upload_open(struct gr_req *r, struct gr_err *e)
         rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory for an upload");
     if (!rc)
         rc = check_size(u, 0, e);
-    if (!rc) {
-        gr_id_new('d', u->id, sizeof u->id);
-        rc = gr_dsfile_create(&u->file, data_dir(), u->id, e);
-    }
     if (!rc && (!(u->sha = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(u->sha, EVP_sha256(), NULL)))
         rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
+    if (!rc) {
+        gr_id_new('d', u->id, sizeof u->id);
+        rc = gr_dsfile_create(&u->file, data_dir(), u->id, digest, u->sha, e);
+    }
     if (rc) {
         release(u);
         return rc;
@@ -230,12 +234,12 @@ static int upload_chunk(struct gr_req *r, const char *data, size_t n, struct gr_
                             : "the body holds more than the %zu bytes that ?dtype= and ?shape= give",
                      u->expect);
     if (!rc && n)
-        rc = gr_dsfile_write(&u->file, data, n, e);
-    if (!rc && n && !EVP_DigestUpdate(u->sha, data, n))
-        rc = gr_fail(e, GR_EINTERNAL, NULL, "sha256 digest failed");
+        rc = gr_dsfile_write(u->file, data, n, e);
     u->got += n;
-    if (rc)
-        gr_dsfile_abort(&u->file); /* nothing more is written; the rest is dropped */
+    if (rc) { /* nothing more is written; the rest is dropped */
+        gr_dsfile_close(u->file);
+        u->file = NULL;
+    }
     return rc;
 }
 
@@ -302,6 +306,12 @@ void gr_post_dataset(struct gr_req *r)
         gr_respond_problem(r, &e);
         return;
     }
+    int rc = gr_dsfile_commit(u->file, &e);
+    if (rc) {
+        gr_respond_problem(r, &e);
+        return;
+    }
+    u->committed = 1;
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
     char sha[2 * EVP_MAX_MD_SIZE + 1];
@@ -311,11 +321,6 @@ void gr_post_dataset(struct gr_req *r)
     }
     for (unsigned k = 0; k < mdlen; k++)
         snprintf(sha + 2 * k, 3, "%02x", md[k]);
-    int rc = gr_dsfile_commit(&u->file, &e);
-    if (rc) {
-        gr_respond_problem(r, &e);
-        return;
-    }
     char *copy = (u->doc = render(u, sha)) ? strdup(u->doc) : NULL;
     if (!copy) {
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset");

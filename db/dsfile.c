@@ -1,10 +1,12 @@
 /* dsfile.c: datasets' values as files: streamed into a .tmp, made durable and renamed, opened or
- * mapped read-only for downloads and jobs, removed. No shared state: each caller owns its file. */
+ * mapped read-only for downloads and jobs, removed. Each caller owns its file; an upload's ring
+ * of slots is shared with its writer and tap threads under its own lock. */
 #include "dsfile.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,48 +54,176 @@ int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id),
     return GR_OK;
 }
 
-int gr_dsfile_create(struct gr_dsfile *f, const char *data_dir, const char *id, struct gr_err *e)
+/* An upload is a ring of slots: the HTTP thread fills them; a writer thread writes each to the
+ * .tmp and a tap thread hands each to tap, so the disk, the digest and the network overlap. A
+ * slot is filled again once both are past it. */
+#define SLOT_BYTES ((size_t)1 << 20) /* writes reach the file in pieces this big */
+#define SLOTS 8                       /* allocated as the upload grows: small uploads take one */
+#define SYNC_STEP ((off_t)8 << 20)    /* writeback starts for each such piece as it is written, */
+#define DIRTY_MAX ((off_t)64 << 20)   /* and is waited for this far behind: commit's fsync is short */
+
+enum { WRITER, TAPPER, WORKERS };
+
+struct gr_dsfile {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* a slot filled, a slot passed, or the end */
+    char *slot[SLOTS];
+    size_t len[SLOTS];
+    size_t fill;                  /* bytes in the slot being filled (the HTTP thread's) */
+    uint64_t filled, past[WORKERS]; /* slots handed over, and slots each worker is done with */
+    int ending;                   /* 1: no slot follows the filled ones; 2: stop at once */
+    int started;                  /* workers running */
+    pthread_t th[WORKERS];
+    gr_dsfile_tap tap;
+    void *ctx;
+    struct gr_err err; /* the workers' first failure */
+    int fd, state; /* 0: no .tmp; 1: writing the .tmp (it is ours to remove); 2: committed */
+    char tmp[600], bin[600];
+};
+
+/* Worker k's next slot, or -1 once there is none left to take; *failed: a worker has failed, and
+ * the slot is only to be passed, so that the HTTP thread never waits for ever. */
+static int next_slot(struct gr_dsfile *f, int k, int *failed)
 {
-    *f = (struct gr_dsfile){.fd = -1};
-    if (!path_of(f->tmp, sizeof f->tmp, data_dir, id, ".tmp") || !path_of(f->bin, sizeof f->bin, data_dir, id, ".bin"))
-        return gr_fail(e, GR_EIO, NULL, "dataset storage: the data directory's name is too long");
-    if (!(f->buf = malloc(GR_DSFILE_BUF)))
-        return gr_fail(e, GR_ENOMEM, NULL, "out of memory for an upload buffer");
-    if ((f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640)) < 0) {
-        int rc = io_fail(e, "create", f->tmp);
-        free(f->buf);
-        f->buf = NULL;
-        return rc;
+    pthread_mutex_lock(&f->mu);
+    while (f->past[k] == f->filled && !f->ending)
+        pthread_cond_wait(&f->cv, &f->mu);
+    int i = f->ending == 2 || f->past[k] == f->filled ? -1 : (int)(f->past[k] % SLOTS);
+    *failed = f->err.code != 0;
+    pthread_mutex_unlock(&f->mu);
+    return i;
+}
+
+static void slot_done(struct gr_dsfile *f, int k, const struct gr_err *e)
+{
+    pthread_mutex_lock(&f->mu);
+    if (e->code && !f->err.code)
+        f->err = *e;
+    f->past[k]++;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int write_at(struct gr_dsfile *f, const char *p, size_t n, off_t off, struct gr_err *e)
+{
+    while (n) {
+        ssize_t k = pwrite(f->fd, p, n, off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return io_fail(e, "write", f->tmp);
+        p += k;
+        n -= (size_t)k;
+        off += k;
     }
-    f->state = 1;
     return GR_OK;
 }
 
-static int flush(struct gr_dsfile *f, struct gr_err *e)
+static void *writer(void *arg)
 {
-    for (size_t off = 0; off < f->len;) {
-        ssize_t n = write(f->fd, f->buf + off, f->len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return io_fail(e, "write", f->tmp);
-        off += (size_t)n;
+    struct gr_dsfile *f = arg;
+    off_t off = 0;
+    for (int i, failed; (i = next_slot(f, WRITER, &failed)) >= 0;) {
+        struct gr_err e = {0};
+        if (!failed && write_at(f, f->slot[i], f->len[i], off, &e) == GR_OK) {
+            off += (off_t)f->len[i];
+            /* only the last slot can be short, so each SYNC_STEP boundary is met exactly; the
+             * hints' failures are fsync's to report */
+            if (off % SYNC_STEP == 0) {
+                sync_file_range(f->fd, off - SYNC_STEP, SYNC_STEP, SYNC_FILE_RANGE_WRITE);
+                if (off > DIRTY_MAX)
+                    sync_file_range(f->fd, off - DIRTY_MAX - SYNC_STEP, SYNC_STEP,
+                                    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+            }
+        }
+        slot_done(f, WRITER, &e);
     }
-    f->len = 0;
-    return GR_OK;
+    return NULL;
+}
+
+static void *tapper(void *arg)
+{
+    struct gr_dsfile *f = arg;
+    for (int i, failed; (i = next_slot(f, TAPPER, &failed)) >= 0;) {
+        struct gr_err e = {0};
+        if (!failed && f->tap(f->ctx, f->slot[i], f->len[i]) != 0)
+            gr_fail(&e, GR_EINTERNAL, NULL, "dataset storage: digesting the values failed");
+        slot_done(f, TAPPER, &e);
+    }
+    return NULL;
+}
+
+/* Tell the workers how to end (1: after the filled slots, 2: now) and wait until they are gone. */
+static void stop(struct gr_dsfile *f, int how)
+{
+    pthread_mutex_lock(&f->mu);
+    f->ending = how;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    for (; f->started; f->started--)
+        pthread_join(f->th[f->started - 1], NULL);
+}
+
+int gr_dsfile_create(struct gr_dsfile **fp, const char *data_dir, const char *id, gr_dsfile_tap tap, void *ctx,
+                     struct gr_err *e)
+{
+    struct gr_dsfile *f = *fp = calloc(1, sizeof *f);
+    if (!f)
+        return gr_fail(e, GR_ENOMEM, NULL, "out of memory for an upload");
+    f->fd = -1;
+    f->tap = tap;
+    f->ctx = ctx;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    int rc = GR_OK;
+    if (!path_of(f->tmp, sizeof f->tmp, data_dir, id, ".tmp") || !path_of(f->bin, sizeof f->bin, data_dir, id, ".bin"))
+        rc = gr_fail(e, GR_EIO, NULL, "dataset storage: the data directory's name is too long");
+    else if ((f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640)) < 0)
+        rc = io_fail(e, "create", f->tmp);
+    else
+        f->state = 1;
+    void *(*work[WORKERS])(void *) = {writer, tapper};
+    for (; rc == GR_OK && f->started < WORKERS; f->started++)
+        if (pthread_create(&f->th[f->started], NULL, work[f->started], f) != 0)
+            rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start an upload's threads");
+    if (rc != GR_OK) {
+        gr_dsfile_close(f);
+        *fp = NULL;
+    }
+    return rc;
+}
+
+/* Hand the slot being filled to the workers, and wait until the next one is free. */
+static int hand_over(struct gr_dsfile *f, struct gr_err *e)
+{
+    pthread_mutex_lock(&f->mu);
+    f->len[f->filled++ % SLOTS] = f->fill;
+    f->fill = 0;
+    pthread_cond_broadcast(&f->cv);
+    while (f->filled - (f->past[WRITER] < f->past[TAPPER] ? f->past[WRITER] : f->past[TAPPER]) == SLOTS &&
+           !f->err.code)
+        pthread_cond_wait(&f->cv, &f->mu);
+    int rc = f->err.code;
+    if (rc)
+        *e = f->err;
+    pthread_mutex_unlock(&f->mu);
+    return rc;
 }
 
 int gr_dsfile_write(struct gr_dsfile *f, const void *data, size_t n, struct gr_err *e)
 {
     const char *p = data;
-    int rc;
     while (n) {
-        size_t k = GR_DSFILE_BUF - f->len < n ? GR_DSFILE_BUF - f->len : n;
-        memcpy(f->buf + f->len, p, k);
-        f->len += k;
+        char **slot = &f->slot[f->filled % SLOTS];
+        if (!*slot && !(*slot = malloc(SLOT_BYTES)))
+            return gr_fail(e, GR_ENOMEM, NULL, "out of memory for an upload buffer");
+        size_t k = SLOT_BYTES - f->fill < n ? SLOT_BYTES - f->fill : n;
+        memcpy(*slot + f->fill, p, k);
+        f->fill += k;
         p += k;
         n -= k;
-        if (f->len == GR_DSFILE_BUF && (rc = flush(f, e)) != GR_OK)
+        int rc = f->fill == SLOT_BYTES ? hand_over(f, e) : GR_OK;
+        if (rc)
             return rc;
     }
     return GR_OK;
@@ -116,37 +246,42 @@ static int sync_dir(const char *path, struct gr_err *e)
 
 int gr_dsfile_commit(struct gr_dsfile *f, struct gr_err *e)
 {
-    int rc = flush(f, e);
+    int rc = f->fill ? hand_over(f, e) : GR_OK;
+    stop(f, 1);
+    if (rc == GR_OK && f->err.code) { /* the workers are gone: their failure is still */
+        *e = f->err;
+        rc = e->code;
+    }
     if (rc == GR_OK && fsync(f->fd) != 0)
         rc = io_fail(e, "sync", f->tmp);
-    if (rc == GR_OK && close(f->fd) != 0)
-        rc = io_fail(e, "close", f->tmp);
-    f->fd = -1;
+    if (rc == GR_OK) {
+        int closed = close(f->fd); /* the descriptor is gone even when close fails */
+        f->fd = -1;
+        if (closed != 0)
+            rc = io_fail(e, "close", f->tmp);
+    }
     if (rc == GR_OK && rename(f->tmp, f->bin) != 0)
         rc = io_fail(e, "rename", f->tmp);
     if (rc == GR_OK && (rc = sync_dir(f->bin, e)) != GR_OK)
         unlink(f->bin);
-    if (rc != GR_OK) {
-        gr_dsfile_abort(f);
-        return rc;
-    }
-    f->state = 2;
-    free(f->buf);
-    f->buf = NULL;
-    return GR_OK;
+    f->state = rc == GR_OK ? 2 : 1;
+    return rc;
 }
 
-void gr_dsfile_abort(struct gr_dsfile *f)
+void gr_dsfile_close(struct gr_dsfile *f)
 {
-    if (f->state == 1) {
-        if (f->fd >= 0)
-            close(f->fd);
+    if (!f)
+        return;
+    stop(f, 2);
+    if (f->fd >= 0)
+        close(f->fd);
+    if (f->state == 1)
         unlink(f->tmp);
-    }
-    free(f->buf);
-    f->buf = NULL;
-    f->fd = -1;
-    f->state = 0;
+    for (int i = 0; i < SLOTS; i++)
+        free(f->slot[i]);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f);
 }
 
 int gr_dsfile_open(const char *data_dir, const char *id, size_t bytes, int *fd, struct gr_err *e)

@@ -1,38 +1,40 @@
 /* dsfile.h: datasets' values on disk, <data_dir>/datasets/<id>.bin (raw little-endian values, no
  * header), written through <id>.tmp so that a crash never leaves a partial .bin. A writer or a
- * mapping belongs to the thread that made it; the functions share no state. */
+ * mapping belongs to the thread that made it (a writer's own two threads apart); no shared state. */
 #ifndef GR_DSFILE_H
 #define GR_DSFILE_H
 
 #include "gr.h"
 
-struct gr_dsfile {
-    int state; /* 0: nothing open; 1: writing the .tmp; 2: committed to the .bin */
-    int fd;
-    char *buf; /* writes reach the file in pieces of GR_DSFILE_BUF bytes */
-    size_t len;
-    char tmp[600], bin[600];
-};
-#define GR_DSFILE_BUF (1u << 20)
+struct gr_dsfile; /* an upload being written: its HTTP thread's, and its two workers' (dsfile.c) */
+
+/* Sees every byte of an upload, in order, on a thread of its own (a digest); returns 0, or
+ * non-zero to fail the upload. */
+typedef int (*gr_dsfile_tap)(void *ctx, const void *data, size_t n);
 
 /* Create <data_dir>/datasets/ if missing and remove what a crash left there: the .tmp files
  * of interrupted uploads, and each .bin whose dataset keep(ctx, id) says has no row (a crash
  * between a file and its row). At start-up only. GR_OK or GR_EIO. */
 int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, struct gr_err *e);
 
-/* Start writing dataset id's values: GR_OK with f writing its .tmp, GR_EIO or GR_ENOMEM (f is
- * then released). f must be zeroed or released. */
-int gr_dsfile_create(struct gr_dsfile *f, const char *data_dir, const char *id, struct gr_err *e);
+/* Start writing dataset id's values: GR_OK with *f writing its .tmp (a writer thread puts the
+ * bytes on disk and a second thread hands them to tap, both behind the caller), or GR_EIO or
+ * GR_ENOMEM with *f NULL. */
+int gr_dsfile_create(struct gr_dsfile **f, const char *data_dir, const char *id, gr_dsfile_tap tap, void *ctx,
+                     struct gr_err *e);
 
-/* Append n bytes. GR_OK, GR_EIO, or GR_ENOMEM when the disk is full. */
+/* Append n bytes (copied: data may be reused at once). GR_OK, GR_EIO, GR_ENOMEM when the disk is
+ * full, or GR_EINTERNAL when tap failed. */
 int gr_dsfile_write(struct gr_dsfile *f, const void *data, size_t n, struct gr_err *e);
 
-/* Flush, fsync, rename to the .bin and fsync the folder: the values are durable. GR_OK, GR_EIO
- * or GR_ENOMEM (disk full); on failure the .tmp is removed. */
+/* Wait until tap has seen every byte and the writer has written them, fsync, rename to the .bin
+ * and fsync the folder: the values are durable. GR_OK, or as gr_dsfile_write (closing f then
+ * leaves nothing). Either way the threads are gone when it returns. */
 int gr_dsfile_commit(struct gr_dsfile *f, struct gr_err *e);
 
-/* Release f; a .tmp not committed is removed (a committed .bin stays). Safe to repeat. */
-void gr_dsfile_abort(struct gr_dsfile *f);
+/* Release f (NULL is fine), stopping its threads; a .tmp not committed is removed (a committed
+ * .bin stays). */
+void gr_dsfile_close(struct gr_dsfile *f);
 
 /* Open (read-only) or map id's values, checking that they are `bytes` long. GR_OK, or GR_EIO
  * (missing, another size, cannot be read). */

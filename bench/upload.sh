@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# upload.sh: upload benchmark: curl posts a 1 GiB raw body over loopback to a fresh gpured (data dir
+# on the disk under test: durable), to gpured with its data dir on tmpfs (the CPU path without the
+# disk), and to bench/discard_server (same libmicrohttpd settings, body dropped), 3 runs each; beside
+# them the ceilings of the same run: the disk (dd, O_DIRECT and buffered + fsync) and sha256 on one
+# core. Prints a table and writes JSON. Not a test: it measures, it does not judge.
+#   bench/upload.sh [path/to/gpured] [out.json] [data dir parent (the disk under test; default .)]
+#   env: DISCARD_BIN (default: bench/discard_server beside gpured), UPLOAD_MIB (default 1024),
+#        UPLOAD_RUNS (default 3), GPURED_BENCH_HTTP_THREADS (default: nproc)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$(realpath "${1:-$here/../build/gpured}")
+out=${2:-$here/results/upload-$(hostname -s)-$(date -u +%Y%m%d).json}
+parent=$(realpath "${3:-.}")
+discard=$(realpath "${DISCARD_BIN:-$(dirname "$bin")/bench/discard_server}")
+mib=${UPLOAD_MIB:-1024}
+runs=${UPLOAD_RUNS:-3}
+threads=${GPURED_BENCH_HTTP_THREADS:-$(nproc)}
+bytes=$((mib << 20))
+
+work=$(mktemp -d -p "$parent" upload-bench.XXXXXX)
+shm=$( [ -d /dev/shm ] && mktemp -d -p /dev/shm upload-bench.XXXXXX || true)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$work" ${shm:+"$shm"}
+}
+trap cleanup EXIT
+
+# start VAR LOG CMD...: start a server that logs "listening on http://..." and put its URL in VAR.
+start() {
+  local var=$1 log=$2; shift 2
+  "$@" >"$log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 200); do grep -q 'listening on' "$log" && break; sleep 0.05; done
+  printf -v "$var" '%s' "$(grep -o 'http://[0-9.]*:[0-9]*' "$log" | head -1)"
+  [ -n "${!var}" ] || { echo "$* did not start:" >&2; cat "$log" >&2; exit 1; }
+}
+
+gbps() { python3 -c "import sys; print(f'{$1 / $2 / 1e9:.3f}')"; }
+
+file=$work/body.bin
+head -c "$bytes" /dev/urandom >"$file"
+sync
+
+# ceilings
+t0=$(date +%s.%N); want=$(openssl dgst -sha256 -r "$file" | cut -d' ' -f1); t1=$(date +%s.%N)
+sha_gbps=$(gbps "$bytes" "$(python3 -c "print($t1 - $t0)")")
+dd_speed() { # dd's "copied, T s" into GB/s
+  local t
+  t=$(dd if="$file" of="$work/dd.bin" bs=4M "$@" 2>&1 | grep -o 'copied, [0-9.]* s' | grep -o '[0-9.]*')
+  rm -f "$work/dd.bin"
+  gbps "$bytes" "$t"
+}
+dd_direct=$(dd_speed oflag=direct conv=fsync)
+dd_fsync=$(dd_speed conv=fsync)
+
+start durable "$work/gpured.log" "$bin" serve --port 0 --data-dir "$work/data" --threads "$threads" --log-level warn
+volatile=
+[ -z "$shm" ] || start volatile "$work/gpured-shm.log" "$bin" serve --port 0 --data-dir "$shm/data" \
+  --threads "$threads" --log-level warn
+start drop "$work/discard.log" "$discard" 0 "$threads"
+start drop_big "$work/discard-1m.log" "$discard" 0 "$threads" $((1 << 20))
+
+# One upload to $1: "seconds http_code" (a dataset made is checked against the file's sha256 and deleted).
+upload() {
+  local url=$1 body=$work/answer.json r code t
+  r=$(curl -s -o "$body" -w '%{time_total} %{http_code}' -H 'Content-Type: application/octet-stream' \
+    --data-binary @"$file" "$url")
+  t=${r% *}; code=${r#* }
+  if [ "$code" = 201 ]; then
+    python3 - "$body" "$want" "$url" <<'PY'
+import json, sys, urllib.request
+d = json.load(open(sys.argv[1]))
+if d["sha256"] != sys.argv[2]:
+    sys.exit(f"sha256 {d['sha256']} != {sys.argv[2]}")
+base = sys.argv[3].split("/v1/")[0]
+urllib.request.urlopen(urllib.request.Request(f"{base}/v1/datasets/{d['id']}", method="DELETE"))
+PY
+  fi
+  echo "$t $code"
+}
+
+rows=()
+printf '%-40s %10s %12s %s\n' target best_GBps median_GBps seconds
+measure() { # name url expected-code
+  local name=$1 url=$2 ok=$3 ts=() r
+  for _ in $(seq "$runs"); do
+    r=$(upload "$url")
+    [ "${r#* }" = "$ok" ] || { echo "$name: HTTP ${r#* }, expected $ok" >&2; exit 1; }
+    ts+=("${r% *}")
+  done
+  rows+=("$(python3 - "$name" "$bytes" "${ts[@]}" <<'PY'
+import json, statistics, sys
+name, n, ts = sys.argv[1], int(sys.argv[2]), [float(t) for t in sys.argv[3:]]
+best, med = n / min(ts) / 1e9, n / statistics.median(ts) / 1e9
+print(f"{name:<40} {best:>10.3f} {med:>12.3f} {' '.join(f'{t:.3f}' for t in ts)}", file=sys.stderr)
+print(json.dumps({"target": name, "seconds": ts, "best_gbps": round(best, 3), "median_gbps": round(med, 3)}))
+PY
+)")
+}
+q="v1/datasets?dtype=float32&shape=$((bytes / 4))"
+measure "discard_server (gpured's MHD settings)" "$drop/" 200
+measure "discard_server (1 MiB conn. memory)" "$drop_big/" 200
+measure "gpured, durable ($(stat -f -c %T "$work"))" "$durable/$q" 201
+[ -z "$volatile" ] || measure "gpured, tmpfs (not durable)" "$volatile/$q" 201
+printf '%-40s %10s\n' "ceiling: dd O_DIRECT + fsync" "$dd_direct" "ceiling: dd buffered + fsync" "$dd_fsync" \
+  "ceiling: openssl sha256, one core" "$sha_gbps"
+
+mkdir -p "$(dirname "$out")"
+python3 - "$out" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" "$(nproc)" "$threads" \
+  "$bytes" "$(stat -f -c %T "$work")" "$dd_direct" "$dd_fsync" "$sha_gbps" "${rows[@]}" <<'PY'
+import json, sys, datetime
+out, cpu, ncpu, threads, n, fs, ddd, ddf, sha, *rows = sys.argv[1:]
+json.dump({"benchmark": "upload", "date": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
+           "cpu": cpu, "cores": int(ncpu), "http_threads": int(threads), "bytes": int(n),
+           "client": "curl --data-binary @file, loopback", "data_dir_fs": fs,
+           "ceilings_gbps": {"dd_odirect_fsync": float(ddd), "dd_buffered_fsync": float(ddf),
+                             "openssl_sha256_one_core": float(sha)},
+           "runs": [json.loads(r) for r in rows]}, open(out, "w"), indent=1)
+print("wrote", out)
+PY
