@@ -123,6 +123,7 @@ static void *writer(void *arg)
 {
     struct gr_dsfile *f = arg;
     off_t off = 0;
+    pthread_setname_np(pthread_self(), "gr-upload-write"); /* for top and perf */
     for (int i, failed; (i = next_slot(f, WRITER, &failed)) >= 0;) {
         struct gr_err e = {0};
         if (!failed && write_at(f, f->slot[i], f->len[i], off, &e) == GR_OK) {
@@ -144,6 +145,7 @@ static void *writer(void *arg)
 static void *tapper(void *arg)
 {
     struct gr_dsfile *f = arg;
+    pthread_setname_np(pthread_self(), "gr-upload-tap");
     for (int i, failed; (i = next_slot(f, TAPPER, &failed)) >= 0;) {
         struct gr_err e = {0};
         if (!failed && f->tap(f->ctx, f->slot[i], f->len[i]) != 0)
