@@ -448,11 +448,17 @@ static void devices(struct gr_req *r)
     json_t *gpus = json_array();
     for (int i = 1; i < gr_jobs_nbackends(); i++) {
         const struct gr_backend *b = gr_jobs_backend(i);
-        json_array_append_new(gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o}", "id", b->name, "name", b->info.name,
-                                              "memory_bytes", (json_int_t)b->info.memory_bytes, "sms", b->info.sms,
-                                              "streams", b->info.streams, "ceiling_gbps",
-                                              b->info.ceiling_gbps > 0 ? json_real(b->info.ceiling_gbps)
-                                                                       : json_null()));
+        struct gr_cache_stats cs = {0};
+        if (b->cache_stats)
+            b->cache_stats((struct gr_backend *)b, &cs);
+        json_array_append_new(
+            gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "id", b->name, "name",
+                            b->info.name, "memory_bytes", (json_int_t)b->info.memory_bytes, "sms", b->info.sms,
+                            "streams", b->info.streams, "ceiling_gbps",
+                            b->info.ceiling_gbps > 0 ? json_real(b->info.ceiling_gbps) : json_null(), "h2d_gbps",
+                            b->info.h2d_gbps > 0 ? json_real(b->info.h2d_gbps) : json_null(), "cache", "cap_bytes",
+                            (json_int_t)b->info.cache_bytes, "bytes", (json_int_t)cs.bytes, "entries",
+                            (json_int_t)cs.entries, "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses));
     }
     const struct gr_backend *cpu = gr_jobs_backend(0);
     gr_respond_json(r, 200, json_pack("{s:o, s:{s:s, s:s, s:i, s:I}}", "gpus", gpus, "cpu", "id", cpu->name, "name",

@@ -64,8 +64,11 @@ struct gr_reduce_req {
     int op, dtype, axis;
     int ties_last; /* argmin/argmax: 1 = the last index of equal extremes wins */
     int64_t rows, cols;
-    const void *data;
+    const void *data;      /* the values; NULL when fd gives them */
     const char *algorithm; /* "auto" or a variant name the backend lists */
+    int fd;                /* > 0: read the values from this file (offset 0) rather than data */
+    const char *dataset;   /* the dataset the values are ("" or NULL: none): a GPU's cache key */
+    int lane;              /* which of the backend's lanes runs it (each lane: one worker thread) */
 };
 
 /* n outputs; exactly one of i / f is set, by gr_result_is_int. index set for arg ops. */
@@ -82,7 +85,9 @@ void gr_result_free(struct gr_result *r);
 /* Per-stage wall times in milliseconds; 0 for stages a backend does not have. */
 struct gr_timings {
     double queue, h2d, kernel, d2h, total;
+    int cache; /* GR_CACHE_*: whether the input came from the GPU's dataset cache */
 };
+enum { GR_CACHE_NONE, GR_CACHE_HIT, GR_CACHE_MISS };
 
 /* Checked size arithmetic: return 0 and set *out, or -1 on overflow. */
 int gr_mul_size(size_t a, size_t b, size_t *out);

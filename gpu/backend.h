@@ -25,7 +25,15 @@ struct gr_device_info {
     char name[128];
     int64_t memory_bytes;
     int sms, streams;
+    int lanes;           /* jobs it runs at once, each on its own worker thread (GPU: one per stream) */
     double ceiling_gbps; /* measured memory ceiling (GPU: device copy, read + write); 0 unknown */
+    double h2d_gbps;     /* measured host-to-device copy from pinned memory; 0 unknown or none */
+    int64_t cache_bytes; /* the dataset cache's cap (--gpu-cache-bytes); 0 none */
+};
+
+/* The dataset cache's counters (monotonic except bytes/entries). */
+struct gr_cache_stats {
+    int64_t hits, misses, evictions, bytes, entries;
 };
 
 struct gr_backend {
@@ -34,13 +42,19 @@ struct gr_backend {
     int nalgos;
     struct gr_device_info info;
 
-    /* Run req, filling r (allocated here; caller frees with gr_result_free), the stage
+    /* Run req on lane req->lane (each lane is used by one thread at a time), filling r (allocated here; caller frees with gr_result_free), the stage
      * timings t (queue/total are the caller's), and algo_used (the variant that ran).
      * Returns GR_OK, or a code with e filled and r left empty. GR_EUNPROC when the
      * variant does not cover the op/dtype/axis. */
     int (*reduce)(struct gr_backend *b, const struct gr_reduce_req *req, struct gr_result *r,
                   struct gr_timings *t, char algo_used[32], struct gr_err *e);
     void (*destroy)(struct gr_backend *b);
+    /* Datasets: takes_fd says reduce() reads req->fd itself (so the caller need not map the file);
+     * evict drops a dataset from the device's cache (DELETE; any thread, NULL: no cache);
+     * cache_stats reads the cache's counters (any thread). */
+    int takes_fd;
+    void (*evict)(struct gr_backend *b, const char *dataset);
+    void (*cache_stats)(struct gr_backend *b, struct gr_cache_stats *s);
     /* Device memory in use now, in bytes, or -1; NULL where it means nothing (the CPU).
      * Safe from any thread (read by /metrics). */
     int64_t (*memory_used)(struct gr_backend *b);
@@ -61,7 +75,8 @@ struct gr_backend *gr_cpu_backend_new(void);
 
 /* Discover GPUs: fill out[0..max) with one backend each, return the count (0 when there
  * is no device or CUDA support was not built; why goes in e->msg, code GR_OK). */
-int gr_gpu_discover(struct gr_backend **out, int max, int streams, struct gr_err *e);
+int gr_gpu_discover(struct gr_backend **out, int max, int streams, int64_t cache_bytes, struct gr_err *e);
+#define GR_CACHE_DEFAULT (-1) /* cache_bytes: half the memory free after start-up */
 
 #ifdef __cplusplus
 }

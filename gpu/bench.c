@@ -72,7 +72,7 @@ static void run_one(struct gr_backend *b, const struct gr_reduce_req *req, const
     row->gbps = row->median_ms > 0 ? (double)bytes / (row->median_ms * 1e6) : 0;
 }
 
-int gr_bench_run(struct gr_backend *b, struct gr_backend *ref, int op, int dtype, int64_t n, char (*algos)[32],
+int gr_bench_run(struct gr_backend *b, int lane, struct gr_backend *ref, int op, int dtype, int64_t n, char (*algos)[32],
                  int nalgos, int repeats, struct gr_bench_row **rows, int *nrows, struct gr_err *e)
 {
     *rows = NULL;
@@ -111,6 +111,7 @@ int gr_bench_run(struct gr_backend *b, struct gr_backend *ref, int op, int dtype
                                 .algorithm = "cpu_seq"};
     if ((rc = ref->reduce(ref, &req, &want, &t, used, e)) != GR_OK)
         goto out;
+    req.lane = lane;
     int i = 0;
     for (int k = 0; k < (nalgos ? nalgos : b->nalgos); k++) {
         const char *name = nalgos ? algos[k] : b->algos[k].name;

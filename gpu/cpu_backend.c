@@ -497,6 +497,7 @@ struct gr_backend *gr_cpu_backend_new(void)
     b->nalgos = NVARIANTS;
     b->info.sms = omp_get_max_threads();
     b->info.streams = 0;
+    b->info.lanes = 1; /* its OpenMP team uses every core already */
     cpu_name(b->info.name, sizeof b->info.name, b->info.sms);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t mem;

@@ -1,16 +1,22 @@
-/* gpu_backend.cu: one backend per GPU (streams, pinned staging, grow-only device buffers), made by
- * gr_gpu_discover at start-up; afterwards only the worker thread that owns the GPU calls it. */
+/* gpu_backend.cu: one backend per GPU, made by gr_gpu_discover at start-up. Each lane (a stream with
+ * its pinned staging ring, events and grow-only device buffers) is used by one worker thread only;
+ * the dataset cache is shared by the lanes under the backend's mutex, and evict/stats may come
+ * from any thread. */
 #include "reduce.h" /* brings backend.h with C linkage */
+#include "stage.h"
 
 #include <cuda_runtime.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STREAMS 16
-#define STAGE_BYTES ((size_t)8 << 20) /* pinned staging per stream: a multiple of every state size */
-#define GROW_STEP ((size_t)2 << 20)   /* device buffers grow in steps of this */
+#define MAX_LANES 16
+#define NSTAGE 32                    /* pinned staging buffers per lane, used as a ring */
+#define FILL_BATCH (NSTAGE / 2)      /* filled at once, in parallel, while the other half is copied */
+#define STAGE_BYTES ((size_t)2 << 20) /* each; a multiple of every state size */
+#define GROW_STEP ((size_t)2 << 20)  /* device buffers grow in steps of this */
 
 enum { EV_H2D0, EV_H2D1, EV_K0, EV_K1, EV_D2H0, EV_D2H1, NEV };
 
@@ -19,14 +25,33 @@ struct dbuf {
     size_t bytes;
 };
 
+struct lane {
+    cudaStream_t st;
+    void *stage[NSTAGE];
+    cudaEvent_t staged[NSTAGE];   /* the copy out of stage[s] has finished */
+    cudaEvent_t ev[NEV];          /* stage timings */
+    unsigned *tickets;            /* GR_K_COUNTERS, zero between launches */
+    struct dbuf in, out, scratch; /* no cudaMalloc per job in steady state */
+};
+
+/* A dataset kept on the device. refs: lanes reading it now; ready: its upload has finished. */
+struct entry {
+    char id[24];
+    void *p;
+    size_t bytes;
+    int refs, ready, doomed;
+    unsigned long long used; /* LRU clock */
+    struct entry *next;
+};
+
 struct gpu {
-    int dev, nst;
-    cudaStream_t st[MAX_STREAMS];
-    void *stage[MAX_STREAMS];         /* pinned host buffers, one per stream */
-    cudaEvent_t staged[MAX_STREAMS];  /* the copy out of stage[s] has finished */
-    cudaEvent_t ev[NEV];              /* stage timings, all on st[0] */
-    unsigned *tickets;                /* GR_K_COUNTERS, zero between launches */
-    struct dbuf in, out, scratch;     /* grow-only: no cudaMalloc per job in steady state */
+    int dev, nlanes;
+    struct lane lane[MAX_LANES];
+    pthread_mutex_t mu; /* guards everything below */
+    struct entry *cache;
+    size_t cap, cached;
+    unsigned long long clock;
+    struct gr_cache_stats stats;
 };
 
 /* Fill e from a CUDA error; clears the (non-sticky) error so the next job starts clean. */
@@ -44,6 +69,15 @@ static int cuda_fail(struct gr_err *e, cudaError_t err, const char *what)
             return cuda_fail(e, err_, what);                                                                           \
     } while (0)
 
+static int oom(size_t want, const char *what, struct gr_err *e)
+{
+    size_t free_b = 0, total = 0;
+    cudaGetLastError();
+    cudaMemGetInfo(&free_b, &total);
+    return gr_fail(e, GR_ENOMEM, NULL, "out of GPU memory: the job needs %zu MiB for its %s, %zu MiB of %zu are free",
+                   want >> 20, what, free_b >> 20, total >> 20);
+}
+
 /* Make b hold at least bytes. Returns GR_OK, or GR_ENOMEM with b empty (the old contents are gone). */
 static int grow(struct dbuf *b, size_t bytes, const char *what, struct gr_err *e)
 {
@@ -54,66 +88,183 @@ static int grow(struct dbuf *b, size_t bytes, const char *what, struct gr_err *e
     b->bytes = 0;
     size_t want = (bytes + GROW_STEP - 1) / GROW_STEP * GROW_STEP;
     if (cudaMalloc(&b->p, want) != cudaSuccess) {
-        size_t free_b = 0, total = 0;
-        cudaGetLastError();
-        cudaMemGetInfo(&free_b, &total);
         b->p = NULL;
-        return gr_fail(e, GR_ENOMEM, NULL, "out of GPU memory: the job needs %zu MiB for its %s, %zu MiB of %zu are free",
-                       want >> 20, what, free_b >> 20, total >> 20);
+        return oom(want, what, e);
     }
     b->bytes = want;
     return GR_OK;
 }
 
-/* Pageable job input -> pinned staging -> device, in chunks spread over the streams so the host
- * copy of one chunk overlaps the DMA of the others. st[0] waits for all of them. */
-static int upload(struct gpu *g, const void *src, size_t bytes, struct gr_err *e)
+/* --- the dataset cache (g->mu held) --- */
+
+static void cache_drop(struct gpu *g, struct entry *x)
 {
-    int used = 0;
-    CUDA_TRY(cudaEventRecord(g->ev[EV_H2D0], g->st[0]), "timing the upload");
-    for (size_t off = 0, k = 0; off < bytes; k++) {
-        int s = (int)(k % (size_t)g->nst);
-        size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
-        if (k >= (size_t)g->nst)
-            CUDA_TRY(cudaEventSynchronize(g->staged[s]), "waiting for a staging buffer");
-        memcpy(g->stage[s], (const char *)src + off, len);
-        CUDA_TRY(cudaMemcpyAsync((char *)g->in.p + off, g->stage[s], len, cudaMemcpyHostToDevice, g->st[s]),
-                 "copying the input to the GPU");
-        CUDA_TRY(cudaEventRecord(g->staged[s], g->st[s]), "recording a copy");
-        used = s + 1 > used ? s + 1 : used;
-        off += len;
+    for (struct entry **p = &g->cache; *p; p = &(*p)->next)
+        if (*p == x) {
+            *p = x->next;
+            break;
+        }
+    cudaFree(x->p);
+    g->cached -= x->bytes;
+    g->stats.evictions++;
+    free(x);
+}
+
+/* Evict least recently used idle entries until bytes more fit under the cap; 0 if they cannot. */
+static int cache_room(struct gpu *g, size_t bytes)
+{
+    while (g->cached + bytes > g->cap) {
+        struct entry *lru = NULL;
+        for (struct entry *x = g->cache; x; x = x->next)
+            if (!x->refs && (!lru || x->used < lru->used))
+                lru = x;
+        if (!lru)
+            return 0;
+        cache_drop(g, lru);
     }
-    for (int s = 1; s < used; s++)
-        CUDA_TRY(cudaStreamWaitEvent(g->st[0], g->staged[s], 0), "ordering the copies");
-    CUDA_TRY(cudaEventRecord(g->ev[EV_H2D1], g->st[0]), "timing the upload");
+    return 1;
+}
+
+/* The entry to read dataset id from (hit) or to upload it into (miss, the entry not yet ready);
+ * NULL when it is not cached and cannot be (no cache, too big, memory, another lane loading it). */
+static struct entry *cache_take(struct gpu *g, const char *id, size_t bytes, int *cache)
+{
+    struct entry *x = NULL;
+    *cache = GR_CACHE_MISS;
+    pthread_mutex_lock(&g->mu);
+    for (x = g->cache; x && strcmp(x->id, id); x = x->next)
+        ;
+    if (x && x->ready && !x->doomed && x->bytes == bytes) {
+        *cache = GR_CACHE_HIT;
+        g->stats.hits++;
+    } else if (x) {
+        x = NULL;
+        g->stats.misses++;
+    } else {
+        g->stats.misses++;
+        if (bytes <= g->cap && cache_room(g, bytes) && (x = (struct entry *)calloc(1, sizeof *x))) {
+            if (cudaMalloc(&x->p, bytes) == cudaSuccess) {
+                snprintf(x->id, sizeof x->id, "%s", id);
+                x->bytes = bytes;
+                x->next = g->cache;
+                g->cache = x;
+                g->cached += bytes;
+            } else {
+                cudaGetLastError(); /* no room after all: the job runs from its lane's buffer */
+                free(x);
+                x = NULL;
+            }
+        }
+    }
+    if (x) {
+        x->refs++;
+        x->used = ++g->clock;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return x;
+}
+
+/* The job that took x is done; ok: the upload into it (on a miss) completed. */
+static void cache_give(struct gpu *g, struct entry *x, int ok)
+{
+    pthread_mutex_lock(&g->mu);
+    x->refs--;
+    x->ready |= ok;
+    if (!x->refs && (x->doomed || !x->ready))
+        cache_drop(g, x);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gpu_evict(struct gr_backend *b, const char *dataset)
+{
+    struct gpu *g = static_cast<struct gpu *>(b->impl);
+    pthread_mutex_lock(&g->mu);
+    for (struct entry *x = g->cache; x; x = x->next)
+        if (!strcmp(x->id, dataset)) {
+            x->doomed = 1;
+            if (!x->refs) {
+                cudaSetDevice(g->dev);
+                cache_drop(g, x);
+            }
+            break;
+        }
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gpu_cache_stats(struct gr_backend *b, struct gr_cache_stats *s)
+{
+    struct gpu *g = static_cast<struct gpu *>(b->impl);
+    pthread_mutex_lock(&g->mu);
+    *s = g->stats;
+    s->bytes = (int64_t)g->cached;
+    s->entries = 0;
+    for (struct entry *x = g->cache; x; x = x->next)
+        s->entries++;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* --- one job on one lane --- */
+
+/* The input (memory or file) -> pinned staging ring -> dst. Half the ring is filled in parallel
+ * while the copies out of the other half run, so host reads overlap the DMA. */
+static int upload(struct lane *l, const struct gr_reduce_req *req, void *dst, size_t bytes, struct gr_err *e)
+{
+    CUDA_TRY(cudaEventRecord(l->ev[EV_H2D0], l->st), "timing the upload");
+    size_t k = 0; /* pieces so far */
+    for (size_t off = 0; off < bytes;) {
+        struct gr_piece batch[FILL_BATCH];
+        int nb = 0;
+        size_t first = k;
+        for (; nb < FILL_BATCH && off < bytes; nb++, k++) {
+            int s = (int)(k % NSTAGE);
+            size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
+            if (k >= NSTAGE)
+                CUDA_TRY(cudaEventSynchronize(l->staged[s]), "waiting for a staging buffer");
+            batch[nb] = (struct gr_piece){l->stage[s], req->data, req->fd, (int64_t)off, len};
+            off += len;
+        }
+        int rc = gr_stage_fill(batch, nb, e);
+        if (rc != GR_OK)
+            return rc;
+        for (int i = 0; i < nb; i++) {
+            int s = (int)((first + (size_t)i) % NSTAGE);
+            CUDA_TRY(cudaMemcpyAsync((char *)dst + batch[i].off, batch[i].dst, batch[i].len, cudaMemcpyHostToDevice,
+                                     l->st),
+                     "copying the input to the GPU");
+            CUDA_TRY(cudaEventRecord(l->staged[s], l->st), "recording a copy");
+        }
+    }
+    CUDA_TRY(cudaEventRecord(l->ev[EV_H2D1], l->st), "timing the upload");
     return GR_OK;
 }
 
 /* Device states -> pinned staging -> results, chunk by chunk. */
-static int download(struct gpu *g, const struct gr_kjob *j, int64_t count, struct gr_result *r, struct gr_err *e)
+static int download(struct lane *l, const struct gr_kjob *j, int64_t count, struct gr_result *r, struct gr_err *e)
 {
     size_t sb = gr_k_state_bytes(j->op), bytes = (size_t)gr_k_nout(j) * sb;
-    CUDA_TRY(cudaEventRecord(g->ev[EV_D2H0], g->st[0]), "timing the download");
+    CUDA_TRY(cudaEventRecord(l->ev[EV_D2H0], l->st), "timing the download");
     for (size_t off = 0; off < bytes;) {
         size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
-        CUDA_TRY(cudaMemcpyAsync(g->stage[0], (const char *)g->out.p + off, len, cudaMemcpyDeviceToHost, g->st[0]),
+        CUDA_TRY(cudaMemcpyAsync(l->stage[0], (const char *)l->out.p + off, len, cudaMemcpyDeviceToHost, l->st),
                  "copying results from the GPU");
-        CUDA_TRY(cudaEventRecord(g->ev[EV_D2H1], g->st[0]), "timing the download");
-        CUDA_TRY(cudaStreamSynchronize(g->st[0]), "running the kernel and copying its results");
-        gr_k_finish(j->op, j->dtype, g->stage[0], (int64_t)(len / sb), count, r, (int64_t)(off / sb));
+        CUDA_TRY(cudaEventRecord(l->ev[EV_D2H1], l->st), "timing the download");
+        CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel and copying its results");
+        gr_k_finish(j->op, j->dtype, l->stage[0], (int64_t)(len / sb), count, r, (int64_t)(off / sb));
         off += len;
     }
     return GR_OK;
 }
 
-static double elapsed(struct gpu *g, int a, int b)
+static double elapsed(const struct lane *l, int a, int b)
 {
     float ms = 0;
-    return cudaEventElapsedTime(&ms, g->ev[a], g->ev[b]) == cudaSuccess ? ms : 0;
+    return cudaEventElapsedTime(&ms, l->ev[a], l->ev[b]) == cudaSuccess ? ms : 0;
 }
 
-static int run_job(struct gpu *g, const struct gr_reduce_req *req, struct gr_kjob *j, struct gr_result *r,
-                   struct gr_err *e)
+/* Buffers, input (cached, or uploaded), kernel, results. *cache says where the input came from;
+ * x (when the dataset cache holds or takes the input) is released by the caller. */
+static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *req, struct gr_kjob *j,
+                   struct gr_result *r, struct entry **x, struct gr_timings *t, struct gr_err *e)
 {
     size_t in_bytes, out_bytes, scr_bytes;
     if (gr_mul_size((size_t)req->rows, (size_t)req->cols, &in_bytes) ||
@@ -122,25 +273,27 @@ static int run_job(struct gpu *g, const struct gr_reduce_req *req, struct gr_kjo
         return gr_fail(e, GR_EUNPROC, NULL, "input of %lld x %lld elements is too large", (long long)req->rows,
                        (long long)req->cols);
     int rc = gr_k_scratch(j, &scr_bytes, e);
+    if (rc == GR_OK && req->dataset && req->dataset[0] && g->cap)
+        *x = cache_take(g, req->dataset, in_bytes, &t->cache);
+    if (rc == GR_OK && !*x)
+        rc = grow(&l->in, in_bytes, "input", e);
     if (rc == GR_OK)
-        rc = grow(&g->in, in_bytes, "input", e);
+        rc = grow(&l->out, out_bytes, "results", e);
     if (rc == GR_OK)
-        rc = grow(&g->out, out_bytes, "results", e);
-    if (rc == GR_OK)
-        rc = grow(&g->scratch, scr_bytes ? scr_bytes : 1, "scratch", e);
+        rc = grow(&l->scratch, scr_bytes ? scr_bytes : 1, "scratch", e);
     if (rc == GR_OK)
         rc = gr_result_alloc(r, gr_k_nout(j), gr_result_is_int(req->op, req->dtype), gr_op_is_arg(req->op), e);
     if (rc != GR_OK)
         return rc;
-    j->x = g->in.p;
-    j->out = g->out.p;
-    if ((rc = upload(g, req->data, in_bytes, e)) != GR_OK)
+    j->x = *x ? (*x)->p : l->in.p;
+    j->out = l->out.p;
+    if (t->cache != GR_CACHE_HIT && (rc = upload(l, req, const_cast<void *>(j->x), in_bytes, e)) != GR_OK)
         return rc;
-    CUDA_TRY(cudaEventRecord(g->ev[EV_K0], g->st[0]), "timing the kernel");
-    CUDA_TRY(gr_k_launch(j, g->scratch.p, g->scratch.bytes, g->tickets, g->st[0]), "launching the kernel");
-    CUDA_TRY(cudaEventRecord(g->ev[EV_K1], g->st[0]), "timing the kernel");
+    CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
+    CUDA_TRY(gr_k_launch(j, l->scratch.p, l->scratch.bytes, l->tickets, l->st), "launching the kernel");
+    CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
     int64_t count = req->axis == GR_AXIS_ALL ? req->rows * req->cols : req->axis == 0 ? req->rows : req->cols;
-    return download(g, j, count, r, e);
+    return download(l, j, count, r, e);
 }
 
 static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, struct gr_result *r,
@@ -149,18 +302,25 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
     struct gpu *g = static_cast<struct gpu *>(b->impl);
     memset(r, 0, sizeof *r);
     if (req->op < 0 || req->op >= GR_NOPS || req->dtype < 0 || req->dtype >= GR_NDTYPES ||
-        req->axis < GR_AXIS_ALL || req->axis > 1)
-        return gr_fail(e, GR_EINVAL, NULL, "invalid reduction request (op %d, dtype %d, axis %d)", req->op,
-                       req->dtype, req->axis);
+        req->axis < GR_AXIS_ALL || req->axis > 1 || req->lane < 0 || req->lane >= g->nlanes)
+        return gr_fail(e, GR_EINVAL, NULL, "invalid reduction request (op %d, dtype %d, axis %d, lane %d)", req->op,
+                       req->dtype, req->axis, req->lane);
     int rc = gr_backend_check(b, req->algorithm, req->op, req->dtype, req->axis, e);
     if (rc != GR_OK)
         return rc;
-    if (req->rows < 1 || req->cols < 1 || !req->data)
+    if (req->rows < 1 || req->cols < 1 || (!req->data && req->fd <= 0))
         return gr_fail(e, GR_EUNPROC, "data", "a reduction needs at least one element");
     CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
+    struct lane *l = &g->lane[req->lane];
     struct gr_kjob j = {gr_k_variant(req->algorithm), req->op, req->dtype, req->axis, req->ties_last,
                         req->rows, req->cols, NULL, NULL, b->info.sms};
-    rc = run_job(g, req, &j, r, e);
+    struct entry *x = NULL;
+    t->cache = GR_CACHE_NONE;
+    rc = run_job(g, l, req, &j, r, &x, t, e);
+    if (rc != GR_OK) /* nothing of a failed job may still run when its buffers are reused or freed */
+        cudaStreamSynchronize(l->st);
+    if (x)
+        cache_give(g, x, rc == GR_OK);
     if (rc != GR_OK) {
         gr_result_free(r);
         /* a sticky error (illegal address, ...) outlives cudaGetLastError: the context is lost */
@@ -171,9 +331,9 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
         }
         return rc;
     }
-    t->h2d = elapsed(g, EV_H2D0, EV_H2D1);
-    t->kernel = elapsed(g, EV_K0, EV_K1);
-    t->d2h = elapsed(g, EV_D2H0, EV_D2H1);
+    t->h2d = t->cache == GR_CACHE_HIT ? 0 : elapsed(l, EV_H2D0, EV_H2D1);
+    t->kernel = elapsed(l, EV_K0, EV_K1);
+    t->d2h = elapsed(l, EV_D2H0, EV_D2H1);
     snprintf(algo_used, 32, "%s", gr_k_algos[j.variant].name);
     return GR_OK;
 }
@@ -189,6 +349,24 @@ static int64_t gpu_memory_used(struct gr_backend *b)
     return (int64_t)(total - free_bytes);
 }
 
+static void lane_free(struct lane *l)
+{
+    if (l->st)
+        cudaStreamDestroy(l->st);
+    for (int s = 0; s < NSTAGE; s++) {
+        if (l->staged[s])
+            cudaEventDestroy(l->staged[s]);
+        cudaFreeHost(l->stage[s]);
+    }
+    for (int k = 0; k < NEV; k++)
+        if (l->ev[k])
+            cudaEventDestroy(l->ev[k]);
+    cudaFree(l->tickets);
+    cudaFree(l->in.p);
+    cudaFree(l->out.p);
+    cudaFree(l->scratch.p);
+}
+
 static void gpu_destroy(struct gr_backend *b)
 {
     if (!b)
@@ -196,52 +374,68 @@ static void gpu_destroy(struct gr_backend *b)
     struct gpu *g = static_cast<struct gpu *>(b->impl);
     if (g) {
         cudaSetDevice(g->dev);
-        for (int s = 0; s < MAX_STREAMS; s++) {
-            if (g->st[s])
-                cudaStreamDestroy(g->st[s]);
-            if (g->staged[s])
-                cudaEventDestroy(g->staged[s]);
-            cudaFreeHost(g->stage[s]);
-        }
-        for (int k = 0; k < NEV; k++)
-            if (g->ev[k])
-                cudaEventDestroy(g->ev[k]);
-        cudaFree(g->tickets);
-        cudaFree(g->in.p);
-        cudaFree(g->out.p);
-        cudaFree(g->scratch.p);
+        for (int i = 0; i < MAX_LANES; i++)
+            lane_free(&g->lane[i]);
+        while (g->cache)
+            cache_drop(g, g->cache);
+        pthread_mutex_destroy(&g->mu);
         cudaGetLastError();
         free(g);
     }
     free(b);
 }
 
-/* The device's memory ceiling, measured once at start-up: a device-to-device copy of 512 MiB,
- * best of 3 after a warm-up, as bytes read + written per second. 0 if it cannot be measured
- * (too little free memory): the ceiling is then reported unknown, nothing fails. */
-static double measure_copy_gbps(struct gpu *g)
+/* Best of 3 timed copies (after a warm-up) of bytes from src to dst on l's stream, in GB/s of
+ * bytes moved once; 0 if it cannot be timed. */
+static double copy_gbps(struct lane *l, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    float best = 0;
+    for (int k = 0; k < 4; k++) {
+        float ms = 0;
+        cudaEventRecord(l->ev[0], l->st);
+        cudaMemcpyAsync(dst, src, bytes, kind, l->st);
+        cudaEventRecord(l->ev[1], l->st);
+        if (cudaEventSynchronize(l->ev[1]) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, l->ev[0], l->ev[1]) == cudaSuccess && k > 0 && ms > 0 && (best == 0 || ms < best))
+            best = ms;
+    }
+    cudaGetLastError();
+    return best > 0 ? (double)bytes / ((double)best * 1e6) : 0;
+}
+
+/* The device's ceilings, measured once at start-up, 0 where they cannot be (too little memory;
+ * nothing fails): memory, as a 512 MiB device copy (bytes read + written per second), and the
+ * bus, as a 256 MiB copy from pinned host memory. */
+static void measure_ceilings(struct gpu *g, struct gr_device_info *info)
 {
     const size_t bytes = (size_t)512 << 20;
-    void *src = NULL, *dst = NULL;
-    float best = 0;
+    void *src = NULL, *dst = NULL, *host = NULL;
     if (cudaMalloc(&src, bytes) == cudaSuccess && cudaMalloc(&dst, bytes) == cudaSuccess) {
-        for (int k = 0; k < 4; k++) {
-            float ms = 0;
-            cudaEventRecord(g->ev[0], g->st[0]);
-            cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g->st[0]);
-            cudaEventRecord(g->ev[1], g->st[0]);
-            if (cudaEventSynchronize(g->ev[1]) == cudaSuccess && cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]) ==
-                cudaSuccess && k > 0 && ms > 0 && (best == 0 || ms < best))
-                best = ms;
-        }
+        info->ceiling_gbps = 2 * copy_gbps(&g->lane[0], dst, src, bytes, cudaMemcpyDeviceToDevice);
+        if (cudaMallocHost(&host, bytes / 2) == cudaSuccess)
+            info->h2d_gbps = copy_gbps(&g->lane[0], dst, host, bytes / 2, cudaMemcpyHostToDevice);
     }
+    cudaFreeHost(host);
     cudaFree(src);
     cudaFree(dst);
     cudaGetLastError();
-    return best > 0 ? 2.0 * (double)bytes / ((double)best * 1e6) : 0;
 }
 
-static int gpu_init(struct gr_backend *b, struct gpu *g, int streams, struct gr_err *e)
+static int lane_init(struct lane *l, struct gr_err *e)
+{
+    CUDA_TRY(cudaStreamCreateWithFlags(&l->st, cudaStreamNonBlocking), "creating a stream");
+    for (int s = 0; s < NSTAGE; s++) {
+        CUDA_TRY(cudaEventCreateWithFlags(&l->staged[s], cudaEventDisableTiming), "creating an event");
+        CUDA_TRY(cudaMallocHost(&l->stage[s], STAGE_BYTES), "allocating pinned staging memory");
+    }
+    for (int k = 0; k < NEV; k++)
+        CUDA_TRY(cudaEventCreate(&l->ev[k]), "creating an event");
+    CUDA_TRY(cudaMalloc((void **)&l->tickets, GR_K_COUNTERS * sizeof(unsigned)), "allocating kernel tickets");
+    CUDA_TRY(cudaMemset(l->tickets, 0, GR_K_COUNTERS * sizeof(unsigned)), "clearing kernel tickets");
+    return GR_OK;
+}
+
+static int gpu_init(struct gr_backend *b, struct gpu *g, int streams, int64_t cache_bytes, struct gr_err *e)
 {
     struct cudaDeviceProp prop;
     CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
@@ -250,23 +444,21 @@ static int gpu_init(struct gr_backend *b, struct gpu *g, int streams, struct gr_
     snprintf(b->info.name, sizeof b->info.name, "%s", prop.name);
     b->info.memory_bytes = (int64_t)prop.totalGlobalMem;
     b->info.sms = prop.multiProcessorCount;
-    b->info.streams = g->nst = streams;
-    for (int s = 0; s < g->nst; s++) {
-        CUDA_TRY(cudaStreamCreateWithFlags(&g->st[s], cudaStreamNonBlocking), "creating a stream");
-        CUDA_TRY(cudaEventCreateWithFlags(&g->staged[s], cudaEventDisableTiming), "creating an event");
-        CUDA_TRY(cudaMallocHost(&g->stage[s], STAGE_BYTES), "allocating pinned staging memory");
-    }
-    for (int k = 0; k < NEV; k++)
-        CUDA_TRY(cudaEventCreate(&g->ev[k]), "creating an event");
-    CUDA_TRY(cudaMalloc((void **)&g->tickets, GR_K_COUNTERS * sizeof(unsigned)), "allocating kernel tickets");
-    CUDA_TRY(cudaMemset(g->tickets, 0, GR_K_COUNTERS * sizeof(unsigned)), "clearing kernel tickets");
+    b->info.streams = b->info.lanes = g->nlanes = streams;
+    for (int i = 0; i < g->nlanes; i++)
+        if (lane_init(&g->lane[i], e) != GR_OK)
+            return e->code;
     CUDA_TRY(cudaDeviceSynchronize(), "initialising the device");
-    b->info.ceiling_gbps = measure_copy_gbps(g);
+    measure_ceilings(g, &b->info);
+    size_t free_b = 0, total = 0;
+    CUDA_TRY(cudaMemGetInfo(&free_b, &total), "reading the free memory");
+    g->cap = cache_bytes == GR_CACHE_DEFAULT ? free_b / 2 : (size_t)cache_bytes;
+    b->info.cache_bytes = (int64_t)g->cap;
     return GR_OK;
 }
 
 /* One backend for device dev, or NULL with e filled. */
-static struct gr_backend *gpu_new(int dev, int streams, struct gr_err *e)
+static struct gr_backend *gpu_new(int dev, int streams, int64_t cache_bytes, struct gr_err *e)
 {
     struct gr_backend *b = static_cast<struct gr_backend *>(calloc(1, sizeof *b));
     struct gpu *g = static_cast<struct gpu *>(calloc(1, sizeof *g));
@@ -277,20 +469,24 @@ static struct gr_backend *gpu_new(int dev, int streams, struct gr_err *e)
         return NULL;
     }
     g->dev = dev;
+    pthread_mutex_init(&g->mu, NULL);
     b->impl = g;
     b->algos = gr_k_algos;
     b->nalgos = GR_K_NVARIANTS;
     b->reduce = gpu_reduce;
     b->memory_used = gpu_memory_used;
     b->destroy = gpu_destroy;
-    if (gpu_init(b, g, streams, e) != GR_OK) {
+    b->takes_fd = 1;
+    b->evict = gpu_evict;
+    b->cache_stats = gpu_cache_stats;
+    if (gpu_init(b, g, streams, cache_bytes, e) != GR_OK) {
         gpu_destroy(b);
         return NULL;
     }
     return b;
 }
 
-int gr_gpu_discover(struct gr_backend **out, int max, int streams, struct gr_err *e)
+int gr_gpu_discover(struct gr_backend **out, int max, int streams, int64_t cache_bytes, struct gr_err *e)
 {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
@@ -300,11 +496,11 @@ int gr_gpu_discover(struct gr_backend **out, int max, int streams, struct gr_err
                 err != cudaSuccess ? cudaGetErrorString(err) : "the CUDA driver reports no device");
         return 0;
     }
-    streams = streams < 1 ? 1 : streams > MAX_STREAMS ? MAX_STREAMS : streams;
+    streams = streams < 1 ? 1 : streams > MAX_LANES ? MAX_LANES : streams;
     int made = 0;
     for (int d = 0; d < n && made < max; d++) {
         struct gr_err why = {0};
-        struct gr_backend *b = gpu_new(d, streams, &why);
+        struct gr_backend *b = gpu_new(d, streams, cache_bytes, &why);
         if (b)
             out[made++] = b;
         else

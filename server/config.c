@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { K_INT, K_SIZE, K_STR, K_LEVEL };
+enum kind { K_INT, K_SIZE, K_I64, K_STR, K_LEVEL };
 
 /* One table drives flags, environment variables and --help. */
 static const struct opt {
@@ -34,7 +34,10 @@ static const struct opt {
      (long long)1 << 46, "largest dataset upload accepted (413 above)"},
     {"--log-level", "GPURED_LOG_LEVEL", K_LEVEL, offsetof(struct gr_config, log_level), 0, 0, 0,
      "debug, info, warn or error"},
-    {"--streams", "GPURED_STREAMS", K_INT, offsetof(struct gr_config, streams), 0, 1, 64, "CUDA streams per GPU"},
+    {"--streams", "GPURED_STREAMS", K_INT, offsetof(struct gr_config, streams), 0, 1, 16,
+     "CUDA streams per GPU (each runs one job at a time)"},
+    {"--gpu-cache-bytes", "GPURED_GPU_CACHE_BYTES", K_I64, offsetof(struct gr_config, gpu_cache_bytes), 0, -1,
+     (long long)1 << 46, "datasets kept on each GPU (LRU); 0 none, -1 half the memory free at start"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -67,6 +70,8 @@ static int set(struct gr_config *c, const struct opt *o, const char *val, const 
     }
     if (o->kind == K_SIZE)
         *(size_t *)p = (size_t)v;
+    else if (o->kind == K_I64)
+        *(int64_t *)p = v;
     else
         *(int *)p = (int)v;
     return 0;
@@ -78,9 +83,9 @@ static void usage(const struct gr_config *d)
     for (size_t i = 0; i < NOPTS; i++)
         fprintf(stderr, "  %-20s %-25s %s\n", opts[i].flag, opts[i].env, opts[i].help);
     fprintf(stderr, "\ndefaults: --port %d --bind %s --data-dir %s --threads %d --queue-capacity %d "
-                    "--max-body-bytes %zu --max-dataset-bytes %zu --log-level info --streams %d\n",
+                    "--max-body-bytes %zu --max-dataset-bytes %zu --log-level info --streams %d --gpu-cache-bytes %lld\n",
             d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->max_dataset_bytes,
-            d->streams);
+            d->streams, (long long)d->gpu_cache_bytes);
 }
 
 int gr_config_load(struct gr_config *c, int argc, char **argv)
@@ -93,7 +98,8 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .max_body_bytes = 8u << 20,
                             .max_dataset_bytes = (size_t)4 << 30,
                             .log_level = GR_LOG_INFO,
-                            .streams = 4};
+                            .streams = 4,
+                            .gpu_cache_bytes = -1};
     struct gr_config defaults = *c;
     for (size_t i = 0; i < NOPTS; i++) {
         const char *v = getenv(opts[i].env);

@@ -4,6 +4,7 @@
 #define GR_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct gr_config {
     int port;
@@ -14,7 +15,8 @@ struct gr_config {
     size_t max_body_bytes;
     size_t max_dataset_bytes; /* one upload to POST /v1/datasets */
     int log_level;
-    int streams; /* CUDA streams per GPU */
+    int streams;             /* CUDA streams per GPU */
+    int64_t gpu_cache_bytes; /* datasets kept on each GPU; -1: half the free memory (GR_CACHE_DEFAULT) */
 };
 
 /* Defaults, then environment, then flags (flags win). Returns 0, or prints the problem

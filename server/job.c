@@ -169,8 +169,11 @@ char *gr_job_render(const struct gr_job *j)
         json_decref(timings);
         return NULL;
     }
-    if (j->dataset[0])
+    if (j->dataset[0]) { /* cache: whether a GPU's dataset cache held the values (null: no cache took part) */
+        static const char *const cache[] = {[GR_CACHE_HIT] = "hit", [GR_CACHE_MISS] = "miss"};
         json_object_set_new(o, "dataset", json_string(j->dataset));
+        json_object_set_new(o, "cache", t->cache != GR_CACHE_NONE ? json_string(cache[t->cache]) : json_null());
+    }
     if (j->kind == GR_JOB_BENCH) {
         json_t *names = json_array();
         for (int k = 0; k < j->nalgos; k++)

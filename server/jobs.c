@@ -1,4 +1,4 @@
-/* jobs.c: routing, bounded per-device queues, one worker thread per backend, the in-flight
+/* jobs.c: routing, bounded per-device queues, one worker thread per backend lane, the in-flight
  * table and parked waiters with their timer thread. One mutex (`mu`) guards all of it, held
  * only for short bookkeeping: never across a kernel, a store call or a waiter's wake. */
 #include "jobs.h"
@@ -15,16 +15,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_BACKENDS 17
+#define MAX_LANES 16
 #define NBUCKETS 4096 /* in-flight table; jobs leave it once their final state is stored */
+
+struct queue;
+struct worker {
+    struct queue *q;
+    int lane; /* the backend lane this thread alone uses */
+    pthread_t thread;
+    int started;
+};
 
 struct queue {
     struct gr_job *head, *tail;
     int count, reserved;
     pthread_cond_t cv;
-    pthread_t thread;
-    int started;
+    struct worker workers[MAX_LANES]; /* one per lane: a GPU's lanes run jobs side by side */
+    int nworkers;
     struct gr_backend *backend;
 };
 
@@ -169,6 +179,9 @@ void gr_jobs_delete_dataset_end(const char *id)
     if (*p && (*p)->deleting)
         pin_drop(p);
     pthread_mutex_unlock(&mu);
+    for (int i = 0; i < nqueues; i++)
+        if (queues[i].backend->evict)
+            queues[i].backend->evict(queues[i].backend, id);
 }
 
 /* --- waiters (mu held) --- */
@@ -378,8 +391,30 @@ static void push(struct queue *q, struct gr_job *j)
     pthread_cond_signal(&q->cv);
 }
 
-static void run(struct queue *q, struct gr_job *j)
+/* The job's values for b: a dataset is opened for a backend that reads it itself (takes_fd),
+ * else mapped, not read: the backend's reads fault it in from the page cache. */
+static int input_open(const struct gr_job *j, const struct gr_backend *b, struct gr_reduce_req *req,
+                      struct gr_err *e)
 {
+    if (!j->dataset[0])
+        return GR_OK;
+    req->dataset = j->dataset;
+    if (b->takes_fd)
+        return gr_dsfile_open(gr_store_data_dir(store), j->dataset, j->input_bytes, &req->fd, e);
+    return gr_dsfile_map(gr_store_data_dir(store), j->dataset, j->input_bytes, &req->data, e);
+}
+
+static void input_close(const struct gr_job *j, struct gr_reduce_req *req)
+{
+    if (req->fd > 0)
+        close(req->fd);
+    if (j->dataset[0])
+        gr_dsfile_unmap(req->data, j->input_bytes);
+}
+
+static void run(struct worker *w, struct gr_job *j)
+{
+    struct queue *q = w->q;
     char *doc;
     struct gr_waiter *fired = NULL;
     pthread_mutex_lock(&mu);
@@ -394,7 +429,7 @@ static void run(struct queue *q, struct gr_job *j)
 
     struct gr_reduce_req req = {.op = j->op, .dtype = j->dtype, .axis = j->ndim == 1 ? GR_AXIS_ALL : j->axis,
                                 .ties_last = j->ties_last, .rows = gr_job_rows(j), .cols = gr_job_cols(j),
-                                .data = j->input, .algorithm = j->algorithm};
+                                .data = j->input, .algorithm = j->algorithm, .lane = w->lane};
     struct gr_result r = {0};
     struct gr_timings t = {0};
     struct gr_err e = {0};
@@ -404,17 +439,15 @@ static void run(struct queue *q, struct gr_job *j)
     if (j->kind == GR_JOB_BENCH) {
         double t0 = gr_mono_ms();
         /* the CPU backend is the reference every answer is checked against */
-        rc = gr_bench_run(q->backend, queues[0].backend, j->op, j->dtype, j->shape[0], j->algos, j->nalgos,
+        rc = gr_bench_run(q->backend, w->lane, queues[0].backend, j->op, j->dtype, j->shape[0], j->algos, j->nalgos,
                           j->repeats, &rows, &nrows, &e);
         t.kernel = gr_mono_ms() - t0;
         snprintf(used, sizeof used, "benchmark");
     } else {
-        /* a dataset is mapped, not read: the backend's reads fault it in from the page cache */
-        rc = j->dataset[0] ? gr_dsfile_map(gr_store_data_dir(store), j->dataset, j->input_bytes, &req.data, &e) : GR_OK;
+        rc = input_open(j, q->backend, &req, &e);
         if (rc == GR_OK)
             rc = q->backend->reduce(q->backend, &req, &r, &t, used, &e);
-        if (j->dataset[0])
-            gr_dsfile_unmap(req.data, j->input_bytes);
+        input_close(j, &req);
     }
 
     pthread_mutex_lock(&mu);
@@ -444,7 +477,8 @@ static void run(struct queue *q, struct gr_job *j)
 
 static void *worker_main(void *arg)
 {
-    struct queue *q = arg;
+    struct worker *w = arg;
+    struct queue *q = w->q;
     pthread_mutex_lock(&mu);
     for (;;) {
         while (!q->head && !stopping)
@@ -460,7 +494,7 @@ static void *worker_main(void *arg)
         int skip = j->status != GR_QUEUED || j->committed == -2; /* canceled, or never stored */
         pthread_mutex_unlock(&mu);
         if (!skip)
-            run(q, j);
+            run(w, j);
         gr_job_unref(j);
         pthread_mutex_lock(&mu);
     }
@@ -487,9 +521,15 @@ int gr_jobs_start(struct gr_store *s, struct gr_backend **backends, int nbackend
         q->backend = backends[i];
         pthread_cond_init(&q->cv, NULL);
         nqueues = i + 1;
-        if (pthread_create(&q->thread, NULL, worker_main, q))
-            return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the worker for %s", backends[i]->name);
-        q->started = 1;
+        q->nworkers = backends[i]->info.lanes < 1 ? 1 : backends[i]->info.lanes > MAX_LANES ? MAX_LANES
+                                                                                           : backends[i]->info.lanes;
+        for (int k = 0; k < q->nworkers; k++) {
+            struct worker *w = &q->workers[k];
+            *w = (struct worker){.q = q, .lane = k};
+            if (pthread_create(&w->thread, NULL, worker_main, w))
+                return gr_fail(e, GR_EINTERNAL, NULL, "cannot start worker %d for %s", k, backends[i]->name);
+            w->started = 1;
+        }
     }
     if (pthread_create(&timer_thread, NULL, timer_main, NULL))
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the timer thread");
@@ -662,10 +702,11 @@ void gr_jobs_stop_workers(void)
 {
     gr_jobs_pause();
     for (int i = 0; i < nqueues; i++)
-        if (queues[i].started) {
-            pthread_join(queues[i].thread, NULL);
-            queues[i].started = 0;
-        }
+        for (int k = 0; k < queues[i].nworkers; k++)
+            if (queues[i].workers[k].started) {
+                pthread_join(queues[i].workers[k].thread, NULL);
+                queues[i].workers[k].started = 0;
+            }
 }
 
 void gr_jobs_wake_all(void)

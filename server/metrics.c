@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,32 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
         int64_t used = dev->memory_used ? dev->memory_used(dev) : -1;
         if (used >= 0)
             gr_buf_printf(&b, "gpured_device_memory_used_bytes{device=\"%s\"} %lld\n", dev->name, (long long)used);
+    }
+
+    /* the GPUs' dataset caches: one family per counter, each labelled by device */
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } cache[] = {
+        {"gpured_cache_hits_total", "counter", "Dataset jobs whose values were on the GPU already.",
+         offsetof(struct gr_cache_stats, hits)},
+        {"gpured_cache_misses_total", "counter", "Dataset jobs whose values were copied to the GPU.",
+         offsetof(struct gr_cache_stats, misses)},
+        {"gpured_cache_evictions_total", "counter", "Datasets dropped from a GPU (room, DELETE).",
+         offsetof(struct gr_cache_stats, evictions)},
+        {"gpured_cache_bytes", "gauge", "Bytes of datasets kept on each GPU.", offsetof(struct gr_cache_stats, bytes)},
+        {"gpured_cache_entries", "gauge", "Datasets kept on each GPU.", offsetof(struct gr_cache_stats, entries)},
+    };
+    struct gr_cache_stats cs[ndev];
+    for (int d = 0; d < ndev; d++)
+        if (gr_jobs_backend(d)->cache_stats)
+            gr_jobs_backend(d)->cache_stats(gr_jobs_backend(d), &cs[d]);
+    for (size_t k = 0; k < sizeof cache / sizeof cache[0]; k++) {
+        family(&b, cache[k].name, cache[k].type, cache[k].help);
+        for (int d = 0; d < ndev; d++)
+            if (gr_jobs_backend(d)->cache_stats)
+                gr_buf_printf(&b, "%s{device=\"%s\"} %lld\n", cache[k].name, gr_jobs_backend(d)->name,
+                              (long long)*(const int64_t *)((const char *)&cs[d] + cache[k].off));
     }
 
     if (b.oom) {
