@@ -446,18 +446,16 @@ cudaStream_t copy_stream(const gr_mm_env *env, const gr_mm_req *r, int i)
     return r->streamed && env->nstreams > 1 ? env->streams[1 + i % (env->nstreams - 1)] : env->streams[0];
 }
 
-/* Block i's rows of the product back to r->out, on the stream that copied its inputs; st0 then
- * waits for it so that the end event and the frees follow every copy. */
+/* Block i's rows of the product back to r->out, on the stream that copied its inputs. */
 int drain(run *R, const gr_mm_req *r, int i, i64 rb, size_t c_row, struct gr_err *e)
 {
-    cudaStream_t st0 = R->env->streams[0], cs = copy_stream(R->env, r, i);
+    cudaStream_t cs = copy_stream(R->env, r, i);
     i64 r0 = (i64)i * rb, rows = r->m - r0 < rb ? r->m - r0 : rb;
     CUDA_TRY(cudaEventRecord(R->at(i, EV_D0), cs), "timing the copy back");
     int rc = R->download((char *)r->out + r0 * c_row, (const char *)R->dc + r0 * c_row, rows * c_row, cs, e);
     if (rc != GR_OK)
         return rc;
     CUDA_TRY(cudaEventRecord(R->at(i, EV_D1), cs), "timing the copy back");
-    CUDA_TRY(cudaStreamWaitEvent(st0, R->at(i, EV_D1), 0), "ordering the copy back");
     return GR_OK;
 }
 
@@ -510,6 +508,9 @@ int stream_product(run *R, const gr_mm_req *r, int variant, const gr_mm_bytes *s
     }
     if ((rc = drain(R, r, nb - 1, rb, c_row, e)) != GR_OK)
         return rc;
+    /* only now: st0 waiting for a copy back inside the loop would hold the next multiply */
+    for (int i = 0; i < nb; i++)
+        CUDA_TRY(cudaStreamWaitEvent(st0, R->at(i, EV_D1), 0), "ordering the copies back");
     CUDA_TRY(cudaEventRecord(R->ev[1], st0), "timing the product");
     CUDA_TRY(cudaEventSynchronize(R->ev[1]), "finishing the product");
 
