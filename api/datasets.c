@@ -44,15 +44,15 @@ static int source_of(const char *doc, struct gr_source *src, struct gr_err *e)
     return GR_OK;
 }
 
-/* The dataset {id} names: its doc (malloc'd) and, if src is not NULL, what it holds. Answers
- * the problem itself and returns non-zero when there is none. */
-static int find(struct gr_req *r, char **doc, struct gr_source *src)
+/* Dataset id: its doc (malloc'd) and, if src is not NULL, what it holds. Answers the problem
+ * itself and returns non-zero when there is none. */
+static int find(struct gr_req *r, const char *id, char **doc, struct gr_source *src)
 {
     struct gr_err e = {0};
     *doc = NULL;
-    int rc = gr_id_valid(r->id, 'd') ? gr_store_get_dataset(gr_api_store, r->id, doc, &e) : GR_ENOTFOUND;
+    int rc = gr_id_valid(id, 'd') ? gr_store_get_dataset(gr_api_store, id, doc, &e) : GR_ENOTFOUND;
     if (rc == GR_ENOTFOUND)
-        gr_fail(&e, rc, NULL, "no dataset with id %s (ids look like d_0123456789abcdef)", r->id);
+        gr_fail(&e, rc, NULL, "no dataset with id %s (ids look like d_0123456789abcdef)", id);
     if (rc == GR_OK && src)
         rc = source_of(*doc, src, &e);
     if (rc) {
@@ -104,9 +104,6 @@ struct upload {
     int committed; /* the values are durable in their .bin */
     int stored;    /* its row is committed: the file stays */
 };
-
-/* The file's tap: the digest runs on a thread of its own, beside the network and the disk. */
-static int digest(void *sha, const void *data, size_t n) { return !EVP_DigestUpdate(sha, data, n); }
 
 static void release(struct upload *u)
 {
@@ -184,7 +181,8 @@ static int upload_open(struct gr_req *r, struct gr_err *e)
         rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
     if (!rc) {
         gr_id_new('d', u->id, sizeof u->id);
-        rc = gr_dsfile_create(&u->file, data_dir(), u->id, digest, u->sha, e);
+        /* the file's tap: the digest runs on a thread of its own, beside the network and the disk */
+        rc = gr_dsfile_create(&u->file, data_dir(), u->id, gr_dataset_digest, u->sha, e);
     }
     if (rc) {
         release(u);
@@ -251,20 +249,6 @@ static void upload_close(struct gr_req *r)
 
 const struct gr_stream gr_dataset_upload = {upload_open, upload_chunk, upload_close};
 
-static char *render(const struct upload *u, const char *sha)
-{
-    char created[40];
-    gr_rfc3339(gr_now(), created, sizeof created);
-    json_t *shape = json_array();
-    for (int d = 0; d < u->src.ndim; d++)
-        json_array_append_new(shape, json_integer(u->src.shape[d]));
-    json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:s, s:s}", "id", u->id, "dtype", gr_dtype_name(u->src.dtype),
-                          "shape", shape, "bytes", (json_int_t)u->expect, "sha256", sha, "created_at", created);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return s;
-}
-
 /* Runs on the store's writer thread once the row is committed (or refused). */
 static void on_stored(void *ctx, int code)
 {
@@ -312,18 +296,10 @@ void gr_post_dataset(struct gr_req *r)
         return;
     }
     u->committed = 1;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    char sha[2 * EVP_MAX_MD_SIZE + 1];
-    if (!EVP_DigestFinal_ex(u->sha, md, &mdlen)) {
-        problem(r, GR_EINTERNAL, NULL, "sha256 digest failed");
-        return;
-    }
-    for (unsigned k = 0; k < mdlen; k++)
-        snprintf(sha + 2 * k, 3, "%02x", md[k]);
-    char *copy = (u->doc = render(u, sha)) ? strdup(u->doc) : NULL;
+    u->doc = gr_dataset_render(u->id, u->src.dtype, u->src.ndim, u->src.shape, u->expect, u->sha);
+    char *copy = u->doc ? strdup(u->doc) : NULL;
     if (!copy) {
-        problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset");
+        problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset (or its sha256 failed)");
         return;
     }
     /* suspended before the write is queued, so its wake cannot come first */
@@ -337,7 +313,7 @@ void gr_post_dataset(struct gr_req *r)
 void gr_get_dataset(struct gr_req *r)
 {
     char *doc;
-    if (find(r, &doc, NULL) == GR_OK)
+    if (find(r, r->id, &doc, NULL) == GR_OK)
         gr_respond(r, 200, "application/json", doc, strlen(doc), NULL);
 }
 
@@ -379,11 +355,11 @@ static void free_download(void *cls)
     free(d);
 }
 
-void gr_get_dataset_data(struct gr_req *r)
+void gr_respond_dataset_data(struct gr_req *r, const char *id, int npy)
 {
     char *doc;
     struct gr_source src;
-    if (find(r, &doc, &src) != GR_OK)
+    if (find(r, id, &doc, &src) != GR_OK)
         return;
     free(doc);
     struct gr_err e = {0};
@@ -394,18 +370,21 @@ void gr_get_dataset_data(struct gr_req *r)
         return;
     }
     /* the open file outlives a DELETE that comes during the download */
-    if (gr_dsfile_open(data_dir(), r->id, bytes, &d->fd, &e) != GR_OK) {
+    if (gr_dsfile_open(data_dir(), id, bytes, &d->fd, &e) != GR_OK) {
         free(d);
         gr_respond_problem(r, &e);
         return;
     }
-    d->hlen = gr_npy_header(src.dtype, src.ndim, src.shape, d->head, sizeof d->head);
+    d->hlen = npy ? gr_npy_header(src.dtype, src.ndim, src.shape, d->head, sizeof d->head) : 0;
     d->total = d->hlen + bytes;
     char disp[64];
-    snprintf(disp, sizeof disp, "attachment; filename=\"%s.npy\"", r->id);
+    snprintf(disp, sizeof disp, "attachment; filename=\"%s.%s\"", id, npy ? "npy" : "bin");
     const char *hdrs[] = {"Content-Disposition", disp, NULL};
-    gr_respond_reader(r, 200, "application/x-npy", d->total, read_download, d, free_download, hdrs);
+    gr_respond_reader(r, 200, npy ? "application/x-npy" : "application/octet-stream", d->total, read_download, d,
+                      free_download, hdrs);
 }
+
+void gr_get_dataset_data(struct gr_req *r) { gr_respond_dataset_data(r, r->id, 1); }
 
 /* Runs on the store's writer thread once the row's delete is committed (or refused). */
 static void on_deleted(void *ctx, int code)
@@ -437,7 +416,7 @@ void gr_delete_dataset(struct gr_req *r)
 {
     char *doc;
     struct gr_err e = {0};
-    if (find(r, &doc, NULL) != GR_OK)
+    if (find(r, r->id, &doc, NULL) != GR_OK)
         return;
     free(doc);
     if (gr_jobs_delete_dataset_begin(r->id, &e) != GR_OK) {

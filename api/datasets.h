@@ -11,6 +11,9 @@ void gr_post_dataset(struct gr_req *r);
 void gr_list_datasets(struct gr_req *r);
 void gr_get_dataset(struct gr_req *r);
 void gr_get_dataset_data(struct gr_req *r);
+
+/* Answer with dataset id's values, streamed from its file: a .npy (npy 1) or raw bytes. */
+void gr_respond_dataset_data(struct gr_req *r, const char *id, int npy);
 void gr_delete_dataset(struct gr_req *r);
 
 /* A job's "dataset" (a gr_dataset_fn for gr_parse_job): the dataset's layout into src, with the

@@ -1,8 +1,10 @@
-/* results.c: a job's result values as .npy or raw bytes, rebuilt from its stored resource (the
- * JSON keeps every value exactly: integers as integers, floats to 17 digits or as the strings
- * of the non-finite ones). Runs on the request's HTTP thread. */
+/* results.c: a job's result values as .npy or raw bytes: a small one rebuilt from its stored
+ * resource (the JSON keeps every value exactly: integers as integers, floats to 17 digits or as
+ * the strings of the non-finite ones), a large one streamed from its dataset. Runs on the
+ * request's HTTP thread. */
 #include "results.h"
 
+#include "datasets.h"
 #include "npy.h"
 
 #include <math.h>
@@ -17,6 +19,13 @@ static double real_of(const json_t *v)
     return !strcmp(s, "Infinity") ? INFINITY : !strcmp(s, "-Infinity") ? -INFINITY : NAN;
 }
 
+/* The dataset a large result's part was kept as, or NULL: the result is inline. */
+static const char *kept_dataset(const json_t *job, int indices)
+{
+    json_t *res = json_object_get(job, "result");
+    return json_string_value(json_object_get(res, indices ? "indices_dataset" : "dataset"));
+}
+
 int gr_result_part(const json_t *job, const char *part, int *indices, struct gr_err *e)
 {
     *indices = part && !strcmp(part, "indices");
@@ -24,11 +33,24 @@ int gr_result_part(const json_t *job, const char *part, int *indices, struct gr_
         return gr_fail(e, GR_EINVAL, "part", "?part= is values (the default) or indices");
     if (*indices && !gr_op_is_arg(gr_op_parse(json_string_value(json_object_get(job, "op")))))
         return gr_fail(e, GR_ECONFLICT, "part", "this job's result has no indices (only argmin and argmax have)");
-    return GR_OK;
+    /* a kept result's dataset is an ordinary one: it can have been deleted since */
+    const char *ds = kept_dataset(job, *indices);
+    char *doc = NULL;
+    int rc = ds ? gr_store_get_dataset(gr_api_store, ds, &doc, e) : GR_OK;
+    free(doc);
+    if (rc == GR_ENOTFOUND)
+        return gr_fail(e, rc, NULL, "this job's result was kept as dataset %s, which has been deleted: its %s are gone",
+                       ds, *indices ? "indices" : "values");
+    return rc;
 }
 
 void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices)
 {
+    const char *ds = kept_dataset(job, indices);
+    if (ds) {
+        gr_respond_dataset_data(r, ds, npy);
+        return;
+    }
     struct gr_err e = {0};
     int op = gr_op_parse(json_string_value(json_object_get(job, "op")));
     int dtype = gr_dtype_parse(json_string_value(json_object_get(job, "dtype")));

@@ -1,13 +1,19 @@
-/* job.c: job lifetime (ids, references), its JSON rendering and its rebuilding from the store.
- * Reference counts are atomic; rendering reads state the caller keeps still (jobs lock). */
+/* job.c: job lifetime (ids, references), its JSON rendering, large results kept as datasets (on
+ * the worker) and rebuilding from the store. Reference counts are atomic; rendering reads state
+ * the caller keeps still (jobs lock). */
 #include "job.h"
 
 #include "backend.h"
 #include "bench.h"
+#include "dsfile.h"
 #include "id.h"
 #include "jobs.h"
+#include "log.h"
+#include "store.h"
 
 #include <math.h>
+#include <openssl/evp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,11 +119,25 @@ static json_t *render_bench(const struct gr_job *j)
                      ceiling > 0 ? json_real(ceiling) : json_null());
 }
 
+/* A result kept as datasets: where its values are, and links to download them. */
+static json_t *render_kept(const struct gr_job *j)
+{
+    json_t *o = json_pack("{s:s, s:[I], s:s++}", "dataset", j->result_dataset, "shape", (json_int_t)j->result.n,
+                          "data", "/v1/datasets/", j->result_dataset, "/data");
+    if (o && j->indices_dataset[0]) {
+        json_object_set_new(o, "indices_dataset", json_string(j->indices_dataset));
+        json_object_set_new(o, "indices_data", json_pack("s++", "/v1/datasets/", j->indices_dataset, "/data"));
+    }
+    return o;
+}
+
 static json_t *render_result(const struct gr_job *j)
 {
     const struct gr_result *r = &j->result;
     if (j->kind == GR_JOB_BENCH)
         return render_bench(j);
+    if (j->result_dataset[0])
+        return render_kept(j);
     json_t *o = json_object();
     if (j->axis == GR_AXIS_ALL || j->ndim == 1) {
         json_object_set_new(o, "value", result_value(r, 0));
@@ -197,6 +217,108 @@ char *gr_job_render(const struct gr_job *j)
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     return s;
+}
+
+/* --- large results as datasets (worker) --- */
+
+int gr_dataset_digest(void *sha, const void *data, size_t n) { return !EVP_DigestUpdate(sha, data, n); }
+
+char *gr_dataset_render(const char *id, int dtype, int ndim, const int64_t *shape, size_t bytes, void *sha)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    char hex[2 * EVP_MAX_MD_SIZE + 1] = "", created[40];
+    if (!EVP_DigestFinal_ex(sha, md, &mdlen))
+        return NULL;
+    for (unsigned k = 0; k < mdlen; k++)
+        snprintf(hex + 2 * k, 3, "%02x", md[k]);
+    gr_rfc3339(gr_now(), created, sizeof created);
+    json_t *dims = json_array();
+    for (int d = 0; d < ndim; d++)
+        json_array_append_new(dims, json_integer(shape[d]));
+    json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:s, s:s}", "id", id, "dtype", gr_dtype_name(dtype), "shape", dims,
+                          "bytes", (json_int_t)bytes, "sha256", hex, "created_at", created);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* A store write the worker waits for: done is called on the store's writer thread. */
+struct store_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, code;
+};
+
+static void store_done(void *ctx, int code)
+{
+    struct store_wait *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    w->code = code;
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The code of a write queued with store_done (rc: what queueing it returned). */
+static int store_wait(struct store_wait *w, int rc)
+{
+    pthread_mutex_lock(&w->mu);
+    while (rc == GR_OK && !w->done)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    return rc == GR_OK ? w->code : rc;
+}
+
+/* n int64 or float64 values as a new dataset id: its file durable, then its row committed. */
+static int keep_values(struct gr_store *s, const void *values, int64_t n, int dtype, char id[24], struct gr_err *e)
+{
+    const char *dir = gr_store_data_dir(s);
+    struct gr_dsfile *f = NULL;
+    struct store_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    size_t bytes;
+    char *doc = NULL;
+    EVP_MD_CTX *sha = EVP_MD_CTX_new();
+    gr_id_new('d', id, 24);
+    int rc = gr_mul_size((size_t)n, gr_dtype_size(dtype), &bytes) ? gr_fail(e, GR_EINTERNAL, NULL, "result size overflows")
+             : !sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL) ? gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest")
+                                                                    : gr_dsfile_create(&f, dir, id, gr_dataset_digest, sha, e);
+    if (rc == GR_OK)
+        rc = gr_dsfile_write(f, values, bytes, e);
+    if (rc == GR_OK)
+        rc = gr_dsfile_commit(f, e);
+    gr_dsfile_close(f); /* a .tmp not committed goes with it */
+    if (rc == GR_OK && !(doc = gr_dataset_render(id, dtype, 1, &n, bytes, sha)))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory rendering the result's dataset");
+    EVP_MD_CTX_free(sha);
+    if (rc == GR_OK && store_wait(&w, gr_store_insert_dataset(s, id, doc, store_done, &w)) != GR_OK)
+        rc = gr_fail(e, GR_EIO, NULL, "the store could not keep the result's dataset");
+    if (rc != GR_OK) /* a committed file no row names is removed here (or at the next start) */
+        gr_dsfile_remove(dir, id, NULL);
+    return rc;
+}
+
+int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_store *s, struct gr_err *e)
+{
+    if (j->kind != GR_JOB_REDUCE || r->n <= GR_RESULT_INLINE_MAX)
+        return GR_OK;
+    struct gr_err why = {0};
+    int rc = keep_values(s, r->i ? (const void *)r->i : r->f, r->n, r->i ? GR_INT64 : GR_FLOAT64, j->result_dataset,
+                         &why);
+    if (rc == GR_OK && r->index && (rc = keep_values(s, r->index, r->n, GR_INT64, j->indices_dataset, &why))) {
+        /* all or nothing: the values' dataset goes too */
+        struct store_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+        if (store_wait(&w, gr_store_delete_dataset(s, j->result_dataset, store_done, &w)) == GR_OK)
+            gr_dsfile_remove(gr_store_data_dir(s), j->result_dataset, NULL);
+    }
+    if (rc != GR_OK) {
+        j->result_dataset[0] = j->indices_dataset[0] = 0;
+        return gr_fail(e, rc, NULL, "the result (%lld values) could not be kept as a dataset: %s", (long long)r->n,
+                       why.msg);
+    }
+    gr_log(GR_LOG_INFO, "job %s: its %lld results kept as dataset %s%s%s", j->id, (long long)r->n, j->result_dataset,
+           r->index ? ", their indices as " : "", j->indices_dataset);
+    return GR_OK;
 }
 
 static double parse_time(const char *s)

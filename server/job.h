@@ -16,6 +16,10 @@ int gr_status_parse(const char *s); /* -1 if unknown */
 struct gr_waiter;
 struct gr_backend;
 struct gr_bench_row;
+struct gr_store;
+
+/* A result with more outputs than this is kept as datasets, not inline in the job resource. */
+#define GR_RESULT_INLINE_MAX 4096
 
 enum gr_kind { GR_JOB_REDUCE, GR_JOB_BENCH };
 
@@ -43,6 +47,8 @@ struct gr_job {
     int committed; /* last status the store has committed; -1: not yet stored */
     double started_at, finished_at;
     struct gr_result result;
+    /* a large result's datasets ("" when inline): the worker sets them before the final status */
+    char result_dataset[24], indices_dataset[24];
     struct gr_bench_row *rows; /* benchmark result */
     int nrows;
     struct gr_timings t;
@@ -62,6 +68,20 @@ int64_t gr_job_cols(const struct gr_job *j);
 /* The job resource (API.md) as JSON text, malloc'd; NULL if out of memory. Caller holds the
  * jobs lock or otherwise knows the job is not changing. */
 char *gr_job_render(const struct gr_job *j);
+
+/* On the worker, once r is j's result: a result over GR_RESULT_INLINE_MAX outputs becomes a
+ * dataset of its values (and one of its indices for argmin/argmax), durable with its row
+ * committed before this returns, so that a job's final state never names a missing dataset;
+ * their ids go into j. GR_OK (also when there is nothing to keep), else GR_ENOMEM (no disk
+ * space), GR_EIO, with nothing kept. Blocks on the disk and the store: no lock held. */
+int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_store *s, struct gr_err *e);
+
+/* A dataset's resource (API.md; uploads and kept results alike), malloc'd, for its store row:
+ * sha is the EVP sha256 digest of its values, finished here. NULL if out of memory. */
+char *gr_dataset_render(const char *id, int dtype, int ndim, const int64_t *shape, size_t bytes, void *sha);
+
+/* A gr_dsfile_tap feeding an EVP digest (sha) with a dataset's values as they are written. */
+int gr_dataset_digest(void *sha, const void *data, size_t n);
 
 /* Rebuild a stored queued/running job from its doc and input (start-up recovery).
  * Returns GR_OK with *out (status queued) or GR_EINVAL when the doc is unreadable. */

@@ -448,6 +448,8 @@ static void run(struct worker *w, struct gr_job *j)
         if (rc == GR_OK)
             rc = q->backend->reduce(q->backend, &req, &r, &t, used, &e);
         input_close(j, &req);
+        if (rc == GR_OK) /* a large result is durable as datasets before the state naming them is stored */
+            rc = gr_job_keep_result(j, &r, store, &e);
     }
 
     pthread_mutex_lock(&mu);
