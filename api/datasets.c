@@ -379,7 +379,7 @@ void gr_respond_dataset_data(struct gr_req *r, const char *id, int npy)
     d->total = d->hlen + bytes;
     char disp[64];
     snprintf(disp, sizeof disp, "attachment; filename=\"%s.%s\"", id, npy ? "npy" : "bin");
-    const char *hdrs[] = {"Content-Disposition", disp, NULL};
+    const char *hdrs[] = {"Content-Disposition", disp, "Vary", "Accept", NULL}; /* /result answers by Accept */
     gr_respond_reader(r, 200, npy ? "application/x-npy" : "application/octet-stream", d->total, read_download, d,
                       free_download, hdrs);
 }
