@@ -280,9 +280,13 @@ static int keep_values(struct gr_store *s, const void *values, int64_t n, int dt
     char *doc = NULL;
     EVP_MD_CTX *sha = EVP_MD_CTX_new();
     gr_id_new('d', id, 24);
-    int rc = gr_mul_size((size_t)n, gr_dtype_size(dtype), &bytes) ? gr_fail(e, GR_EINTERNAL, NULL, "result size overflows")
-             : !sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL) ? gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest")
-                                                                    : gr_dsfile_create(&f, dir, id, gr_dataset_digest, sha, e);
+    int rc = GR_OK;
+    if (gr_mul_size((size_t)n, gr_dtype_size(dtype), &bytes))
+        rc = gr_fail(e, GR_EINTERNAL, NULL, "the result's size overflows");
+    else if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
+    else
+        rc = gr_dsfile_create(&f, dir, id, gr_dataset_digest, sha, e);
     if (rc == GR_OK)
         rc = gr_dsfile_write(f, values, bytes, e);
     if (rc == GR_OK)
