@@ -106,7 +106,7 @@ static void cache_drop(struct gpu *g, struct entry *x)
         }
     cudaFree(x->p);
     g->cached -= x->bytes;
-    g->stats.evictions++;
+    g->stats.evictions += x->ready; /* a failed upload's entry was never cached */
     free(x);
 }
 
