@@ -43,15 +43,16 @@ static int get_string(json_t *root, const char *key, char *buf, size_t len, stru
     return GR_OK;
 }
 
-/* The data's shape from its nesting: 1-D [..] or 2-D [[..], ..]. */
-static int nesting(json_t *data, int *ndim, int64_t shape[2], struct gr_err *e)
+/* The data's shape from its nesting: 1-D [..] or 2-D [[..], ..]. field: the member errors are
+ * about ("data", or a matmul operand's name). */
+static int nesting(json_t *data, const char *field, int *ndim, int64_t shape[2], struct gr_err *e)
 {
     if (!json_is_array(data))
-        return gr_fail(e, GR_EINVAL, "data", "\"data\" must be an array of numbers or of rows, not %s",
+        return gr_fail(e, GR_EINVAL, field, "\"data\" must be an array of numbers or of rows, not %s",
                        type_name(data));
     size_t n = json_array_size(data);
     if (n == 0)
-        return gr_fail(e, GR_EUNPROC, "data", "\"data\" is empty: a reduction needs at least one element");
+        return gr_fail(e, GR_EUNPROC, field, "\"data\" is empty: at least one element is needed");
     if (!json_is_array(json_array_get(data, 0))) {
         *ndim = 1;
         shape[0] = (int64_t)n;
@@ -62,15 +63,15 @@ static int nesting(json_t *data, int *ndim, int64_t shape[2], struct gr_err *e)
     for (size_t r = 0; r < n; r++) {
         json_t *row = json_array_get(data, r);
         if (!json_is_array(row))
-            return gr_fail(e, GR_EUNPROC, "data", "data[%zu] is %s but data[0] is a row: mix of rows and numbers",
+            return gr_fail(e, GR_EUNPROC, field, "data[%zu] is %s but data[0] is a row: mix of rows and numbers",
                            r, type_name(row));
         if (json_array_size(row) != cols)
-            return gr_fail(e, GR_EUNPROC, "data",
+            return gr_fail(e, GR_EUNPROC, field,
                            "ragged rows: data[%zu] has %zu elements, data[0] has %zu; every row needs the same length",
                            r, json_array_size(row), cols);
     }
     if (cols == 0)
-        return gr_fail(e, GR_EUNPROC, "data", "\"data\" has empty rows: a reduction needs at least one element");
+        return gr_fail(e, GR_EUNPROC, field, "\"data\" has empty rows: at least one element is needed");
     *ndim = 2;
     shape[0] = (int64_t)n;
     shape[1] = (int64_t)cols;
@@ -111,10 +112,10 @@ static int parse_shape(json_t *v, int64_t count, int nested, const char *of, int
 }
 
 /* One element into its slot of the packed input; range-checked for the dtype. */
-static int put(json_t *x, int dtype, void *out, size_t k, const char *where, struct gr_err *e)
+static int put(json_t *x, int dtype, void *out, size_t k, const char *field, const char *where, struct gr_err *e)
 {
     if (!json_is_number(x))
-        return gr_fail(e, GR_EINVAL, "data", "%s is %s; elements must be numbers", where, type_name(x));
+        return gr_fail(e, GR_EINVAL, field, "%s is %s; elements must be numbers", where, type_name(x));
     int is_int = json_is_integer(x);
     json_int_t iv = is_int ? json_integer_value(x) : 0;
     double dv = is_int ? (double)iv : json_real_value(x);
@@ -123,16 +124,16 @@ static int put(json_t *x, int dtype, void *out, size_t k, const char *where, str
     case GR_INT64: {
         if (!is_int) {
             if (dv != floor(dv))
-                return gr_fail(e, GR_EUNPROC, "data", "%s is %g, not an integer as dtype %s needs", where, dv,
+                return gr_fail(e, GR_EUNPROC, field, "%s is %g, not an integer as dtype %s needs", where, dv,
                                gr_dtype_name(dtype));
             if (!(dv >= -9223372036854775808.0 && dv < 9223372036854775808.0))
-                return gr_fail(e, GR_EUNPROC, "data", "%s = %g is outside the range of %s", where, dv,
+                return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of %s", where, dv,
                                gr_dtype_name(dtype));
             iv = (json_int_t)dv;
         }
         if (dtype == GR_INT32) {
             if (iv < INT32_MIN || iv > INT32_MAX)
-                return gr_fail(e, GR_EUNPROC, "data", "%s = %lld is outside the range of int32", where,
+                return gr_fail(e, GR_EUNPROC, field, "%s = %lld is outside the range of int32", where,
                                (long long)iv);
             ((int32_t *)out)[k] = (int32_t)iv;
         } else {
@@ -142,13 +143,37 @@ static int put(json_t *x, int dtype, void *out, size_t k, const char *where, str
     }
     case GR_FLOAT32:
         if (fabs(dv) > FLT_MAX)
-            return gr_fail(e, GR_EUNPROC, "data", "%s = %g is outside the range of float32", where, dv);
+            return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of float32", where, dv);
         ((float *)out)[k] = (float)dv;
         return GR_OK;
     default:
         ((double *)out)[k] = dv;
         return GR_OK;
     }
+}
+
+/* The elements of data (nested: rows) packed into out as dtype; field names it in errors. */
+static int pack(json_t *data, int nested, int dtype, void *out, const char *field, struct gr_err *e)
+{
+    char where[64];
+    size_t k = 0;
+    size_t rows = nested ? json_array_size(data) : 1;
+    for (size_t r = 0; r < rows; r++) {
+        json_t *row = nested ? json_array_get(data, r) : data;
+        for (size_t c = 0; c < json_array_size(row); c++, k++) {
+            json_t *x = json_array_get(row, c);
+            if (nested)
+                snprintf(where, sizeof where, "%s[%zu][%zu]", field, r, c);
+            else
+                snprintf(where, sizeof where, "%s[%zu]", field, c);
+            if (json_is_array(x))
+                return gr_fail(e, GR_EUNPROC, field, "%s is an array: only 1-D and 2-D data are supported", where);
+            int rc = put(x, dtype, out, k, field, where, e);
+            if (rc)
+                return rc;
+        }
+    }
+    return GR_OK;
 }
 
 static int fill(json_t *data, struct gr_job *j, int nested, struct gr_err *e)
@@ -161,25 +186,7 @@ static int fill(json_t *data, struct gr_job *j, int nested, struct gr_err *e)
     if (!j->input)
         return gr_fail(e, GR_ENOMEM, NULL, "out of memory for %zu bytes of input", bytes);
     j->input_bytes = bytes;
-    char where[64];
-    size_t k = 0;
-    size_t rows = nested ? json_array_size(data) : 1;
-    for (size_t r = 0; r < rows; r++) {
-        json_t *row = nested ? json_array_get(data, r) : data;
-        for (size_t c = 0; c < json_array_size(row); c++, k++) {
-            json_t *x = json_array_get(row, c);
-            if (nested)
-                snprintf(where, sizeof where, "data[%zu][%zu]", r, c);
-            else
-                snprintf(where, sizeof where, "data[%zu]", c);
-            if (json_is_array(x))
-                return gr_fail(e, GR_EUNPROC, "data", "%s is an array: only 1-D and 2-D data are supported", where);
-            int rc = put(x, j->dtype, j->input, k, where, e);
-            if (rc)
-                return rc;
-        }
-    }
-    return GR_OK;
+    return pack(data, nested, j->dtype, j->input, "data", e);
 }
 
 static int known_members(json_t *root, const char *const *names, size_t n, struct gr_err *e)
@@ -210,11 +217,10 @@ static int op_dtype_device(json_t *root, int dtype_required, struct gr_job *j, s
         (rc = get_string(root, "device", j->device, sizeof j->device, e)))
         return rc;
     if (!op[0])
-        return gr_fail(e, GR_EINVAL, "op", "\"op\" is required: sum, prod, min, max, mean, argmin or argmax");
-    if (!strcmp(op, "matmul"))
-        return gr_fail(e, GR_EUNPROC, "op", "op \"matmul\" is not available in this version of gpured");
+        return gr_fail(e, GR_EINVAL, "op", "\"op\" is required: sum, prod, min, max, mean, argmin, argmax or matmul");
     if ((j->op = gr_op_parse(op)) < 0)
-        return gr_fail(e, GR_EINVAL, "op", "unknown op \"%s\": use sum, prod, min, max, mean, argmin or argmax", op);
+        return gr_fail(e, GR_EINVAL, "op", "unknown op \"%s\": use sum, prod, min, max, mean, argmin, argmax or matmul",
+                       op);
     j->dtype = -1;
     if (!dtype[0] && !dtype_required)
         return GR_OK;
@@ -248,13 +254,189 @@ static int take_source(const struct gr_source *s, const char *what, struct gr_jo
     return GR_OK;
 }
 
+static int is_matmul(json_t *root)
+{
+    const char *op = json_string_value(json_object_get(root, "op"));
+    return op && !strcmp(op, "matmul");
+}
+
+static const char *const operand_names[GR_MM_OPERANDS] = {"a", "b", "c"};
+
+/* One operand's member: {"data": [[..]]} (nesting into o->rows/cols, packed later) or
+ * {"dataset": "d_..."} (looked up and pinned now; its dtype into *ds_dtype). */
+static int operand(json_t *x, int k, struct gr_job *j, const struct apart *v, int *ds_dtype, struct gr_err *e)
+{
+    const char *name = operand_names[k];
+    struct gr_operand *o = &j->mm[k];
+    if (!json_is_object(x))
+        return gr_fail(e, GR_EINVAL, name, "\"%s\" must be an object: {\"data\": [[...], ...]} or {\"dataset\": \"d_...\"}, "
+                                           "not %s", name, type_name(x));
+    json_t *data = json_object_get(x, "data"), *ds = json_object_get(x, "dataset");
+    const char *key;
+    json_t *m;
+    json_object_foreach(x, key, m)
+    {
+        if (strcmp(key, "data") && strcmp(key, "dataset"))
+            return gr_fail(e, GR_EINVAL, name, "unknown member \"%.64s\" in \"%s\": it takes \"data\" or \"dataset\"",
+                           key, name);
+    }
+    if (!data == !ds)
+        return gr_fail(e, GR_EINVAL, name, "\"%s\" needs one of \"data\" (inline rows) or \"dataset\" (an id)%s", name,
+                       data ? ", not both" : "");
+    o->present = 1;
+    if (data) {
+        int ndim;
+        int64_t shape[2];
+        int rc = nesting(data, name, &ndim, shape, e);
+        if (rc)
+            return rc;
+        if (ndim != 2)
+            return gr_fail(e, GR_EUNPROC, name, "\"%s\" is 1-D (%lld values); matmul operands are 2-D: [[...], ...]",
+                           name, (long long)shape[0]);
+        o->rows = shape[0];
+        o->cols = shape[1];
+        return GR_OK;
+    }
+    if (!json_is_string(ds))
+        return gr_fail(e, GR_EINVAL, name, "\"%s\".dataset must be a dataset's id like \"d_0123456789abcdef\", not %s",
+                       name, type_name(ds));
+    if (!v->dataset)
+        return gr_fail(e, GR_EUNPROC, name, "stored datasets are not available here; send \"%s\" inline", name);
+    struct gr_source src;
+    int rc = v->dataset(v->ctx, j, json_string_value(ds), &src, e);
+    /* the lookup holds the dataset in the job's reduction slot: the hold moves to the operand */
+    snprintf(o->dataset, sizeof o->dataset, "%s", j->dataset);
+    o->pinned = j->dataset_pinned;
+    j->dataset[0] = 0;
+    j->dataset_pinned = 0;
+    if (rc) {
+        snprintf(e->field, sizeof e->field, "%s", name);
+        return rc;
+    }
+    if (src.ndim != 2)
+        return gr_fail(e, GR_EUNPROC, name, "dataset %s is %d-D (%lld values); matmul operands are 2-D (upload with "
+                                            "shape=R,C or a 2-D .npy)",
+                       o->dataset, src.ndim, (long long)src.count);
+    o->rows = src.shape[0];
+    o->cols = src.shape[1];
+    *ds_dtype = src.dtype;
+    return GR_OK;
+}
+
+/* Operand k's size in bytes as the job's dtype (0 when absent); GR_EUNPROC if it overflows. */
+static int operand_bytes(const struct gr_job *j, int k, size_t *bytes, struct gr_err *e)
+{
+    const struct gr_operand *o = &j->mm[k];
+    *bytes = 0;
+    if (o->present && (gr_mul_size((size_t)o->rows, (size_t)o->cols, bytes) ||
+                       gr_mul_size(*bytes, gr_dtype_size(j->dtype), bytes)))
+        return gr_fail(e, GR_EUNPROC, operand_names[k], "\"%s\" (%lld x %lld) is too large", operand_names[k],
+                       (long long)o->rows, (long long)o->cols);
+    return GR_OK;
+}
+
+/* A number member, def when absent. */
+static int get_number(json_t *root, const char *key, double def, double *out, struct gr_err *e)
+{
+    json_t *v = json_object_get(root, key);
+    *out = def;
+    if (!v)
+        return GR_OK;
+    if (!json_is_number(v))
+        return gr_fail(e, GR_EINVAL, key, "\"%s\" must be a number, not %s", key, type_name(v));
+    *out = json_number_value(v);
+    return GR_OK;
+}
+
+/* op "matmul": c = alpha * a @ b + beta * c, operands inline (packed one after another into the
+ * job's input, in the order a, b, c) or datasets; j->shape is the product's [m, n]. */
+static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, struct gr_err *e)
+{
+    if (v->body)
+        return gr_fail(e, GR_EUNPROC, "op", "matmul takes a JSON body with \"a\" and \"b\" (inline or datasets), "
+                                            "not a binary one");
+    for (const char *const *m = (const char *const[]){"data", "dataset", "shape", "axis", "ties", NULL}; *m; m++)
+        if (json_object_get(root, *m))
+            return gr_fail(e, GR_EUNPROC, *m, "\"%s\" is for reductions; matmul takes \"a\", \"b\" and an optional "
+                                              "\"c\"",
+                           *m);
+    int rc = get_string(root, "algorithm", j->algorithm, sizeof j->algorithm, e);
+    if (rc || (rc = get_number(root, "alpha", 1, &j->alpha, e)) || (rc = get_number(root, "beta", 0, &j->beta, e)))
+        return rc;
+    j->kind = GR_JOB_MATMUL;
+    int ds_dtype = -1;
+    for (int k = 0; k < GR_MM_OPERANDS; k++) {
+        json_t *x = json_object_get(root, operand_names[k]);
+        if (!x && k < 2)
+            return gr_fail(e, GR_EINVAL, operand_names[k], "\"%s\" is required for matmul: {\"data\": [[...]]} or "
+                                                           "{\"dataset\": \"d_...\"}",
+                           operand_names[k]);
+        int dt = -1;
+        if (x && (rc = operand(x, k, j, v, &dt, e)))
+            return rc;
+        if (dt >= 0 && (j->dtype >= 0 || ds_dtype >= 0) && dt != (j->dtype >= 0 ? j->dtype : ds_dtype))
+            return gr_fail(e, GR_EUNPROC, operand_names[k], "dataset %s holds %s values but the product is %s: "
+                                                            "every operand needs the same dtype",
+                           j->mm[k].dataset, gr_dtype_name(dt), gr_dtype_name(j->dtype >= 0 ? j->dtype : ds_dtype));
+        if (dt >= 0)
+            ds_dtype = dt;
+    }
+    if (j->dtype < 0 && ds_dtype < 0)
+        return gr_fail(e, GR_EINVAL, "dtype", "\"dtype\" is required with inline operands: float32 or float64");
+    if (j->dtype < 0)
+        j->dtype = ds_dtype;
+    if (j->dtype != GR_FLOAT32 && j->dtype != GR_FLOAT64)
+        return gr_fail(e, GR_EUNPROC, "dtype", "matmul takes float32 or float64, not %s", gr_dtype_name(j->dtype));
+
+    const struct gr_operand *a = &j->mm[0], *b = &j->mm[1], *c = &j->mm[2];
+    if (a->cols != b->rows)
+        return gr_fail(e, GR_EUNPROC, "b", "a is %lld x %lld and b is %lld x %lld: a's columns must equal b's rows",
+                       (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols);
+    if (c->present && (c->rows != a->rows || c->cols != b->cols))
+        return gr_fail(e, GR_EUNPROC, "c", "c is %lld x %lld but a (%lld x %lld) @ b (%lld x %lld) is %lld x %lld",
+                       (long long)c->rows, (long long)c->cols, (long long)a->rows, (long long)a->cols,
+                       (long long)b->rows, (long long)b->cols, (long long)a->rows, (long long)b->cols);
+    if (j->beta != 0 && !c->present)
+        return gr_fail(e, GR_EUNPROC, "beta", "beta is %g but no \"c\" was given: beta != 0 needs c (%lld x %lld)",
+                       j->beta, (long long)a->rows, (long long)b->cols);
+    size_t out;
+    if (gr_mul_size((size_t)a->rows, (size_t)b->cols, &out) || gr_mul_size(out, gr_dtype_size(j->dtype), &out))
+        return gr_fail(e, GR_EUNPROC, "b", "the product of a (%lld x %lld) and b (%lld x %lld) is too large",
+                       (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols);
+    j->ndim = 2;
+    j->shape[0] = a->rows;
+    j->shape[1] = b->cols;
+
+    /* inline operands: one allocation, in order */
+    size_t total = 0, bytes;
+    for (int k = 0; k < GR_MM_OPERANDS; k++) {
+        if ((rc = operand_bytes(j, k, &bytes, e)))
+            return rc;
+        j->mm[k].off = total;
+        if (j->mm[k].present && !j->mm[k].dataset[0] && __builtin_add_overflow(total, bytes, &total))
+            return gr_fail(e, GR_EUNPROC, operand_names[k], "the operands are too large");
+    }
+    if (total && !(j->input = malloc(total)))
+        return gr_fail(e, GR_ENOMEM, NULL, "out of memory for %zu bytes of operands", total);
+    j->input_bytes = total;
+    for (int k = 0; k < GR_MM_OPERANDS; k++)
+        if (j->mm[k].present && !j->mm[k].dataset[0] &&
+            (rc = pack(json_object_get(json_object_get(root, operand_names[k]), "data"), 1, j->dtype,
+                       (char *)j->input + j->mm[k].off, operand_names[k], e)))
+            return rc;
+    return GR_OK;
+}
+
 static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct gr_err *e)
 {
     json_t *data = json_object_get(root, "data"), *ds = json_object_get(root, "dataset");
     int rc = known_members(root, known, sizeof known / sizeof known[0], e);
     char ties[16] = "first";
-    if (rc || (rc = op_dtype_device(root, !v->body && !ds, j, e)) ||
-        (rc = get_string(root, "ties", ties, sizeof ties, e)) ||
+    if (rc || (rc = op_dtype_device(root, !v->body && !ds && !is_matmul(root), j, e)))
+        return rc;
+    if (j->op == GR_MATMUL)
+        return parse_matmul(root, j, v, e);
+    if ((rc = get_string(root, "ties", ties, sizeof ties, e)) ||
         (rc = get_string(root, "algorithm", j->algorithm, sizeof j->algorithm, e)))
         return rc;
     if (strcmp(ties, "first") && strcmp(ties, "last"))
@@ -283,7 +465,7 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
         from = &found;
     if (!from && !data)
         return gr_fail(e, GR_EINVAL, "data", "\"data\" is required: the values, e.g. [1, 2, 3] or [[1, 2], [3, 4]]");
-    if ((rc = from ? take_source(from, of, j, e) : nesting(data, &j->ndim, j->shape, e)))
+    if ((rc = from ? take_source(from, of, j, e) : nesting(data, "data", &j->ndim, j->shape, e)))
         return rc;
     int nested = !from && j->ndim == 2;
     json_t *shape = json_object_get(root, "shape");
@@ -355,8 +537,12 @@ static int parse_bench(json_t *root, struct gr_job *j, const struct apart *v, st
 {
     int64_t n, repeats;
     int rc = known_members(root, bench_known, sizeof bench_known / sizeof bench_known[0], e);
-    if (rc || (rc = op_dtype_device(root, 1, j, e)) ||
-        (rc = get_int(root, "n", 1, GR_BENCH_MAX_N, -1, &n, e)) ||
+    if (rc || (rc = op_dtype_device(root, 1, j, e)))
+        return rc;
+    if (j->op == GR_MATMUL)
+        return gr_fail(e, GR_EUNPROC, "op", "matmul benchmarks are not available in this version; bench/bench_matmul "
+                                            "compares the variants");
+    if ((rc = get_int(root, "n", 1, GR_BENCH_MAX_N, -1, &n, e)) ||
         (rc = get_int(root, "repeats", 1, 100, 20, &repeats, e)))
         return rc;
     if (n < 0)

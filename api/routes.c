@@ -86,7 +86,7 @@ static void answer_job(struct gr_req *r)
 /* Every variant a job names must exist on its device and cover what it asks. */
 static int check_variants(const struct gr_job *j, struct gr_err *e)
 {
-    if (j->kind == GR_JOB_REDUCE)
+    if (j->kind != GR_JOB_BENCH)
         return gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, j->ndim == 1 ? GR_AXIS_ALL : j->axis, e);
     for (int k = 0; k < j->nalgos; k++) {
         int rc = gr_backend_check(j->backend, j->algos[k], j->op, j->dtype, GR_AXIS_ALL, e);
@@ -372,7 +372,7 @@ static void list_jobs(struct gr_req *r)
         return;
     }
     if (f.op && gr_op_parse(f.op) < 0) {
-        problem(r, GR_EINVAL, "op", "unknown op filter: use sum, prod, min, max, mean, argmin or argmax");
+        problem(r, GR_EINVAL, "op", "unknown op filter: use sum, prod, min, max, mean, argmin, argmax or matmul");
         return;
     }
     gr_respond_page(r, "jobs", 'j', fetch_jobs, &f);
@@ -421,23 +421,33 @@ static json_t *axes_of(unsigned mask)
     return a;
 }
 
+static json_t *algorithm(const struct gr_backend *b, const char *name, const char *description, json_t *ops,
+                         unsigned dtypes, unsigned axes)
+{
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "device", b->name, "name", name, "description", description,
+                     "ops", ops, "dtypes", names_of(dtypes, GR_NDTYPES, gr_dtype_name), "axes", axes_of(axes));
+}
+
+/* Per device: auto, the reductions' variants, then the products' (op matmul, no axes). */
 static void algorithms(struct gr_req *r)
 {
     json_t *list = json_array();
     for (int i = 0; i < gr_jobs_nbackends(); i++) {
         const struct gr_backend *b = gr_jobs_backend(i);
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "device", b->name, "name", "auto",
-                                              "description", "picks the fastest variant for the op, dtype and size",
-                                              "ops", names_of(GR_ALL_OPS, GR_NOPS, gr_op_name), "dtypes",
-                                              names_of(GR_ALL_DTYPES, GR_NDTYPES, gr_dtype_name), "axes",
-                                              axes_of(GR_ALL_AXES)));
+        json_t *ops = names_of(GR_ALL_OPS, GR_NOPS, gr_op_name);
+        if (b->nmm_algos)
+            json_array_append_new(ops, json_string(gr_op_name(GR_MATMUL)));
+        json_array_append_new(list, algorithm(b, "auto", "picks the fastest variant for the op, dtype and size", ops,
+                                              GR_ALL_DTYPES, GR_ALL_AXES));
         for (int k = 0; k < b->nalgos; k++) {
             const struct gr_algo *a = &b->algos[k];
-            json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "device", b->name, "name",
-                                                  a->name, "description", a->description, "ops",
-                                                  names_of(a->ops, GR_NOPS, gr_op_name), "dtypes",
-                                                  names_of(a->dtypes, GR_NDTYPES, gr_dtype_name), "axes",
-                                                  axes_of(a->axes)));
+            json_array_append_new(list, algorithm(b, a->name, a->description, names_of(a->ops, GR_NOPS, gr_op_name),
+                                                  a->dtypes, a->axes));
+        }
+        for (int k = 0; k < b->nmm_algos; k++) {
+            const struct gr_algo *a = &b->mm_algos[k];
+            json_array_append_new(list, algorithm(b, a->name, a->description,
+                                                  json_pack("[s]", gr_op_name(GR_MATMUL)), a->dtypes, 0));
         }
     }
     gr_respond_json(r, 200, json_pack("{s:o}", "algorithms", list));

@@ -46,7 +46,7 @@ int gr_http_status(int code) { return code_ok(code) ? codes[code].http : 500; }
 const char *gr_code_title(int code) { return code_ok(code) ? codes[code].title : "Internal Server Error"; }
 const char *gr_code_slug(int code) { return code_ok(code) ? codes[code].slug : "internal-error"; }
 
-static const char *op_names[GR_NOPS] = {"sum", "prod", "min", "max", "mean", "argmin", "argmax"};
+static const char *op_names[GR_MATMUL + 1] = {"sum", "prod", "min", "max", "mean", "argmin", "argmax", "matmul"};
 static const char *dtype_names[GR_NDTYPES] = {"int32", "int64", "float32", "float64"};
 static const size_t dtype_sizes[GR_NDTYPES] = {4, 8, 4, 8};
 
@@ -58,9 +58,9 @@ static int lookup(const char *const *names, int n, const char *s)
     return -1;
 }
 
-const char *gr_op_name(int op) { return op >= 0 && op < GR_NOPS ? op_names[op] : "?"; }
+const char *gr_op_name(int op) { return op >= 0 && op <= GR_MATMUL ? op_names[op] : "?"; }
 const char *gr_dtype_name(int dt) { return dt >= 0 && dt < GR_NDTYPES ? dtype_names[dt] : "?"; }
-int gr_op_parse(const char *s) { return lookup(op_names, GR_NOPS, s); }
+int gr_op_parse(const char *s) { return lookup(op_names, GR_MATMUL + 1, s); }
 int gr_dtype_parse(const char *s) { return lookup(dtype_names, GR_NDTYPES, s); }
 size_t gr_dtype_size(int dt) { return dt >= 0 && dt < GR_NDTYPES ? dtype_sizes[dt] : 0; }
 int gr_dtype_is_float(int dt) { return dt == GR_FLOAT32 || dt == GR_FLOAT64; }

@@ -1,5 +1,5 @@
 /* gr.h: vocabulary shared by every module: status codes, errors, ops, dtypes, the
- * reduction request and its result. Plain data; whoever holds a struct owns it. */
+ * reduction and matrix-product requests and their results. Plain data; whoever holds a struct owns it. */
 #ifndef GR_H
 #define GR_H
 
@@ -42,7 +42,9 @@ int gr_http_status(int code);
 const char *gr_code_title(int code); /* "Bad Request", ... */
 const char *gr_code_slug(int code);  /* "invalid-request", used in problem "type" URIs */
 
-enum gr_op { GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_MEAN, GR_ARGMIN, GR_ARGMAX, GR_NOPS };
+/* GR_NOPS counts the reductions; the matrix product comes after them, so that loops and masks
+ * over the reductions leave it out while names, the store and job listings know it. */
+enum gr_op { GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_MEAN, GR_ARGMIN, GR_ARGMAX, GR_NOPS, GR_MATMUL = GR_NOPS };
 enum gr_dtype { GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64, GR_NDTYPES };
 #define GR_AXIS_ALL (-1)
 
@@ -71,6 +73,19 @@ struct gr_reduce_req {
     int lane;              /* which of the backend's lanes runs it (each lane: one worker thread) */
 };
 
+/* out = alpha * a @ b + beta * c, all row-major and dense: a is m x k, b k x n, c and out m x n,
+ * of dtype GR_FLOAT32 or GR_FLOAT64. c may be NULL only when beta == 0; as in BLAS, c is not read
+ * when beta == 0 (a NaN there does not leak into out). out may be c itself. */
+struct gr_mm_req {
+    int dtype;
+    int64_t m, n, k;
+    double alpha, beta;
+    const void *a, *b, *c;
+    void *out;
+    const char *algorithm; /* "auto", NULL, or a variant name of the backend that runs it */
+    int streamed;          /* GPU: split a and c in row blocks over the streams */
+};
+
 /* n outputs; exactly one of i / f is set, by gr_result_is_int. index set for arg ops. */
 struct gr_result {
     int64_t n;
@@ -85,6 +100,7 @@ void gr_result_free(struct gr_result *r);
 /* Per-stage wall times in milliseconds; 0 for stages a backend does not have. */
 struct gr_timings {
     double queue, h2d, kernel, d2h, total;
+    double overlap; /* copies and kernels that ran at the same time (a streamed product); else 0 */
     int cache; /* GR_CACHE_*: whether the input came from the GPU's dataset cache */
 };
 enum { GR_CACHE_NONE, GR_CACHE_HIT, GR_CACHE_MISS };

@@ -513,7 +513,7 @@ static int push(struct gr_store *s, struct op *o)
 int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *status, char *doc,
                         const void *input, size_t input_bytes, gr_store_done done, void *ctx)
 {
-    if (!s || op < 0 || op >= GR_NOPS || (!input && input_bytes)) {
+    if (!s || op < 0 || op > GR_MATMUL || (!input && input_bytes)) {
         free(doc);
         return GR_EINVAL;
     }

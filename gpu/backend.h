@@ -10,13 +10,15 @@ extern "C" { /* CUDA sources include this too */
 #endif
 
 /* One selectable variant. ops / dtypes are bit masks (1 << GR_SUM, 1 << GR_FLOAT32 ...);
- * axes: bit 0 = whole array, bit 1 = axis 0, bit 2 = axis 1. */
+ * axes: bit 0 = whole array, bit 1 = axis 0, bit 2 = axis 1. A matrix-product variant lives in
+ * its own table (mm_algos below), its ops and axes 0: a second table rather than GR_MATMUL in the
+ * masks, so that the reduction variants' masks and every loop over them stay as they are. */
 struct gr_algo {
     const char *name;
     const char *description;
     unsigned ops, dtypes, axes;
 };
-#define GR_ALL_OPS ((1u << GR_NOPS) - 1)
+#define GR_ALL_OPS ((1u << GR_NOPS) - 1) /* every reduction */
 #define GR_ALL_DTYPES ((1u << GR_NDTYPES) - 1)
 #define GR_ALL_AXES 7u
 #define GR_AXIS_BIT(axis) (1u << ((axis) + 1))
@@ -38,8 +40,10 @@ struct gr_cache_stats {
 
 struct gr_backend {
     char name[16]; /* "cpu", "gpu:0" */
-    const struct gr_algo *algos;
+    const struct gr_algo *algos; /* reductions */
     int nalgos;
+    const struct gr_algo *mm_algos; /* matrix products (dtypes only) */
+    int nmm_algos;
     struct gr_device_info info;
 
     /* Run req on lane req->lane (each lane is used by one thread at a time), filling r (allocated here; caller frees with gr_result_free), the stage
@@ -48,6 +52,11 @@ struct gr_backend {
      * variant does not cover the op/dtype/axis. */
     int (*reduce)(struct gr_backend *b, const struct gr_reduce_req *req, struct gr_result *r,
                   struct gr_timings *t, char algo_used[32], struct gr_err *e);
+    /* Run req (host buffers; req->out filled) on lane (as reduce() runs on req->lane): timings t,
+     * algo_used, GR_OK or a code with e filled (gr_mm_check's, GR_ENOMEM, GR_ECUDA ...). The
+     * backend decides req->streamed. */
+    int (*matmul)(struct gr_backend *b, int lane, const struct gr_mm_req *req, struct gr_timings *t,
+                  char algo_used[32], struct gr_err *e);
     void (*destroy)(struct gr_backend *b);
     /* Datasets: takes_fd says reduce() reads req->fd itself (so the caller need not map the file);
      * evict drops a dataset from the device's cache (DELETE; any thread, NULL: no cache);
@@ -66,7 +75,8 @@ struct gr_backend {
 };
 
 /* Does algorithm name (or "auto") cover req's op/dtype/axis on b? Returns GR_OK or
- * GR_EUNPROC / GR_EINVAL with a message naming what is covered. */
+ * GR_EUNPROC / GR_EINVAL with a message naming what is covered. op GR_MATMUL looks in
+ * b->mm_algos and checks the dtype only (axis is ignored). */
 int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, int dtype, int axis,
                      struct gr_err *e);
 

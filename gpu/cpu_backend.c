@@ -1,6 +1,7 @@
-/* cpu_backend.c: the CPU (OpenMP) backend, the reference semantics of every reduction; one
- * worker thread calls reduce() at a time, the OpenMP teams it starts live only inside that call. */
+/* cpu_backend.c: the CPU (OpenMP) backend, the reference semantics of every reduction (products: cpu_matmul.c); one
+ * worker thread calls reduce() or matmul() at a time, the OpenMP teams it starts live only inside that call. */
 #include "backend.h"
+#include "cpu_matmul.h"
 
 #include <math.h>
 #include <omp.h>
@@ -464,6 +465,18 @@ static int cpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
     return GR_OK;
 }
 
+static int cpu_matmul(struct gr_backend *b, int lane, const struct gr_mm_req *req, struct gr_timings *t,
+                      char algo_used[32], struct gr_err *e)
+{
+    (void)b;
+    (void)lane;
+    double t0 = gr_mono_ms();
+    int rc = gr_mm_cpu(req, algo_used, e);
+    t->kernel = gr_mono_ms() - t0;
+    t->h2d = t->d2h = t->overlap = 0;
+    return rc;
+}
+
 static void cpu_destroy(struct gr_backend *b) { free(b); }
 
 /* "model name" from /proc/cpuinfo (x86), else a generic name with the thread count. */
@@ -504,6 +517,9 @@ struct gr_backend *gr_cpu_backend_new(void)
     if (pages > 0 && page > 0 && gr_mul_size((size_t)pages, (size_t)page, &mem) == 0 && mem <= INT64_MAX)
         b->info.memory_bytes = (int64_t)mem;
     b->reduce = cpu_reduce;
+    b->mm_algos = gr_mm_cpu_algos;
+    b->nmm_algos = GR_MM_CPU_NVARIANTS;
+    b->matmul = cpu_matmul;
     b->destroy = cpu_destroy;
     return b;
 }

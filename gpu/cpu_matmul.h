@@ -1,4 +1,4 @@
-/* cpu_matmul.h: the matrix-product request shared by the CPU and GPU paths, its checks, and the CPU
+/* cpu_matmul.h: the matrix-product request's checks (struct gr_mm_req is in gr.h), and the CPU
  * variants (OpenMP); one worker thread calls at a time and owns the request's buffers meanwhile. */
 #ifndef GR_CPU_MATMUL_H
 #define GR_CPU_MATMUL_H
@@ -8,19 +8,6 @@
 #ifdef __cplusplus
 extern "C" { /* the CUDA path includes this too */
 #endif
-
-/* out = alpha * a @ b + beta * c, all row-major and dense: a is m x k, b k x n, c and out m x n,
- * of dtype GR_FLOAT32 or GR_FLOAT64. c may be NULL only when beta == 0; as in BLAS, c is not read
- * when beta == 0 (a NaN there does not leak into out). out may be c itself. */
-struct gr_mm_req {
-    int dtype;
-    int64_t m, n, k;
-    double alpha, beta;
-    const void *a, *b, *c;
-    void *out;
-    const char *algorithm; /* "auto", NULL, or a variant name of the backend that runs it */
-    int streamed;          /* GPU: split a and c in row blocks over the streams */
-};
 
 /* Bytes of each operand, filled by gr_mm_check. */
 struct gr_mm_bytes {

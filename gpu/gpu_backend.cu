@@ -1,7 +1,9 @@
 /* gpu_backend.cu: one backend per GPU, made by gr_gpu_discover at start-up. Each lane (a stream with
- * its pinned staging ring, events and grow-only device buffers) is used by one worker thread only;
+ * its pinned staging ring, events and grow-only device buffers; for products, copy streams and a
+ * cuBLAS handle) is used by one worker thread only;
  * the dataset cache is shared by the lanes under the backend's mutex, and evict/stats may come
  * from any thread. */
+#include "matmul.h"
 #include "reduce.h" /* brings backend.h with C linkage */
 #include "stage.h"
 
@@ -17,6 +19,13 @@
 #define FILL_BATCH (NSTAGE / 2)      /* filled at once, in parallel, while the other half is copied */
 #define STAGE_BYTES ((size_t)2 << 20) /* each; a multiple of every state size */
 #define GROW_STEP ((size_t)2 << 20)  /* device buffers grow in steps of this */
+#define NCOPY 2                      /* a product's row blocks are copied on these, beside the lane's stream */
+/* Products with m x k at least this are streamed by row blocks: below it a block's copy is too
+ * short to hide much and the extra launches and events cost more (bench_matmul, H200). */
+#define MM_STREAM_MIN ((double)(1 << 22))
+/* Device memory a product leaves in the pool for the next one (on any lane); above it the pool
+ * gives memory back at the next synchronisation, for the dataset cache and reductions' buffers. */
+#define POOL_KEEP ((uint64_t)1 << 30)
 
 enum { EV_H2D0, EV_H2D1, EV_K0, EV_K1, EV_D2H0, EV_D2H1, NEV };
 
@@ -32,6 +41,8 @@ struct lane {
     cudaEvent_t ev[NEV];          /* stage timings */
     unsigned *tickets;            /* GR_K_COUNTERS, zero between launches */
     struct dbuf in, out, scratch; /* no cudaMalloc per job in steady state */
+    cudaStream_t copy[NCOPY];
+    cublasHandle_t blas;
 };
 
 /* A dataset kept on the device. refs: lanes reading it now; ready: its upload has finished. */
@@ -47,6 +58,7 @@ struct entry {
 struct gpu {
     int dev, nlanes;
     struct lane lane[MAX_LANES];
+    cudaMemPool_t pool; /* the device's default pool, products' operands (thread-safe) */
     pthread_mutex_t mu; /* guards everything below */
     struct entry *cache;
     size_t cap, cached;
@@ -296,6 +308,18 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     return download(l, j, count, r, e);
 }
 
+/* After a failed job (rc): a sticky error (illegal address, ...) outlives cudaGetLastError, the
+ * context is lost, and the backend is marked broken. Returns rc. */
+static int check_broken(struct gr_backend *b, int rc)
+{
+    cudaError_t again = rc == GR_ECUDA ? cudaDeviceSynchronize() : cudaSuccess;
+    if (again != cudaSuccess && !__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE)) {
+        snprintf(b->broken_why, sizeof b->broken_why, "%s: %s", b->name, cudaGetErrorString(again));
+        __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
+    }
+    return rc;
+}
+
 static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, struct gr_result *r,
                       struct gr_timings *t, char algo_used[32], struct gr_err *e)
 {
@@ -323,18 +347,40 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
         cache_give(g, x, rc == GR_OK);
     if (rc != GR_OK) {
         gr_result_free(r);
-        /* a sticky error (illegal address, ...) outlives cudaGetLastError: the context is lost */
-        cudaError_t again = rc == GR_ECUDA ? cudaDeviceSynchronize() : cudaSuccess;
-        if (again != cudaSuccess && !__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE)) {
-            snprintf(b->broken_why, sizeof b->broken_why, "%s: %s", b->name, cudaGetErrorString(again));
-            __atomic_store_n(&b->broken, 1, __ATOMIC_RELEASE);
-        }
-        return rc;
+        return check_broken(b, rc);
     }
     t->h2d = t->cache == GR_CACHE_HIT ? 0 : elapsed(l, EV_H2D0, EV_H2D1);
     t->kernel = elapsed(l, EV_K0, EV_K1);
     t->d2h = elapsed(l, EV_D2H0, EV_D2H1);
     snprintf(algo_used, 32, "%s", gr_k_algos[j.variant].name);
+    return GR_OK;
+}
+
+/* A product on a lane: the lane's stream multiplies, its copy streams move the row blocks
+ * through its pinned staging ring (gr_mm_gpu), operands come from the device's pool. */
+static int gpu_matmul(struct gr_backend *b, int lane, const struct gr_mm_req *req, struct gr_timings *t,
+                      char algo_used[32], struct gr_err *e)
+{
+    struct gpu *g = static_cast<struct gpu *>(b->impl);
+    if (lane < 0 || lane >= g->nlanes)
+        return gr_fail(e, GR_EINVAL, NULL, "invalid matmul request (lane %d)", lane);
+    CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
+    struct lane *l = &g->lane[lane];
+    cudaStream_t streams[1 + NCOPY] = {l->st};
+    for (int s = 0; s < NCOPY; s++)
+        streams[1 + s] = l->copy[s];
+    struct gr_mm_env env = {streams, 1 + NCOPY, l->blas, l->stage, NSTAGE, STAGE_BYTES, g->pool};
+    struct gr_mm_req r = *req;
+    r.streamed = (double)req->m * (double)req->k >= MM_STREAM_MIN;
+    struct gr_mm_timings mt;
+    int rc = gr_mm_gpu(&r, &env, &mt, algo_used, e);
+    if (rc != GR_OK)
+        return check_broken(b, rc);
+    t->h2d = mt.h2d;
+    t->kernel = mt.kernel;
+    t->d2h = mt.d2h;
+    t->overlap = mt.overlap;
+    t->cache = GR_CACHE_NONE;
     return GR_OK;
 }
 
@@ -353,6 +399,11 @@ static void lane_free(struct lane *l)
 {
     if (l->st)
         cudaStreamDestroy(l->st);
+    for (int s = 0; s < NCOPY; s++)
+        if (l->copy[s])
+            cudaStreamDestroy(l->copy[s]);
+    if (l->blas)
+        cublasDestroy(l->blas);
     for (int s = 0; s < NSTAGE; s++) {
         if (l->staged[s])
             cudaEventDestroy(l->staged[s]);
@@ -424,6 +475,14 @@ static void measure_ceilings(struct gpu *g, struct gr_device_info *info)
 static int lane_init(struct lane *l, struct gr_err *e)
 {
     CUDA_TRY(cudaStreamCreateWithFlags(&l->st, cudaStreamNonBlocking), "creating a stream");
+    for (int s = 0; s < NCOPY; s++)
+        CUDA_TRY(cudaStreamCreateWithFlags(&l->copy[s], cudaStreamNonBlocking), "creating a copy stream");
+    cublasStatus_t bs = cublasCreate(&l->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        l->blas = NULL;
+        return gr_fail(e, bs == CUBLAS_STATUS_ALLOC_FAILED ? GR_ENOMEM : GR_ECUDA, NULL, "cannot create a cuBLAS handle: %s",
+                       cublasGetStatusString(bs));
+    }
     for (int s = 0; s < NSTAGE; s++) {
         CUDA_TRY(cudaEventCreateWithFlags(&l->staged[s], cudaEventDisableTiming), "creating an event");
         CUDA_TRY(cudaMallocHost(&l->stage[s], STAGE_BYTES), "allocating pinned staging memory");
@@ -448,6 +507,9 @@ static int gpu_init(struct gr_backend *b, struct gpu *g, int streams, int64_t ca
     for (int i = 0; i < g->nlanes; i++)
         if (lane_init(&g->lane[i], e) != GR_OK)
             return e->code;
+    uint64_t keep = POOL_KEEP;
+    CUDA_TRY(cudaDeviceGetDefaultMemPool(&g->pool, g->dev), "finding the memory pool");
+    CUDA_TRY(cudaMemPoolSetAttribute(g->pool, cudaMemPoolAttrReleaseThreshold, &keep), "setting up the memory pool");
     CUDA_TRY(cudaDeviceSynchronize(), "initialising the device");
     measure_ceilings(g, &b->info);
     size_t free_b = 0, total = 0;
@@ -474,6 +536,9 @@ static struct gr_backend *gpu_new(int dev, int streams, int64_t cache_bytes, str
     b->algos = gr_k_algos;
     b->nalgos = GR_K_NVARIANTS;
     b->reduce = gpu_reduce;
+    b->mm_algos = gr_mm_algos;
+    b->nmm_algos = GR_MM_NVARIANTS;
+    b->matmul = gpu_matmul;
     b->memory_used = gpu_memory_used;
     b->destroy = gpu_destroy;
     b->takes_fd = 1;

@@ -58,6 +58,9 @@ void gr_job_unref(struct gr_job *j)
         return;
     if (j->dataset_pinned) /* a job refused before it was queued */
         gr_jobs_unpin_dataset(j->dataset);
+    for (int k = 0; k < GR_MM_OPERANDS; k++)
+        if (j->mm[k].pinned)
+            gr_jobs_unpin_dataset(j->mm[k].dataset);
     free(j->input);
     free(j->algos);
     free(j->rows);
@@ -119,11 +122,25 @@ static json_t *render_bench(const struct gr_job *j)
                      ceiling > 0 ? json_real(ceiling) : json_null());
 }
 
-/* A result kept as datasets: where its values are, and links to download them. */
+/* A result kept as datasets: where its values are, and links to download them; a product's
+ * values inline as well when it is small (rows of j->result). */
 static json_t *render_kept(const struct gr_job *j)
 {
-    json_t *o = json_pack("{s:s, s:[I], s:s++}", "dataset", j->result_dataset, "shape", (json_int_t)j->result.n,
-                          "data", "/v1/datasets/", j->result_dataset, "/data");
+    int mm = j->kind == GR_JOB_MATMUL;
+    json_t *shape = mm ? json_pack("[I, I]", (json_int_t)j->shape[0], (json_int_t)j->shape[1])
+                       : json_pack("[I]", (json_int_t)j->result.n);
+    json_t *o = json_pack("{s:s, s:o, s:s++}", "dataset", j->result_dataset, "shape", shape, "data", "/v1/datasets/",
+                          j->result_dataset, "/data");
+    if (o && mm && j->result.n) {
+        json_t *rows = json_array();
+        for (int64_t i = 0; i < j->shape[0]; i++) {
+            json_t *row = json_array();
+            for (int64_t k = 0; k < j->shape[1]; k++)
+                json_array_append_new(row, result_value(&j->result, i * j->shape[1] + k));
+            json_array_append_new(rows, row);
+        }
+        json_object_set_new(o, "values", rows);
+    }
     if (o && j->indices_dataset[0]) {
         json_object_set_new(o, "indices_dataset", json_string(j->indices_dataset));
         json_object_set_new(o, "indices_data", json_pack("s++", "/v1/datasets/", j->indices_dataset, "/data"));
@@ -167,6 +184,27 @@ static json_t *render_error(const struct gr_job *j)
     return p;
 }
 
+static json_t *render_operand(const struct gr_operand *x)
+{
+    json_t *o = json_pack("{s:[I, I]}", "shape", (json_int_t)x->rows, (json_int_t)x->cols);
+    if (o && x->dataset[0])
+        json_object_set_new(o, "dataset", json_string(x->dataset));
+    return o;
+}
+
+/* Bytes the job reads: a benchmark's generated input, a product's operands, else its values. */
+static int64_t job_bytes(const struct gr_job *j)
+{
+    int64_t es = (int64_t)gr_dtype_size(j->dtype), n = 0;
+    if (j->kind == GR_JOB_BENCH)
+        return j->shape[0] * es;
+    if (j->kind == GR_JOB_REDUCE)
+        return (int64_t)j->input_bytes;
+    for (int k = 0; k < GR_MM_OPERANDS; k++) /* each operand's size was checked when the job was made */
+        n += j->mm[k].present ? j->mm[k].rows * j->mm[k].cols * es : 0;
+    return n;
+}
+
 char *gr_job_render(const struct gr_job *j)
 {
     json_t *shape = json_array();
@@ -181,9 +219,7 @@ char *gr_job_render(const struct gr_job *j)
                           gr_status_name(j->status), "op", gr_op_name(j->op), "dtype", gr_dtype_name(j->dtype),
                           "shape", shape, "axis", j->axis == GR_AXIS_ALL ? json_null() : json_integer(j->axis),
                           "ties", j->ties_last ? "last" : "first", "device", j->device, "algorithm", j->algorithm,
-                          "bytes",
-                          (json_int_t)(j->kind == GR_JOB_BENCH ? j->shape[0] * (int64_t)gr_dtype_size(j->dtype)
-                                                                : (int64_t)j->input_bytes));
+                          "bytes", (json_int_t)job_bytes(j));
     if (!o || !timings) {
         json_decref(o);
         json_decref(timings);
@@ -193,6 +229,15 @@ char *gr_job_render(const struct gr_job *j)
         static const char *const cache[] = {[GR_CACHE_HIT] = "hit", [GR_CACHE_MISS] = "miss"};
         json_object_set_new(o, "dataset", json_string(j->dataset));
         json_object_set_new(o, "cache", t->cache != GR_CACHE_NONE ? json_string(cache[t->cache]) : json_null());
+    }
+    if (j->kind == GR_JOB_MATMUL) {
+        static const char *const names[GR_MM_OPERANDS] = {"a", "b", "c"};
+        for (int k = 0; k < GR_MM_OPERANDS; k++)
+            if (j->mm[k].present)
+                json_object_set_new(o, names[k], render_operand(&j->mm[k]));
+        json_object_set_new(o, "alpha", gr_json_double(j->alpha));
+        json_object_set_new(o, "beta", gr_json_double(j->beta));
+        json_object_set_new(timings, "overlap", json_real(t->overlap));
     }
     if (j->kind == GR_JOB_BENCH) {
         json_t *names = json_array();
@@ -209,7 +254,11 @@ char *gr_job_render(const struct gr_job *j)
     /* throughput of the kernel stage alone: what the variant achieved on its input */
     json_object_set_new(o, "gbps",
                         done && t->kernel > 0 && j->kind == GR_JOB_REDUCE ? json_real((double)j->input_bytes / (t->kernel * 1e6)) : json_null());
-    json_object_set_new(o, "gflops", json_null());
+    /* 2 m n k flops over the multiplies' time */
+    json_object_set_new(o, "gflops", done && t->kernel > 0 && j->kind == GR_JOB_MATMUL
+                                         ? json_real(2.0 * (double)j->shape[0] * (double)j->shape[1] *
+                                                     (double)j->mm[0].cols / (t->kernel * 1e6))
+                                         : json_null());
     json_object_set_new(o, "error", j->status == GR_FAILED ? render_error(j) : json_null());
     json_object_set_new(o, "created_at", time_or_null(j->created_at));
     json_object_set_new(o, "started_at", time_or_null(j->started_at));
@@ -270,8 +319,9 @@ static int store_wait(struct store_wait *w, int rc)
     return rc == GR_OK ? w->code : rc;
 }
 
-/* n int64 or float64 values as a new dataset id: its file durable, then its row committed. */
-static int keep_values(struct gr_store *s, const void *values, int64_t n, int dtype, char id[24], struct gr_err *e)
+/* Values of dtype and shape (ndim 1 or 2) as a new dataset id: its file durable, then its row committed. */
+static int keep_values(struct gr_store *s, const void *values, int dtype, int ndim, const int64_t *shape, char id[24],
+                       struct gr_err *e)
 {
     const char *dir = gr_store_data_dir(s);
     struct gr_dsfile *f = NULL;
@@ -281,7 +331,8 @@ static int keep_values(struct gr_store *s, const void *values, int64_t n, int dt
     EVP_MD_CTX *sha = EVP_MD_CTX_new();
     gr_id_new('d', id, 24);
     int rc = GR_OK;
-    if (gr_mul_size((size_t)n, gr_dtype_size(dtype), &bytes))
+    if (gr_mul_size((size_t)shape[0], ndim == 2 ? (size_t)shape[1] : 1, &bytes) ||
+        gr_mul_size(bytes, gr_dtype_size(dtype), &bytes))
         rc = gr_fail(e, GR_EINTERNAL, NULL, "the result's size overflows");
     else if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL))
         rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
@@ -292,7 +343,7 @@ static int keep_values(struct gr_store *s, const void *values, int64_t n, int dt
     if (rc == GR_OK)
         rc = gr_dsfile_commit(f, e);
     gr_dsfile_close(f); /* a .tmp not committed goes with it */
-    if (rc == GR_OK && !(doc = gr_dataset_render(id, dtype, 1, &n, bytes, sha)))
+    if (rc == GR_OK && !(doc = gr_dataset_render(id, dtype, ndim, shape, bytes, sha)))
         rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory rendering the result's dataset");
     EVP_MD_CTX_free(sha);
     if (rc == GR_OK && store_wait(&w, gr_store_insert_dataset(s, id, doc, store_done, &w)) != GR_OK)
@@ -307,9 +358,9 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
     if (j->kind != GR_JOB_REDUCE || r->n <= GR_RESULT_INLINE_MAX)
         return GR_OK;
     struct gr_err why = {0};
-    int rc = keep_values(s, r->i ? (const void *)r->i : r->f, r->n, r->i ? GR_INT64 : GR_FLOAT64, j->result_dataset,
-                         &why);
-    if (rc == GR_OK && r->index && (rc = keep_values(s, r->index, r->n, GR_INT64, j->indices_dataset, &why))) {
+    int rc = keep_values(s, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, 1, &r->n,
+                         j->result_dataset, &why);
+    if (rc == GR_OK && r->index && (rc = keep_values(s, r->index, GR_INT64, 1, &r->n, j->indices_dataset, &why))) {
         /* all or nothing: the values' dataset goes too */
         struct store_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
         if (store_wait(&w, gr_store_delete_dataset(s, j->result_dataset, store_done, &w)) == GR_OK)
@@ -325,6 +376,19 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
     return GR_OK;
 }
 
+int gr_job_keep_product(struct gr_job *j, const void *out, struct gr_store *s, struct gr_err *e)
+{
+    struct gr_err why = {0};
+    if (keep_values(s, out, j->dtype, 2, j->shape, j->result_dataset, &why) != GR_OK) {
+        j->result_dataset[0] = 0;
+        return gr_fail(e, why.code, NULL, "the product (%lld x %lld) could not be kept as a dataset: %s",
+                       (long long)j->shape[0], (long long)j->shape[1], why.msg);
+    }
+    gr_log(GR_LOG_INFO, "job %s: its %lld x %lld product kept as dataset %s", j->id, (long long)j->shape[0],
+           (long long)j->shape[1], j->result_dataset);
+    return GR_OK;
+}
+
 static double parse_time(const char *s)
 {
     struct tm tm = {0};
@@ -335,6 +399,37 @@ static double parse_time(const char *s)
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     return (double)timegm(&tm) + ms / 1000.0;
+}
+
+/* A stored matmul job's operands (as render_operand wrote them), alpha and beta; inline operands
+ * lie one after another in its input, *inline_bytes in all. -1 if the doc is not one. */
+static int restore_operands(struct gr_job *j, json_t *o, size_t *inline_bytes)
+{
+    static const char *const names[GR_MM_OPERANDS] = {"a", "b", "c"};
+    size_t total = 0, bytes;
+    j->kind = GR_JOB_MATMUL;
+    j->alpha = json_number_value(json_object_get(o, "alpha"));
+    j->beta = json_number_value(json_object_get(o, "beta"));
+    for (int k = 0; k < GR_MM_OPERANDS; k++) {
+        struct gr_operand *x = &j->mm[k];
+        json_t *v = json_object_get(o, names[k]), *shape = json_object_get(v, "shape");
+        if (!v && k == 2)
+            break;
+        const char *ds = json_string_value(json_object_get(v, "dataset"));
+        x->rows = json_integer_value(json_array_get(shape, 0));
+        x->cols = json_integer_value(json_array_get(shape, 1));
+        if (json_array_size(shape) != 2 || x->rows < 1 || x->cols < 1 || (ds && !gr_id_valid(ds, 'd')) ||
+            gr_mul_size((size_t)x->rows, (size_t)x->cols, &bytes) || gr_mul_size(bytes, gr_dtype_size(j->dtype), &bytes))
+            return -1;
+        x->present = 1;
+        x->off = total;
+        if (ds)
+            snprintf(x->dataset, sizeof x->dataset, "%s", ds);
+        else if (__builtin_add_overflow(total, bytes, &total))
+            return -1;
+    }
+    *inline_bytes = total;
+    return j->mm[0].cols == j->mm[1].rows && j->shape[0] == j->mm[0].rows && j->shape[1] == j->mm[1].cols ? 0 : -1;
 }
 
 int gr_job_restore(const char *id, const char *doc, const void *input, size_t bytes, struct gr_job **out,
@@ -393,6 +488,13 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
     if (ds && gr_id_valid(ds, 'd'))
         snprintf(j->dataset, sizeof j->dataset, "%s", ds);
     size_t want = bytes;
+    if (j->op == GR_MATMUL && (j->ndim != 2 || restore_operands(j, o, &want) || want != bytes)) {
+        free(copy);
+        gr_job_unref(j);
+        json_decref(o);
+        return gr_fail(e, GR_EINVAL, NULL, "stored matmul job %s: its operands are unreadable or not the %zu bytes "
+                                           "stored", id, bytes);
+    }
     if (j->kind == GR_JOB_REDUCE &&
         (j->shape[0] < 1 || j->shape[1] < 1 || gr_mul_size((size_t)j->shape[0], (size_t)j->shape[1], &want) ||
          gr_mul_size(want, gr_dtype_size(j->dtype), &want) || (ds && !j->dataset[0]) ||

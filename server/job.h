@@ -21,7 +21,18 @@ struct gr_store;
 /* A result with more outputs than this is kept as datasets, not inline in the job resource. */
 #define GR_RESULT_INLINE_MAX 4096
 
-enum gr_kind { GR_JOB_REDUCE, GR_JOB_BENCH };
+enum gr_kind { GR_JOB_REDUCE, GR_JOB_BENCH, GR_JOB_MATMUL };
+
+/* A matmul operand (a, b, c): inline, its values at the job's input + off, or a dataset the job
+ * holds against DELETE as it holds a reduction's (pinned: jobs lock). */
+#define GR_MM_OPERANDS 3
+struct gr_operand {
+    int present;
+    int64_t rows, cols;
+    size_t off;
+    char dataset[24]; /* "" when inline */
+    int pinned;
+};
 
 struct gr_job {
     int refs; /* atomic */
@@ -34,9 +45,11 @@ struct gr_job {
     int64_t shape[2]; /* ndim 1: shape[0] = n, shape[1] = 1 */
     char algorithm[32], device[16]; /* requested; replaced by what ran */
     void *input;
-    size_t input_bytes;   /* the values' size, also of a dataset's (input NULL then) */
+    size_t input_bytes;   /* the values' size, also of a dataset's (input NULL then); matmul: inline operands' */
     char dataset[24];     /* "" or the dataset the values are in, mapped when the job runs */
     int dataset_pinned;   /* the job holds the dataset against DELETE (jobs lock) */
+    struct gr_operand mm[GR_MM_OPERANDS]; /* matmul: a, b, c; the product is shape[0] x shape[1] */
+    double alpha, beta;
     struct gr_backend *backend; /* where it runs */
     int repeats, nalgos;        /* benchmark: n is shape[0]; nalgos 0 = every variant */
     char (*algos)[32];
@@ -75,6 +88,11 @@ char *gr_job_render(const struct gr_job *j);
  * their ids go into j. GR_OK (also when there is nothing to keep), else GR_ENOMEM (no disk
  * space), GR_EIO, with nothing kept. Blocks on the disk and the store: no lock held. */
 int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_store *s, struct gr_err *e);
+
+/* On the worker, once out (j's dtype, shape[0] x shape[1]) is a matmul job's product: kept as a
+ * dataset as gr_job_keep_result keeps a large result (always, whatever its size), its id into
+ * j->result_dataset. Same codes. */
+int gr_job_keep_product(struct gr_job *j, const void *out, struct gr_store *s, struct gr_err *e);
 
 /* A dataset's resource (API.md; uploads and kept results alike), malloc'd, for its store row:
  * sha is the EVP sha256 digest of its values, finished here. NULL if out of memory. */

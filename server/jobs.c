@@ -128,12 +128,17 @@ static int pin_change(const char *id, int delta, struct gr_err *e)
     return rc;
 }
 
-/* A job's hold ends once its final state is stored (mu held). */
+/* A job's holds end once its final state is stored (mu held). */
 static void unpin_job(struct gr_job *j)
 {
     if (j->dataset_pinned)
         pin_change(j->dataset, -1, NULL);
     j->dataset_pinned = 0;
+    for (int k = 0; k < GR_MM_OPERANDS; k++) {
+        if (j->mm[k].pinned)
+            pin_change(j->mm[k].dataset, -1, NULL);
+        j->mm[k].pinned = 0;
+    }
 }
 
 int gr_jobs_pin_dataset(const char *id, struct gr_err *e)
@@ -412,6 +417,50 @@ static void input_close(const struct gr_job *j, struct gr_reduce_req *req)
         gr_dsfile_unmap(req->data, j->input_bytes);
 }
 
+/* A product on w's lane: dataset operands mapped, the product into a buffer kept as a dataset,
+ * its values also into r when it is small enough to show inline. */
+static int run_matmul(struct worker *w, struct gr_job *j, struct gr_result *r, struct gr_timings *t, char used[32],
+                      struct gr_err *e)
+{
+    struct gr_backend *b = w->q->backend;
+    const void *p[GR_MM_OPERANDS] = {NULL, NULL, NULL};
+    size_t es = gr_dtype_size(j->dtype), bytes[GR_MM_OPERANDS] = {0, 0, 0}, out_bytes;
+    void *out = NULL;
+    int rc = GR_OK;
+    for (int k = 0; k < GR_MM_OPERANDS && rc == GR_OK; k++) {
+        const struct gr_operand *x = &j->mm[k];
+        if (!x->present)
+            continue;
+        bytes[k] = (size_t)x->rows * (size_t)x->cols * es; /* checked when the job was made */
+        if (x->dataset[0])
+            rc = gr_dsfile_map(gr_store_data_dir(store), x->dataset, bytes[k], &p[k], e);
+        else
+            p[k] = (const char *)j->input + x->off;
+    }
+    if (rc == GR_OK && (gr_mul_size((size_t)j->shape[0], (size_t)j->shape[1], &out_bytes) ||
+                        gr_mul_size(out_bytes, es, &out_bytes)))
+        rc = gr_fail(e, GR_EUNPROC, NULL, "the product is too large");
+    if (rc == GR_OK && !(out = malloc(out_bytes)))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "out of host memory for the %lld x %lld product", (long long)j->shape[0],
+                     (long long)j->shape[1]);
+    struct gr_mm_req req = {.dtype = j->dtype, .m = j->shape[0], .n = j->shape[1], .k = j->mm[0].cols,
+                            .alpha = j->alpha, .beta = j->beta, .a = p[0], .b = p[1], .c = p[2], .out = out,
+                            .algorithm = j->algorithm};
+    if (rc == GR_OK)
+        rc = b->matmul(b, w->lane, &req, t, used, e);
+    for (int k = 0; k < GR_MM_OPERANDS; k++)
+        if (j->mm[k].dataset[0])
+            gr_dsfile_unmap(p[k], bytes[k]);
+    if (rc == GR_OK) /* durable before the state naming it is stored */
+        rc = gr_job_keep_product(j, out, store, e);
+    int64_t n = j->shape[0] * j->shape[1];
+    if (rc == GR_OK && n <= GR_RESULT_INLINE_MAX && (rc = gr_result_alloc(r, n, 0, 0, e)) == GR_OK)
+        for (int64_t i = 0; i < n; i++)
+            r->f[i] = j->dtype == GR_FLOAT32 ? (double)((const float *)out)[i] : ((const double *)out)[i];
+    free(out);
+    return rc;
+}
+
 static void run(struct worker *w, struct gr_job *j)
 {
     struct queue *q = w->q;
@@ -443,6 +492,8 @@ static void run(struct worker *w, struct gr_job *j)
                           j->repeats, &rows, &nrows, &e);
         t.kernel = gr_mono_ms() - t0;
         snprintf(used, sizeof used, "benchmark");
+    } else if (j->kind == GR_JOB_MATMUL) {
+        rc = run_matmul(w, j, &r, &t, used, &e);
     } else {
         rc = input_open(j, q->backend, &req, &e);
         if (rc == GR_OK)
@@ -627,6 +678,8 @@ static void recover_one(void *ctx, const char *id, const char *doc, const void *
         j->backend = queues[0].backend;
     pthread_mutex_lock(&mu);
     j->dataset_pinned = j->dataset[0] && pin_change(j->dataset, 1, &e) == GR_OK;
+    for (int k = 0; k < GR_MM_OPERANDS; k++)
+        j->mm[k].pinned = j->mm[k].dataset[0] && pin_change(j->mm[k].dataset, 1, &e) == GR_OK;
     table_add(j);
     push(queue_of(j->backend), j); /* recovery ignores the capacity: these were accepted */
     pthread_mutex_unlock(&mu);

@@ -147,6 +147,29 @@ static const struct bad bad_bodies[] = {
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"alpha\":2}", GR_EUNPROC, "alpha"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"algorithm\":\"a-very-long-name-that-cannot-fit-here\"}",
      GR_EINVAL, "algorithm"},
+    /* matmul */
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1,2]]},\"b\":{\"data\":[[1,2]]}}", GR_EUNPROC, "b"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1,2]]},\"c\":{\"data\":[[1]]}}",
+     GR_EUNPROC, "c"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1]]},\"beta\":1}", GR_EUNPROC,
+     "beta"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[1]},\"b\":{\"data\":[[1]]}}", GR_EUNPROC, "a"},
+    {"{\"op\":\"matmul\",\"dtype\":\"int32\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1]]}}", GR_EUNPROC, "dtype"},
+    {"{\"op\":\"matmul\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1]]}}", GR_EINVAL, "dtype"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1]]}}", GR_EINVAL, "b"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":[[1]],\"b\":{\"data\":[[1]]}}", GR_EINVAL, "a"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{},\"b\":{\"data\":[[1]]}}", GR_EINVAL, "a"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1]],\"x\":1},\"b\":{\"data\":[[1]]}}", GR_EINVAL, "a"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[\"1\"]]},\"b\":{\"data\":[[1]]}}", GR_EINVAL, "a"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1e39]]}}", GR_EUNPROC, "b"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1]]},\"alpha\":\"2\"}", GR_EINVAL,
+     "alpha"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1]]},\"axis\":0}", GR_EUNPROC,
+     "axis"},
+    {"{\"op\":\"matmul\",\"a\":{\"dataset\":\"d_0000000000000009\"},\"b\":{\"data\":[[1]]}}", GR_ENOTFOUND, "a"},
+    {"{\"op\":\"matmul\",\"a\":{\"dataset\":\"d_0000000000000002\"},\"b\":{\"data\":[[1]]}}", GR_EUNPROC, "a"},
+    {"{\"op\":\"matmul\",\"dtype\":\"float64\",\"a\":{\"data\":[[1,1,1]]},\"b\":{\"dataset\":\"d_0000000000000001\"}}",
+     GR_EUNPROC, "b"},
 };
 
 static void test_rejections(void **state)
@@ -197,6 +220,48 @@ static void test_dataset_jobs(void **state)
     struct gr_err e = {0};
     const char *body = "{\"op\":\"sum\",\"dataset\":\"d_0000000000000001\"}";
     assert_int_equal(gr_parse_job(body, strlen(body), NULL, NULL, j, &e), GR_EUNPROC);
+    gr_job_unref(j);
+}
+
+/* matmul: inline operands packed one after another (a, b, c), datasets named and not packed,
+ * the product's shape as the job's. */
+static void test_matmul_jobs(void **state)
+{
+    struct gr_job *j = parse_ok("{\"op\":\"matmul\",\"dtype\":\"float32\",\"a\":{\"data\":[[1,2,3],[4,5,6]]},"
+                                "\"b\":{\"data\":[[7,8],[9,10],[11,12]]},\"c\":{\"data\":[[-1,-2],[-3,-4]]},"
+                                "\"alpha\":2.5,\"beta\":-1}");
+    assert_int_equal(j->kind, GR_JOB_MATMUL);
+    assert_int_equal(j->op, GR_MATMUL);
+    assert_int_equal(j->ndim, 2);
+    assert_int_equal(j->shape[0], 2);
+    assert_int_equal(j->shape[1], 2);
+    assert_true(j->alpha == 2.5 && j->beta == -1);
+    assert_int_equal(j->input_bytes, (6 + 6 + 4) * 4);
+    const int64_t dims[3][2] = {{2, 3}, {3, 2}, {2, 2}};
+    const size_t offs[3] = {0, 24, 48};
+    for (int k = 0; k < GR_MM_OPERANDS; k++) {
+        assert_true(j->mm[k].present && !j->mm[k].dataset[0]);
+        assert_int_equal(j->mm[k].rows, dims[k][0]);
+        assert_int_equal(j->mm[k].cols, dims[k][1]);
+        assert_int_equal(j->mm[k].off, offs[k]);
+    }
+    const float want[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, -1, -2, -3, -4};
+    assert_memory_equal(j->input, want, sizeof want);
+    gr_job_unref(j);
+
+    /* a from a 3 x 4 float32 dataset gives the dtype; only b is packed */
+    j = parse_ok("{\"op\":\"matmul\",\"a\":{\"dataset\":\"d_0000000000000001\"},\"b\":{\"data\":[[1],[2],[3],[4]]}}");
+    assert_int_equal(j->dtype, GR_FLOAT32);
+    assert_string_equal(j->mm[0].dataset, "d_0000000000000001");
+    assert_string_equal(j->dataset, "");
+    assert_false(j->mm[2].present);
+    assert_true(j->alpha == 1 && j->beta == 0);
+    assert_int_equal(j->shape[0], 3);
+    assert_int_equal(j->shape[1], 1);
+    assert_int_equal(j->input_bytes, 16);
+    assert_int_equal(j->mm[1].off, 0);
+    const float wb[4] = {1, 2, 3, 4};
+    assert_memory_equal(j->input, wb, sizeof wb);
     gr_job_unref(j);
 }
 
@@ -291,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_integral_real_is_an_integer),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_dataset_jobs),
+        cmocka_unit_test(test_matmul_jobs),
         cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
     };
