@@ -6,7 +6,8 @@
 2. cached: the same dataset on a server with the default cache: the first job misses, then
    sequential jobs with Prefer: wait hit; kernel GB/s beside CUB's sum over 1 GiB (POST
    /v1/benchmarks, same run) and the HTTP round trip beside the kernel time, p50;
-3. lanes: 1 MiB one-shot binary jobs from 16 client threads for a few seconds, --streams 1 vs 4.
+3. lanes: latency of small inline jobs while another client keeps 1 GiB host-ingest jobs running,
+   --streams 1 (every small job waits behind a big one) vs 4.
 Prints a table and writes JSON. Not a test: it measures, it does not judge.
   bench/data_plane.py path/to/gpured out.json
 """
@@ -64,8 +65,7 @@ def job(s, body, conn=None):
     return j, rtt
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="data-plane.", dir=".")
+def main(work):
     path = os.path.join(work, "values.f32")
     block = array.array("f", [((i * 7919) % 1000) / 8.0 for i in range(1 << 20)]).tobytes()
     with open(path, "wb") as f:
@@ -110,9 +110,10 @@ def main():
         kern.append(j["timings_ms"]["kernel"])
         rtt.append(ms)
     st, b = s.call("POST", "/v1/benchmarks", json.dumps({"op": "sum", "dtype": "float32", "n": GIB // 4,
-                                                          "algorithms": [REF], "repeats": 10,
+                                                          "algorithms": [REF], "repeats": 5,
                                                           "device": DEVICE}),
                    {"Content-Type": "application/json", "Prefer": "wait=60"})
+    assert st == 200 and b["status"] == "succeeded", (st, b)
     rows = {r["algorithm"]: r for r in b["result"]["rows"]}
     k50 = statistics.median(kern)
     res["cached"] = {"first_cache": first["cache"], "first_h2d_ms": first["timings_ms"]["h2d"],
@@ -125,29 +126,27 @@ def main():
     s.stop()
     log("lanes")
 
-    # 3. lanes
-    body = array.array("f", [1.0] * (1 << 18)).tobytes()
+    # 3. lanes: small jobs while 1 GiB host-ingest jobs keep the GPU busy
     res["lanes"] = []
+    small = {"op": "sum", "dtype": "float32", "data": [float(i % 7) for i in range(1024)], "device": DEVICE}
     for streams in (1, 4):
-        s = Server(work, "--streams", str(streams))
-        done, stop = [0] * 16, time.perf_counter() + 4
+        s = Server(work, "--streams", str(streams), "--gpu-cache-bytes", "0")
+        stop = [False]
 
-        def client(k):
-            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
-            while time.perf_counter() < stop:
-                c.request("POST", f"/v1/jobs?op=sum&dtype=float32&device={DEVICE}", body=body,
-                          headers={"Content-Type": "application/octet-stream", "Prefer": "wait=60"})
-                r = c.getresponse()
-                assert json.loads(r.read())["result"]["value"] == float(1 << 18)
-                done[k] += 1
-        th = [threading.Thread(target=client, args=(k,)) for k in range(16)]
-        t0 = time.perf_counter()
-        [t.start() for t in th]
-        [t.join() for t in th]
-        res["lanes"].append({"streams": streams, "jobs_per_s": sum(done) / (time.perf_counter() - t0)})
+        def big():
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+            while not stop[0]:
+                job(s, {"op": "sum", "dataset": ds, "device": DEVICE}, c)
+        bg = threading.Thread(target=big)
+        bg.start()
+        time.sleep(0.2)
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+        lat = sorted(job(s, small, conn)[1] for _ in range(200))
+        stop[0] = True
+        bg.join()
+        res["lanes"].append({"streams": streams, "small_p50_ms": lat[100], "small_p99_ms": lat[197]})
         s.stop()
 
-    subprocess.run(["rm", "-rf", work])
     with open(OUT, "w") as f:
         json.dump(res, f, indent=1)
     h, c = res["host_ingest"], res["cached"]
@@ -159,7 +158,12 @@ def main():
           f"{c['pct_of_cub']:.1f}% of CUB sum ({c['cub_sum_gbps']:.0f} GB/s); round trip p50 {c['rtt_ms_p50']:.3f} ms "
           f"(kernel + {c['rtt_minus_kernel_ms_p50']:.3f} ms)")
     for l in res["lanes"]:
-        print(f"1 MiB one-shot jobs, 16 clients, --streams {l['streams']}: {l['jobs_per_s']:.0f} jobs/s")
+        print(f"small jobs (1024 float32) beside 1 GiB host-ingest jobs, --streams {l['streams']}: "
+              f"p50 {l['small_p50_ms']:.2f} ms, p99 {l['small_p99_ms']:.2f} ms")
 
 
-main()
+work = tempfile.mkdtemp(prefix="data-plane.", dir=".")
+try:
+    main(work)
+finally:
+    subprocess.run(["rm", "-rf", work])
