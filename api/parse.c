@@ -260,13 +260,11 @@ static int is_matmul(json_t *root)
     return op && !strcmp(op, "matmul");
 }
 
-static const char *const operand_names[GR_MM_OPERANDS] = {"a", "b", "c"};
-
 /* One operand's member: {"data": [[..]]} (nesting into o->rows/cols, packed later) or
  * {"dataset": "d_..."} (looked up and pinned now; its dtype into *ds_dtype). */
 static int operand(json_t *x, int k, struct gr_job *j, const struct apart *v, int *ds_dtype, struct gr_err *e)
 {
-    const char *name = operand_names[k];
+    const char *name = gr_operand_names[k];
     struct gr_operand *o = &j->mm[k];
     if (!json_is_object(x))
         return gr_fail(e, GR_EINVAL, name, "\"%s\" must be an object: {\"data\": [[...], ...]} or {\"dataset\": \"d_...\"}, "
@@ -330,7 +328,7 @@ static int operand_bytes(const struct gr_job *j, int k, size_t *bytes, struct gr
     *bytes = 0;
     if (o->present && (gr_mul_size((size_t)o->rows, (size_t)o->cols, bytes) ||
                        gr_mul_size(*bytes, gr_dtype_size(j->dtype), bytes)))
-        return gr_fail(e, GR_EUNPROC, operand_names[k], "\"%s\" (%lld x %lld) is too large", operand_names[k],
+        return gr_fail(e, GR_EUNPROC, gr_operand_names[k], "\"%s\" (%lld x %lld) is too large", gr_operand_names[k],
                        (long long)o->rows, (long long)o->cols);
     return GR_OK;
 }
@@ -366,16 +364,16 @@ static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, s
     j->kind = GR_JOB_MATMUL;
     int ds_dtype = -1;
     for (int k = 0; k < GR_MM_OPERANDS; k++) {
-        json_t *x = json_object_get(root, operand_names[k]);
+        json_t *x = json_object_get(root, gr_operand_names[k]);
         if (!x && k < 2)
-            return gr_fail(e, GR_EINVAL, operand_names[k], "\"%s\" is required for matmul: {\"data\": [[...]]} or "
+            return gr_fail(e, GR_EINVAL, gr_operand_names[k], "\"%s\" is required for matmul: {\"data\": [[...]]} or "
                                                            "{\"dataset\": \"d_...\"}",
-                           operand_names[k]);
+                           gr_operand_names[k]);
         int dt = -1;
         if (x && (rc = operand(x, k, j, v, &dt, e)))
             return rc;
         if (dt >= 0 && (j->dtype >= 0 || ds_dtype >= 0) && dt != (j->dtype >= 0 ? j->dtype : ds_dtype))
-            return gr_fail(e, GR_EUNPROC, operand_names[k], "dataset %s holds %s values but the product is %s: "
+            return gr_fail(e, GR_EUNPROC, gr_operand_names[k], "dataset %s holds %s values but the product is %s: "
                                                             "every operand needs the same dtype",
                            j->mm[k].dataset, gr_dtype_name(dt), gr_dtype_name(j->dtype >= 0 ? j->dtype : ds_dtype));
         if (dt >= 0)
@@ -414,15 +412,15 @@ static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, s
             return rc;
         j->mm[k].off = total;
         if (j->mm[k].present && !j->mm[k].dataset[0] && __builtin_add_overflow(total, bytes, &total))
-            return gr_fail(e, GR_EUNPROC, operand_names[k], "the operands are too large");
+            return gr_fail(e, GR_EUNPROC, gr_operand_names[k], "the operands are too large");
     }
     if (total && !(j->input = malloc(total)))
         return gr_fail(e, GR_ENOMEM, NULL, "out of memory for %zu bytes of operands", total);
     j->input_bytes = total;
     for (int k = 0; k < GR_MM_OPERANDS; k++)
         if (j->mm[k].present && !j->mm[k].dataset[0] &&
-            (rc = pack(json_object_get(json_object_get(root, operand_names[k]), "data"), 1, j->dtype,
-                       (char *)j->input + j->mm[k].off, operand_names[k], e)))
+            (rc = pack(json_object_get(json_object_get(root, gr_operand_names[k]), "data"), 1, j->dtype,
+                       (char *)j->input + j->mm[k].off, gr_operand_names[k], e)))
             return rc;
     return GR_OK;
 }

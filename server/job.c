@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+const char *const gr_operand_names[GR_MM_OPERANDS] = {"a", "b", "c"};
+
 static const char *status_names[GR_NSTATUS] = {"queued", "running", "succeeded", "failed", "canceled"};
 
 const char *gr_status_name(int s) { return s >= 0 && s < GR_NSTATUS ? status_names[s] : "?"; }
@@ -231,10 +233,9 @@ char *gr_job_render(const struct gr_job *j)
         json_object_set_new(o, "cache", t->cache != GR_CACHE_NONE ? json_string(cache[t->cache]) : json_null());
     }
     if (j->kind == GR_JOB_MATMUL) {
-        static const char *const names[GR_MM_OPERANDS] = {"a", "b", "c"};
         for (int k = 0; k < GR_MM_OPERANDS; k++)
             if (j->mm[k].present)
-                json_object_set_new(o, names[k], render_operand(&j->mm[k]));
+                json_object_set_new(o, gr_operand_names[k], render_operand(&j->mm[k]));
         json_object_set_new(o, "alpha", gr_json_double(j->alpha));
         json_object_set_new(o, "beta", gr_json_double(j->beta));
         json_object_set_new(timings, "overlap", json_real(t->overlap));
@@ -405,14 +406,13 @@ static double parse_time(const char *s)
  * lie one after another in its input, *inline_bytes in all. -1 if the doc is not one. */
 static int restore_operands(struct gr_job *j, json_t *o, size_t *inline_bytes)
 {
-    static const char *const names[GR_MM_OPERANDS] = {"a", "b", "c"};
     size_t total = 0, bytes;
     j->kind = GR_JOB_MATMUL;
     j->alpha = json_number_value(json_object_get(o, "alpha"));
     j->beta = json_number_value(json_object_get(o, "beta"));
     for (int k = 0; k < GR_MM_OPERANDS; k++) {
         struct gr_operand *x = &j->mm[k];
-        json_t *v = json_object_get(o, names[k]), *shape = json_object_get(v, "shape");
+        json_t *v = json_object_get(o, gr_operand_names[k]), *shape = json_object_get(v, "shape");
         if (!v && k == 2)
             break;
         const char *ds = json_string_value(json_object_get(v, "dataset"));

@@ -26,6 +26,7 @@ enum gr_kind { GR_JOB_REDUCE, GR_JOB_BENCH, GR_JOB_MATMUL };
 /* A matmul operand (a, b, c): inline, its values at the job's input + off, or a dataset the job
  * holds against DELETE as it holds a reduction's (pinned: jobs lock). */
 #define GR_MM_OPERANDS 3
+extern const char *const gr_operand_names[GR_MM_OPERANDS]; /* "a", "b", "c": their JSON members */
 struct gr_operand {
     int present;
     int64_t rows, cols;

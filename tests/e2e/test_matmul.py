@@ -174,6 +174,18 @@ def on_datasets(srv):
             CHECK.eq(srv.req("DELETE", "/v1/datasets/%s" % i).status, 204, "DELETE operand dataset %s after its jobs" % i)
 
 
+def streamed(srv):
+    """A product large enough to go by row blocks on a GPU (m k >= 2^22), m not a multiple of the
+    blocks, from datasets, with c."""
+    rng = np.random.default_rng(12)
+    a, b, c = gen((2100, 2000), "float32", rng), gen((2000, 300), "float32", rng), gen((2100, 300), "float32", rng)
+    ids = [upload(srv, x) for x in (a, b, c)]
+    if None not in ids:
+        job = run_case(srv, "2100x2000x300 float32 (streamed on a GPU)", "float32", a, b, c, 0.75, 1.5, ds=ids)
+        if job and L.DEVICE != "cpu":
+            CHECK.ok(job["timings_ms"]["h2d"] > 0 and job["timings_ms"]["d2h"] > 0, "a GPU product times its copies")
+
+
 def chained(srv):
     """The product's dataset: its record, its .npy, and a reduction job on it."""
     rng = np.random.default_rng(8)
@@ -314,7 +326,10 @@ def crash_with_queued(srv):
         if CHECK.eq(r.status, 202, "small product %d accepted" % i):
             jobs.append((r.json()["id"], a, b, c, 0.5, 2.0, "float32"))
     srv.kill9()
+    mark = len(srv.log)
     srv.start()
+    requeued = [l for l in srv.log[mark:] if "re-queued" in l]
+    CHECK.ok(requeued or L.DEVICE != "cpu", "the restart re-queued the products (log: %r)" % requeued)
     for job_id, a, b, c, alpha, beta, dtype in jobs:
         r = srv.req("GET", "/v1/jobs/%s?wait=60" % job_id, timeout=90)
         job = r.json() if r.status == 200 else {}
@@ -335,6 +350,7 @@ def main():
     shapes_and_scalars(srv)
     inline_threshold(srv)
     on_datasets(srv)
+    streamed(srv)
     chained(srv)
     algorithms(srv)
     crash_with_queued(srv)
