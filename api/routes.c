@@ -83,9 +83,19 @@ static void answer_job(struct gr_req *r)
     gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
 }
 
-/* Every variant a job names must exist on its device and cover what it asks. */
+/* Every variant a job names must exist on its device and cover what it asks; a product, which
+ * becomes a dataset, must fit in one (and in the worker's memory before that). */
 static int check_variants(const struct gr_job *j, struct gr_err *e)
 {
+    size_t out = 0;
+    if (j->kind == GR_JOB_MATMUL && (gr_mul_size((size_t)j->shape[0], (size_t)j->shape[1], &out) ||
+                                     gr_mul_size(out, gr_dtype_size(j->dtype), &out) ||
+                                     out > gr_api_cfg->max_dataset_bytes))
+        return gr_fail(e, GR_EUNPROC, "b",
+                       "the product would be %lld x %lld %s (%zu MiB), over --max-dataset-bytes (%zu MiB): "
+                       "products are kept as datasets",
+                       (long long)j->shape[0], (long long)j->shape[1], gr_dtype_name(j->dtype), out >> 20,
+                       gr_api_cfg->max_dataset_bytes >> 20);
     if (j->kind != GR_JOB_BENCH)
         return gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, j->ndim == 1 ? GR_AXIS_ALL : j->axis, e);
     for (int k = 0; k < j->nalgos; k++) {

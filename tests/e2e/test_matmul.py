@@ -299,8 +299,12 @@ def bad_requests(srv):
         bad(srv, "datasets of two dtypes",
             submit(srv, {"op": "matmul", "a": {"dataset": upload(srv, gen((2, 3), "float32", rng))}, "b": {"dataset": f64}},
                    headers={}), 422, "b")
-        # refused jobs hold nothing: both can be deleted
-        for i in (v1, f64):
+        # a product over --max-dataset-bytes (4 GiB by default) is refused before it runs
+        tall, wide = upload(srv, gen((70000, 1), "float32", rng)), upload(srv, gen((1, 20000), "float32", rng))
+        bad(srv, "a 5.6 GB product", submit(srv, {"op": "matmul", "a": {"dataset": tall}, "b": {"dataset": wide}},
+                                            headers={}), 422, "b", ("70000 x 20000", "--max-dataset-bytes"))
+        # refused jobs hold nothing: all can be deleted
+        for i in (v1, f64, tall, wide):
             CHECK.eq(srv.req("DELETE", "/v1/datasets/%s" % i).status, 204, "DELETE %s after refused jobs" % i)
 
 
