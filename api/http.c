@@ -367,9 +367,7 @@ int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port,
                                on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
                                (unsigned)cfg->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                                MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-                               /* uploads: the default 32 KiB pool reads 16 KiB per poll; 1 MiB reads ~200 KiB
-                                * (13x fewer calls per GiB). The pool is mapped, so idle connections cost little */
-                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1 << 20, MHD_OPTION_END);
+                               MHD_OPTION_END);
     if (!daemon_)
         return gr_fail(e, GR_EIO, "port", "cannot listen on %s:%d (in use, or not allowed)", cfg->bind, cfg->port);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);

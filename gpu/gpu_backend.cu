@@ -15,8 +15,8 @@
 #include <string.h>
 
 #define MAX_LANES 16
-#define NSTAGE 32                    /* pinned staging buffers per lane, used as a ring */
-#define FILL_BATCH (NSTAGE / 2)      /* filled at once, in parallel, while the other half is copied */
+#define NSTAGE 32                     /* pinned staging buffers per lane, used as a ring */
+#define FILL_THREADS 16               /* threads filling them (bench/bench_ingest: 16 reach the bus best) */
 #define STAGE_BYTES ((size_t)2 << 20) /* each; a multiple of every state size */
 #define GROW_STEP ((size_t)2 << 20)  /* device buffers grow in steps of this */
 #define NCOPY 2                      /* a product's row blocks are copied on these, beside the lane's stream */
@@ -217,35 +217,62 @@ static void gpu_cache_stats(struct gr_backend *b, struct gr_cache_stats *s)
 
 /* --- one job on one lane --- */
 
-/* The input (memory or file) -> pinned staging ring -> dst. Half the ring is filled in parallel
- * while the copies out of the other half run, so host reads overlap the DMA. */
-static int upload(struct lane *l, const struct gr_reduce_req *req, void *dst, size_t bytes, struct gr_err *e)
+/* One upload through a lane's staging ring (the pipeline's callbacks run on its fill threads). */
+struct upload {
+    struct lane *l;
+    const struct gr_reduce_req *req;
+    char *dst;
+    size_t bytes;
+    int dev;
+    cudaError_t err; /* the first CUDA error of any thread */
+    const char *what;
+};
+
+static int upload_stop(struct upload *u, cudaError_t err, const char *what)
 {
+    cudaError_t none = cudaSuccess;
+    if (__atomic_compare_exchange_n(&u->err, &none, err, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        u->what = what;
+    return 1;
+}
+
+/* Piece k goes through slot k % NSTAGE: wait until that slot's last copy has finished. */
+static int upload_before(void *ctx, int64_t k, struct gr_piece *p)
+{
+    struct upload *u = static_cast<struct upload *>(ctx);
+    int s = (int)(k % NSTAGE);
+    cudaError_t err = cudaSetDevice(u->dev); /* the current device is per thread */
+    if (err == cudaSuccess && k >= NSTAGE)
+        err = cudaEventSynchronize(u->l->staged[s]);
+    if (err != cudaSuccess)
+        return upload_stop(u, err, "waiting for a staging buffer");
+    size_t off = (size_t)k * STAGE_BYTES, len = u->bytes - off < STAGE_BYTES ? u->bytes - off : STAGE_BYTES;
+    *p = (struct gr_piece){u->l->stage[s], u->req->data, u->req->fd, (int64_t)off, len};
+    return 0;
+}
+
+static int upload_after(void *ctx, int64_t k, struct gr_piece *p)
+{
+    struct upload *u = static_cast<struct upload *>(ctx);
+    cudaError_t err = cudaMemcpyAsync(u->dst + p->off, p->dst, p->len, cudaMemcpyHostToDevice, u->l->st);
+    if (err == cudaSuccess)
+        err = cudaEventRecord(u->l->staged[k % NSTAGE], u->l->st);
+    return err == cudaSuccess ? 0 : upload_stop(u, err, "copying the input to the GPU");
+}
+
+/* The input (memory or file) -> pinned staging ring -> dst: FILL_THREADS threads each fill their
+ * own slots and start each slot's copy as soon as it is full, so host reads overlap the DMA. */
+static int upload(struct gpu *g, struct lane *l, const struct gr_reduce_req *req, void *dst, size_t bytes,
+                  struct gr_err *e)
+{
+    struct upload u = {l, req, static_cast<char *>(dst), bytes, g->dev, cudaSuccess, NULL};
     CUDA_TRY(cudaEventRecord(l->ev[EV_H2D0], l->st), "timing the upload");
-    size_t k = 0; /* pieces so far */
-    for (size_t off = 0; off < bytes;) {
-        struct gr_piece batch[FILL_BATCH];
-        int nb = 0;
-        size_t first = k;
-        for (; nb < FILL_BATCH && off < bytes; nb++, k++) {
-            int s = (int)(k % NSTAGE);
-            size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
-            if (k >= NSTAGE)
-                CUDA_TRY(cudaEventSynchronize(l->staged[s]), "waiting for a staging buffer");
-            batch[nb] = (struct gr_piece){l->stage[s], req->data, req->fd, (int64_t)off, len};
-            off += len;
-        }
-        int rc = gr_stage_fill(batch, nb, e);
-        if (rc != GR_OK)
-            return rc;
-        for (int i = 0; i < nb; i++) {
-            int s = (int)((first + (size_t)i) % NSTAGE);
-            CUDA_TRY(cudaMemcpyAsync((char *)dst + batch[i].off, batch[i].dst, batch[i].len, cudaMemcpyHostToDevice,
-                                     l->st),
-                     "copying the input to the GPU");
-            CUDA_TRY(cudaEventRecord(l->staged[s], l->st), "recording a copy");
-        }
-    }
+    int rc = gr_stage_pipeline((int64_t)((bytes + STAGE_BYTES - 1) / STAGE_BYTES), NSTAGE, FILL_THREADS, upload_before,
+                               upload_after, &u, e);
+    if (rc == GR_ECUDA)
+        return cuda_fail(e, u.err, u.what);
+    if (rc != GR_OK)
+        return rc;
     CUDA_TRY(cudaEventRecord(l->ev[EV_H2D1], l->st), "timing the upload");
     return GR_OK;
 }
@@ -299,7 +326,7 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
         return rc;
     j->x = *x ? (*x)->p : l->in.p;
     j->out = l->out.p;
-    if (t->cache != GR_CACHE_HIT && (rc = upload(l, req, const_cast<void *>(j->x), in_bytes, e)) != GR_OK)
+    if (t->cache != GR_CACHE_HIT && (rc = upload(g, l, req, const_cast<void *>(j->x), in_bytes, e)) != GR_OK)
         return rc;
     CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
     CUDA_TRY(gr_k_launch(j, l->scratch.p, l->scratch.bytes, l->tickets, l->st), "launching the kernel");

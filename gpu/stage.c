@@ -1,5 +1,6 @@
-/* stage.c: filling pinned staging buffers in parallel, so that reading a dataset from the page
- * cache keeps up with the PCIe copies (one thread's pread is well below the bus). Stateless. */
+/* stage.c: filling pinned staging buffers on several threads, so that reading a dataset from the
+ * page cache keeps up with the PCIe copies (one thread's pread is well below the bus). Each piece's
+ * copy starts as soon as that piece is filled: no thread waits for a whole batch. Stateless. */
 #include "stage.h"
 
 #include <errno.h>
@@ -24,21 +25,48 @@ static int fill_one(const struct gr_piece *p)
     return 0;
 }
 
-int gr_stage_fill(const struct gr_piece *p, int n, struct gr_err *e)
+/* The pieces whose slot belongs to thread t of nt, in order. Returns 0, a read error (errno or -1),
+ * or -2 when a callback stopped it. *stop is shared: once set, every thread ends. */
+static int run_slots(int64_t n, int nslots, int t, int nt, gr_stage_fn before, gr_stage_fn after, void *ctx,
+                     int *stop)
 {
-    int why = 0; /* any one piece's failure: errno, or -1 */
-    if (n == 1)  /* small inputs: no team to start */
-        why = fill_one(p);
+    for (int64_t k = 0; k < n; k++) {
+        if ((int)(k % nslots) % nt != t)
+            continue;
+        if (__atomic_load_n(stop, __ATOMIC_RELAXED))
+            return 0;
+        struct gr_piece p;
+        int r = before(ctx, k, &p) ? -2 : fill_one(&p);
+        if (!r && after(ctx, k, &p))
+            r = -2;
+        if (r) {
+            __atomic_store_n(stop, 1, __ATOMIC_RELAXED);
+            return r;
+        }
+    }
+    return 0;
+}
+
+int gr_stage_pipeline(int64_t n, int nslots, int threads, gr_stage_fn before, gr_stage_fn after, void *ctx,
+                      struct gr_err *e)
+{
+    int why = 0, stop = 0; /* why: any one thread's failure */
+    int team = threads < nslots ? threads : nslots;
+    team = n < team ? (int)n : team;
+    if (team <= 1) /* small inputs: no team to start */
+        why = run_slots(n, nslots, 0, 1, before, after, ctx, &stop);
     else {
-#pragma omp parallel for num_threads(n) schedule(static, 1)
-        for (int i = 0; i < n; i++) {
-            int r = fill_one(&p[i]);
+#pragma omp parallel num_threads(team)
+        {
+            int r = run_slots(n, nslots, omp_get_thread_num(), omp_get_num_threads(), before, after, ctx, &stop);
             if (r) {
 #pragma omp atomic write
                 why = r;
             }
         }
     }
+    if (why == -2)
+        return GR_ECUDA;
     if (why)
         return gr_fail(e, GR_EIO, NULL, "cannot read the job's input from its dataset file: %s",
                        why > 0 ? strerror(why) : "the file is shorter than the dataset");

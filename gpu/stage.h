@@ -1,5 +1,5 @@
-/* stage.h: filling pinned staging buffers from a job's input, many pieces in parallel (OpenMP);
- * called by a GPU worker thread for its own lane's buffers. */
+/* stage.h: filling pinned staging buffers from a job's input on several threads (OpenMP) and
+ * handing each piece on as soon as it is filled; called by a GPU worker thread for its own lane. */
 #ifndef GR_STAGE_H
 #define GR_STAGE_H
 
@@ -18,8 +18,16 @@ struct gr_piece {
     size_t len;
 };
 
-/* Fill every piece. GR_OK, or GR_EIO (a read failed or the file is short) with e filled. */
-int gr_stage_fill(const struct gr_piece *p, int n, struct gr_err *e);
+/* Piece k of a pipeline: before() says what to fill (and waits until its buffer is free),
+ * after() starts its copy. Both return 0, or nonzero to stop the pipeline. */
+typedef int (*gr_stage_fn)(void *ctx, int64_t k, struct gr_piece *p);
+
+/* Pieces 0..n-1 on up to `threads` threads. Piece k uses buffer slot k % nslots, and every
+ * slot belongs to one thread, so a slot's uses never overlap. GR_OK; GR_EIO when a read
+ * failed or the file is short (e filled); GR_ECUDA when before/after stopped it (the caller
+ * knows why, e untouched). */
+int gr_stage_pipeline(int64_t n, int nslots, int threads, gr_stage_fn before, gr_stage_fn after, void *ctx,
+                      struct gr_err *e);
 
 #ifdef __cplusplus
 }

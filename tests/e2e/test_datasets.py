@@ -531,11 +531,48 @@ def crash_with_queued_dataset_job(srv):
     return {ds_id: a}
 
 
+def gpu_cache(srv):
+    """On a GPU the first job on a dataset copies it (cache miss), the next ones find it there (hit,
+    no copy, same answer); DELETE drops it from the GPU. On the CPU no cache takes part (null)."""
+    rng = L.rng_for("gpu_cache")
+    a = np.array(L.gen_data("sum", "float32", 200003, rng), dtype="<f4")
+    up = upload_raw(srv, a)
+    if not CHECK.eq(up.status, 201, "upload for the cache"):
+        return
+    ds_id = up.json()["id"]
+    gpu = L.DEVICE == "gpu"
+
+    def cache():
+        gpus = srv.get_json("/v1/devices")["gpus"]
+        return gpus[0]["cache"] if gpus else None
+    before = cache()
+    jobs = []
+    for k in range(3):
+        r = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": ds_id, "device": L.DEVICE}, {"Prefer": "wait=30"})
+        if CHECK.eq(r.status, 200, "cache job %d" % k):
+            jobs.append(r.json())
+    if len(jobs) != 3:
+        return
+    CHECK.eq([j["cache"] for j in jobs], ["miss", "hit", "hit"] if gpu else [None] * 3, "cache outcome of 3 jobs")
+    CHECK.eq(len({json.dumps(j["result"]) for j in jobs}), 1, "the same answer from the copy and from the cache")
+    if gpu:
+        CHECK.ok(jobs[0]["timings_ms"]["h2d"] > 0 and jobs[1]["timings_ms"]["h2d"] == 0, "a hit copies nothing")
+        after = cache()
+        CHECK.eq((after["hits"] - before["hits"], after["misses"] - before["misses"]), (2, 1), "devices: cache counters")
+        CHECK.ok(after["bytes"] >= a.nbytes and after["bytes"] <= after["cap_bytes"], "devices: cache bytes %r" % after)
+        metrics = srv.req("GET", "/metrics").body.decode()
+        CHECK.ok(re.search(r'^gpured_cache_hits_total\{device="gpu:0"\} [1-9]', metrics, re.M), "metrics: cache hits")
+    CHECK.eq(srv.req("DELETE", "/v1/datasets/" + ds_id).status, 204, "delete the cached dataset")
+    if gpu:
+        CHECK.eq(cache()["entries"], after["entries"] - 1, "DELETE evicts the dataset from the GPU")
+
+
 def main():
     srv = L.start_suite(["--max-dataset-bytes", str(LIMIT), "--max-body-bytes", str(BODY_LIMIT)])
     stored = round_trips(srv)
     small = [i for i, a in stored.items() if a.shape == (3, 5) and a.dtype == np.float32][0]
     stored.update(dataset_jobs(srv))
+    gpu_cache(srv)
     dataset_job_rejections(srv, small)
     one_shot_jobs(srv)
     one_shot_rejections(srv)
