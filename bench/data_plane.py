@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 
-BIN, OUT = sys.argv[1], sys.argv[2]
+BIN = OUT = None  # from argv when run; set by a script that imports Server and job
 GIB = int(os.environ.get("DP_BYTES", 1 << 30))
 DEVICE = os.environ.get("DP_DEVICE", "gpu")  # cpu: a smoke run of this script where there is no GPU
 REF = "cub" if DEVICE != "cpu" else "cpu_seq"
@@ -162,8 +162,10 @@ def main(work):
               f"p50 {l['small_p50_ms']:.2f} ms, p99 {l['small_p99_ms']:.2f} ms")
 
 
-work = tempfile.mkdtemp(prefix="data-plane.", dir=".")
-try:
-    main(work)
-finally:
-    subprocess.run(["rm", "-rf", work])
+if __name__ == "__main__":
+    BIN, OUT = sys.argv[1], sys.argv[2]
+    work = tempfile.mkdtemp(prefix="data-plane.", dir=".")
+    try:
+        main(work)
+    finally:
+        subprocess.run(["rm", "-rf", work])

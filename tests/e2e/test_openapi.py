@@ -150,6 +150,18 @@ def provoked(srv):
         docs.append(("Job", r.json()))
         CHECK.ok(r.json().get("result", {}).get("rows"), "benchmark rows %r" % r.json().get("result"))
         docs.append(("BenchmarkResult", srv.get_json("/v1/jobs/%s/result" % r.json()["id"])))
+    # a result kept as datasets (over 4096 outputs, with indices) and a matmul product
+    r = srv.req("POST", "/v1/jobs", {"op": "argmax", "dtype": "int32", "data": [[k % 5, 1] for k in range(4097)],
+                                     "axis": 1, "device": "cpu"}, {"Prefer": "wait=30"})
+    if CHECK.eq(r.status, 200, "kept result job"):
+        CHECK.ok("indices_dataset" in r.json()["result"], "4097 outputs are kept as datasets")
+        docs.append(("Job", r.json()))
+        docs.append(("Result", srv.get_json("/v1/jobs/%s/result" % r.json()["id"])))
+    r = srv.req("POST", "/v1/jobs", {"op": "matmul", "dtype": "float64", "a": {"data": [[1, 2], [3, 4]]},
+                                     "b": {"data": [[5], [6]]}, "device": "cpu"}, {"Prefer": "wait=30"})
+    if CHECK.eq(r.status, 200, "matmul job"):
+        docs.append(("Job", r.json()))
+        docs.append(("Result", srv.get_json("/v1/jobs/%s/result" % r.json()["id"])))
     docs.append(("JobList", srv.get_json("/v1/jobs?limit=3")))
     for body, code in (('{"op": "sum"', 400), ({"op": "sum", "dtype": "int32", "data": []}, 422)):
         r = srv.req("POST", "/v1/jobs", body)

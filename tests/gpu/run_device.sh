@@ -31,7 +31,7 @@ stage_build() {
 
 stage_test() {
     # -V -O keeps every test's output, the passing ones' counts too
-    timeout 240 ctest --test-dir $B -L gpu -j4 -V -O "$OUT/ctest.log" >/dev/null 2>&1
+    timeout 420 ctest --test-dir $B -L gpu -j4 -V -O "$OUT/ctest.log" >/dev/null 2>&1
     note ctest "rc=$?: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
     local line
     while read -r line; do note "" "$line"; done < <(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$OUT/ctest.log" |
