@@ -39,6 +39,8 @@ function resultText(res) {
   if (!res) return '';
   if (res.rows) return res.rows.length + ' variants (' + res.rows.filter((r) => r.matched).length + ' matched)';
   if ('value' in res) return String(res.value) + ('index' in res ? ' @' + res.index : '');
+  // kept as a dataset (over 4096 values, or a product): its id and shape, the values only if inline
+  if (res.dataset && !res.values) return 'dataset ' + res.dataset + ' (' + res.shape.join('×') + ')';
   const vals = res.values || [];
   const head = vals.slice(0, 4).map(String).join(', ');
   return '[' + head + (vals.length > 4 ? ', … ' + vals.length + ' values' : '') + ']';
@@ -145,15 +147,19 @@ function renderThroughput() {
   throughputChart.update();
 }
 
-// The newest succeeded benchmark: each variant's GB/s, red where its answer did not match,
-// and last, in grey, the device's measured memory ceiling when it has one.
+// The newest succeeded benchmark: each variant's GB/s (GFLOP/s for products), red where its
+// answer did not match, and last, in grey, the device's measured memory ceiling when it has one.
 function renderBench() {
   const b = state.jobs.find((j) => !isReduction(j) && j.status === 'succeeded');
   const rows = b ? b.result.rows.slice() : [];
-  const ceiling = b && b.result.ceiling_gbps;
+  const flops = b && b.op === 'matmul';
+  const ceiling = b && !flops && b.result.ceiling_gbps;
   if (ceiling) rows.push({ algorithm: 'device ceiling', gbps: ceiling, ceiling: true });
+  const unit = flops ? 'GFLOP/s' : 'GB/s';
   benchChart.data.labels = rows.map((r) => r.algorithm);
-  benchChart.data.datasets[0].data = rows.map((r) => r.gbps);
+  benchChart.data.datasets[0].label = unit + ' (median)';
+  benchChart.options.scales.x.title.text = unit;
+  benchChart.data.datasets[0].data = rows.map((r) => (flops ? r.gflops : r.gbps));
   benchChart.data.datasets[0].backgroundColor = rows.map((r) => (r.ceiling ? '#999999' : r.matched ? '#2a6fdb' : '#c0392b'));
   benchChart.update();
   $('bench-meta').textContent = b ? '(' + [b.id, b.device, b.op, b.dtype, 'n=' + b.shape[0]].join(' · ') + ')' : '(none yet)';

@@ -126,15 +126,26 @@ def main():
         r = srv.req("POST", "/v1/jobs", {"op": op, "dtype": "float64", "data": data, "device": "cpu"},
                     {"Prefer": "wait=10"})
         CHECK.eq(r.status, 200, "seed job %s" % op)
+    # and two whose results are kept as datasets: a long axis result and a matrix product
+    kept = []
+    for body in ({"op": "max", "dtype": "int32", "data": [[k, -k] for k in range(4097)], "axis": 1},
+                 {"op": "matmul", "dtype": "float32", "a": {"data": [[1.0] * 80] * 70}, "b": {"data": [[2.0] * 60] * 80}}):
+        r = srv.req("POST", "/v1/jobs", dict(body, device="cpu"), {"Prefer": "wait=10"})
+        if CHECK.eq(r.status, 200, "seed job %s" % body["op"]):
+            kept.append(r.json())
 
     driver = browser()
     try:
         driver.set_window_size(1280, 800)
         driver.get(srv.base + "/")
         CHECK.eq(driver.title, "gpured", "page title")
-        rows = wait_for(driver, "return document.querySelectorAll('#jobs tbody tr').length >= 3 && "
+        rows = wait_for(driver, "return document.querySelectorAll('#jobs tbody tr').length >= 5 && "
                         "document.querySelectorAll('#jobs tbody tr').length", "the seed jobs in the table")
-        CHECK.eq(rows, 3, "rows in the job table after load")
+        CHECK.eq(rows, 5, "rows in the job table after load")
+        for job in kept:
+            cells = row_of(driver, job["id"])
+            want = "dataset %s (%s)" % (job["result"]["dataset"], "×".join(map(str, job["result"]["shape"])))
+            CHECK.ok(cells and cells[-1] == want, "a kept result shows its dataset: %r, want %r" % (cells and cells[-1], want))
         devs = srv.get_json("/v1/devices")
         text = driver.find_element("id", "devices").text
         CHECK.ok(devs["cpu"]["name"] in text, "device panel names the CPU %r: %r" % (devs["cpu"]["name"], text))
@@ -166,10 +177,10 @@ def main():
         # both charts hold the jobs and have painted their canvas
         stage = chart_state(driver, "stage-chart")
         CHECK.ok(any(jid2[-5:] in lab for lab in stage["labels"]), "stage chart labels %r include the new job" % stage["labels"][-3:])
-        CHECK.eq([len(d) for d in stage["data"]], [5] * 4, "stage chart: 4 stages x 5 jobs")
+        CHECK.eq([len(d) for d in stage["data"]], [7] * 4, "stage chart: 4 stages x 7 jobs")
         CHECK.ok(stage["painted"] > 0.02 * stage["w"] * stage["h"], "stage chart painted %d of %dx%d pixels" % (stage["painted"], stage["w"], stage["h"]))
         thr = chart_state(driver, "throughput-chart")
-        CHECK.ok(abs(sum(thr["data"][0]) * 10 - 5) < 1e-9, "throughput chart counts the 5 jobs: %r" % thr["data"][0][-3:])
+        CHECK.ok(abs(sum(thr["data"][0]) * 10 - 7) < 1e-9, "throughput chart counts the 7 jobs: %r" % thr["data"][0][-3:])
         CHECK.ok(thr["painted"] > 0.02 * thr["w"] * thr["h"], "throughput chart painted %d pixels" % thr["painted"])
 
         # a benchmark from the button: one bar per variant, the GB/s the job reports
