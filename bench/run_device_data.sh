@@ -18,6 +18,6 @@ echo "== data plane"
 timeout 150 python3 bench/data_plane.py build-device/gpured "$OUT/data_plane.json" 2>&1 | tail -8
 echo "== matmul kernels"
 timeout 150 build-device/bench/bench_matmul --max-n 8192 --repeats 5 --json "$OUT/bench_matmul.json" >"$OUT/bench_matmul.txt" 2>&1
-echo "rc=$?"; sed -n "/^summary/,$p" "$OUT/bench_matmul.txt" | head -40
+echo "rc=$?"; sed -n '/^summary/,$p' "$OUT/bench_matmul.txt" | head -40
 echo "== matmul jobs"
 timeout 150 python3 bench/matmul_api.py build-device/gpured "$OUT/bench_matmul.json" "$OUT/matmul_api.json" 2>&1 | tail -8
