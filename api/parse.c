@@ -3,6 +3,7 @@
  * Every rejection names the member at fault and says what would be accepted. */
 #include "parse.h"
 
+#include "bench.h"
 #include "npy.h"
 
 #include <errno.h>
@@ -537,18 +538,17 @@ static int parse_bench(json_t *root, struct gr_job *j, const struct apart *v, st
     int rc = known_members(root, bench_known, sizeof bench_known / sizeof bench_known[0], e);
     if (rc || (rc = op_dtype_device(root, 1, j, e)))
         return rc;
-    if (j->op == GR_MATMUL)
-        return gr_fail(e, GR_EUNPROC, "op", "matmul benchmarks are not available in this version; bench/bench_matmul "
-                                            "compares the variants");
-    if ((rc = get_int(root, "n", 1, GR_BENCH_MAX_N, -1, &n, e)) ||
-        (rc = get_int(root, "repeats", 1, 100, 20, &repeats, e)))
+    if (j->op == GR_MATMUL && !gr_dtype_is_float(j->dtype))
+        return gr_fail(e, GR_EUNPROC, "dtype", "a matmul benchmark takes float32 or float64, not %s",
+                       gr_dtype_name(j->dtype));
+    if (!json_object_get(root, "n"))
+        return gr_fail(e, GR_EINVAL, "n", "\"n\" is required: %s", j->op == GR_MATMUL ? "the size of the n x n operands"
+                                                                                 : "the number of elements to reduce");
+    /* the ranges are the worker's (gr_bench_fits); on "auto" a GPU's, rechecked where the job runs */
+    if ((rc = get_int(root, "n", INT64_MIN, INT64_MAX, 0, &n, e)) ||
+        (rc = get_int(root, "repeats", INT64_MIN, INT64_MAX, 20, &repeats, e)) ||
+        (rc = gr_bench_fits(!strcmp(j->device, "cpu"), j->op, n, repeats, e)))
         return rc;
-    if (n < 0)
-        return gr_fail(e, GR_EINVAL, "n", "\"n\" is required: the number of elements to reduce");
-    /* a benchmark holds its worker: bound the elements it may read per variant */
-    if (n * repeats > GR_BENCH_MAX_N * 8)
-        return gr_fail(e, GR_EUNPROC, "repeats", "n x repeats is %lld; at most %lld elements are read per variant",
-                       (long long)(n * repeats), GR_BENCH_MAX_N * 8);
     j->kind = GR_JOB_BENCH;
     j->shape[0] = n;
     j->repeats = (int)repeats;

@@ -106,22 +106,30 @@ static json_t *result_value(const struct gr_result *r, int64_t k)
     return r->i ? json_integer(r->i[k]) : gr_json_double(r->f[k]);
 }
 
+/* The table of a benchmark: each row's rate beside a baseline, for reductions GB/s against the
+ * device's memory ceiling, for products GFLOP/s against the cublas row of the same run (none on
+ * the CPU, or when cublas was not among the variants: then its percentage is null). */
 static json_t *render_bench(const struct gr_job *j)
 {
+    int mm = j->op == GR_MATMUL;
+    double base = mm ? 0 : j->backend ? j->backend->info.ceiling_gbps : 0;
+    for (int k = 0; mm && k < j->nrows; k++)
+        if (!j->rows[k].error[0] && !strcmp(j->rows[k].algorithm, "cublas"))
+            base = j->rows[k].rate;
+    const char *rate = mm ? "gflops" : "gbps", *pct = mm ? "pct_of_cublas" : "pct_of_ceiling";
     json_t *rows = json_array();
-    double ceiling = j->backend ? j->backend->info.ceiling_gbps : 0;
     for (int k = 0; k < j->nrows; k++) {
         const struct gr_bench_row *b = &j->rows[k];
         int ran = !b->error[0];
         json_array_append_new(rows, json_pack("{s:s, s:o, s:o, s:o, s:b, s:o}", "algorithm", b->algorithm,
-                                              "median_ms", ran ? json_real(b->median_ms) : json_null(), "gbps",
-                                              ran ? json_real(b->gbps) : json_null(), "pct_of_ceiling",
-                                              ran && ceiling > 0 ? json_real(100 * b->gbps / ceiling) : json_null(),
+                                              "median_ms", ran ? json_real(b->median_ms) : json_null(), rate,
+                                              ran ? json_real(b->rate) : json_null(), pct,
+                                              ran && base > 0 ? json_real(100 * b->rate / base) : json_null(),
                                               "matched", b->matched, "error",
                                               ran ? json_null() : json_string(b->error)));
     }
-    return json_pack("{s:o, s:s, s:o}", "rows", rows, "reference", "cpu_seq", "ceiling_gbps",
-                     ceiling > 0 ? json_real(ceiling) : json_null());
+    return json_pack("{s:o, s:s, s:o}", "rows", rows, "reference", gr_bench_reference(j->op, j->shape[0]),
+                     mm ? "cublas_gflops" : "ceiling_gbps", base > 0 ? json_real(base) : json_null());
 }
 
 /* A result kept as datasets: where its values are, and links to download them; a product's
@@ -198,8 +206,8 @@ static json_t *render_operand(const struct gr_operand *x)
 static int64_t job_bytes(const struct gr_job *j)
 {
     int64_t es = (int64_t)gr_dtype_size(j->dtype), n = 0;
-    if (j->kind == GR_JOB_BENCH)
-        return j->shape[0] * es;
+    if (j->kind == GR_JOB_BENCH) /* n values, or the operands a and b, n x n each (bounded by gr_bench_fits) */
+        return j->op == GR_MATMUL ? 2 * j->shape[0] * j->shape[0] * es : j->shape[0] * es;
     if (j->kind == GR_JOB_REDUCE)
         return (int64_t)j->input_bytes;
     for (int k = 0; k < GR_MM_OPERANDS; k++) /* each operand's size was checked when the job was made */
@@ -488,7 +496,7 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
     if (ds && gr_id_valid(ds, 'd'))
         snprintf(j->dataset, sizeof j->dataset, "%s", ds);
     size_t want = bytes;
-    if (j->op == GR_MATMUL && (j->ndim != 2 || restore_operands(j, o, &want) || want != bytes)) {
+    if (j->kind != GR_JOB_BENCH && j->op == GR_MATMUL && (j->ndim != 2 || restore_operands(j, o, &want) || want != bytes)) {
         free(copy);
         gr_job_unref(j);
         json_decref(o);

@@ -39,6 +39,9 @@ static const char *const methods[] = {"GET", "HEAD", "POST", "DELETE", "other"};
 #define NFINAL 3
 static const char *const final_names[NFINAL] = {"succeeded", "failed", "canceled"};
 
+/* Ops counted: the reductions and the matrix product after them. */
+#define NOPS (GR_MATMUL + 1)
+
 typedef _Atomic uint64_t counter;
 
 struct hist {
@@ -48,7 +51,7 @@ struct hist {
 
 static counter http_count[GR_METRICS_ROUTES + 1][NMETHODS][NCODES]; /* last route: unmatched */
 static const char *_Atomic route_path[GR_METRICS_ROUTES];
-static counter jobs[GR_METRICS_DEVICES][GR_NOPS][NFINAL];
+static counter jobs[GR_METRICS_DEVICES][NOPS][NFINAL];
 static struct hist stages[GR_METRICS_DEVICES][NSTAGES];
 static counter bytes_done[GR_METRICS_DEVICES];
 static _Atomic int64_t queued[GR_METRICS_DEVICES], running[GR_METRICS_DEVICES];
@@ -84,7 +87,7 @@ static void observe(struct hist *h, double ms)
 void gr_metrics_job_end(int dev, int op, int status, const struct gr_timings *t, size_t bytes)
 {
     int f = status - GR_SUCCEEDED;
-    if (dev < 0 || dev >= GR_METRICS_DEVICES || op < 0 || op >= GR_NOPS || f < 0 || f >= NFINAL)
+    if (dev < 0 || dev >= GR_METRICS_DEVICES || op < 0 || op >= NOPS || f < 0 || f >= NFINAL)
         return;
     add(&jobs[dev][op][f], 1);
     if (status == GR_SUCCEEDED)
@@ -167,7 +170,7 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
 
     family(&b, "gpured_jobs_total", "counter", "Jobs that reached a final status, by device, op and status.");
     for (int d = 0; d < ndev; d++)
-        for (int op = 0; op < GR_NOPS; op++)
+        for (int op = 0; op < NOPS; op++)
             for (int f = 0; f < NFINAL; f++)
                 gr_buf_printf(&b, "gpured_jobs_total{device=\"%s\",op=\"%s\",status=\"%s\"} %llu\n", gr_jobs_backend(d)->name,
                     gr_op_name(op), final_names[f], (unsigned long long)get(&jobs[d][op][f]));

@@ -1,5 +1,5 @@
 # test_metrics.py: GET /metrics against what the test itself did: the text format parses strictly,
-# names and types follow Prometheus conventions, job counts by op and final status, bytes, stage
+# names and types follow Prometheus conventions, job counts by op (matmul too) and final status, bytes, stage
 # histograms (counts, sums and bucket placement from the jobs' own timings), HTTP requests by
 # route and status, gauges back to zero when idle, device memory as /v1/devices reports it.
 import threading
@@ -10,6 +10,7 @@ import ops_lib as O
 from e2e_lib import CHECK
 
 FINAL = ("succeeded", "failed", "canceled")
+OPS = L.OPS + ["matmul"]
 STAGES = ("queue", "h2d", "kernel", "d2h", "total")
 FAMILIES = {
     "gpured_http_requests_total": "counter", "gpured_jobs_total": "counter",
@@ -72,7 +73,7 @@ def main():
     devs = srv.get_json("/v1/devices")
     names = ["cpu"] + [g["id"] for g in devs["gpus"]]
     for d in names:
-        for op in L.OPS:
+        for op in OPS:
             for st in FINAL:
                 CHECK.ok(("gpured_jobs_total", tuple(sorted(dict(device=d, op=op, status=st).items()))) in m0.samples,
                          "gpured_jobs_total has no series for %s/%s/%s" % (d, op, st))
@@ -91,15 +92,21 @@ def main():
         for _ in range(rng.randint(1, 3)):
             dt = rng.choice(L.DTYPES)
             specs.append({"op": op, "dtype": dt, "data": L.gen_data(op, dt, rng.randint(1, 20000), rng), "device": L.DEVICE})
+    for _ in range(rng.randint(1, 3)):  # products count as op "matmul", their stages as every job's
+        dt, m, k, n = rng.choice(["float32", "float64"]), rng.randint(1, 40), rng.randint(1, 40), rng.randint(1, 40)
+        specs.append({"op": "matmul", "dtype": dt, "device": L.DEVICE,
+                      "a": {"data": L.reshape([rng.uniform(-1, 1) for _ in range(m * k)], m, k)},
+                      "b": {"data": L.reshape([rng.uniform(-1, 1) for _ in range(k * n)], k, n)}})
     jobs = []
     for s, r in zip(specs, srv.batch([dict(method="POST", path="/v1/jobs", body=s, headers={"Prefer": "wait=10"}) for s in specs])):
         if CHECK.eq(r.status, 200, "POST %s %s with Prefer: wait" % (s["op"], s["dtype"])):
             jobs.append(r.json())
+    CHECK.ok(any(j["op"] == "matmul" and j["status"] == "succeeded" for j in jobs), "a matmul job succeeded")
     m1 = O.scrape(srv)
     hists = check_format(m1, "after %d jobs" % len(jobs))
     for d in names:
         mine = [j for j in jobs if j["device"] == d]
-        for op in L.OPS:
+        for op in OPS:
             want = sum(1 for j in mine if j["op"] == op and j["status"] == "succeeded")
             CHECK.eq(delta(m1, m0, "gpured_jobs_total", device=d, op=op, status="succeeded"), want, "jobs_total %s %s succeeded" % (d, op))
         CHECK.eq(delta(m1, m0, "gpured_processed_bytes_total", device=d), sum(j["bytes"] for j in mine), "processed bytes on %s" % d)

@@ -265,6 +265,61 @@ static void test_matmul_jobs(void **state)
     gr_job_unref(j);
 }
 
+/* Benchmarks: the limits depend on the op and, for products, on the device (the CPU's are lower);
+ * every refusal names the member at fault. */
+static void test_benchmarks(void **state)
+{
+    static const struct {
+        const char *body;
+        int64_t n;
+        int repeats, nalgos;
+    } good[] = {
+        {"{\"op\":\"sum\",\"dtype\":\"float32\",\"n\":1000}", 1000, 20, 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"n\":268435456,\"repeats\":8}", 1 << 28, 8, 0},
+        {"{\"op\":\"matmul\",\"dtype\":\"float64\",\"n\":8192,\"repeats\":16,\"algorithms\":[\"cublas\",\"regtile\"]}",
+         8192, 16, 2},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":1000,\"device\":\"gpu\",\"algorithms\":[\"all\"]}", 1000, 20, 0},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":1024,\"repeats\":2,\"device\":\"cpu\"}", 1024, 2, 0},
+    };
+    static const struct bad bad[] = {
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"n\":268435456,\"repeats\":9}", GR_EUNPROC, "repeats"},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"n\":268435457,\"repeats\":1}", GR_EUNPROC, "n"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":8192,\"repeats\":17}", GR_EUNPROC, "repeats"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":8193,\"repeats\":1}", GR_EUNPROC, "n"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":1025,\"repeats\":1,\"device\":\"cpu\"}", GR_EUNPROC, "n"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":1024,\"repeats\":3,\"device\":\"cpu\"}", GR_EUNPROC, "repeats"},
+        {"{\"op\":\"matmul\",\"dtype\":\"int32\",\"n\":64}", GR_EUNPROC, "dtype"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":0}", GR_EUNPROC, "n"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":-5}", GR_EUNPROC, "n"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\"}", GR_EINVAL, "n"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":64.5}", GR_EINVAL, "n"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":64,\"repeats\":0}", GR_EUNPROC, "repeats"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":64,\"repeats\":101}", GR_EUNPROC, "repeats"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":64,\"algorithms\":[]}", GR_EINVAL, "algorithms"},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"n\":64,\"a\":{\"data\":[[1]]}}", GR_EINVAL, "a"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        struct gr_job *j = gr_job_new();
+        struct gr_err e = {0};
+        if (gr_parse_benchmark(good[i].body, strlen(good[i].body), j, &e) != GR_OK)
+            fail_msg("%s -> %s", good[i].body, e.msg);
+        assert_int_equal(j->kind, GR_JOB_BENCH);
+        assert_int_equal(j->shape[0], good[i].n);
+        assert_int_equal(j->repeats, good[i].repeats);
+        assert_int_equal(j->nalgos, good[i].nalgos);
+        gr_job_unref(j);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct gr_job *j = gr_job_new();
+        struct gr_err e = {0};
+        int rc = gr_parse_benchmark(bad[i].body, strlen(bad[i].body), j, &e);
+        if (rc != bad[i].code || strcmp(e.field, bad[i].field) || !e.msg[0])
+            fail_msg("%s -> code %d field '%s' msg '%s'; want code %d field '%s'", bad[i].body, rc, e.field, e.msg,
+                     bad[i].code, bad[i].field);
+        gr_job_unref(j);
+    }
+}
+
 /* One-shot jobs: query arguments as members, the body's values kept as the input. */
 static void test_binary_jobs(void **state)
 {
@@ -357,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_dataset_jobs),
         cmocka_unit_test(test_matmul_jobs),
+        cmocka_unit_test(test_benchmarks),
         cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
     };
