@@ -39,7 +39,6 @@ int gr_parse_binary_job(json_t *query, int npy, char **body, size_t len, struct 
 
 /* A benchmark request (POST /v1/benchmarks: op, dtype, n, algorithms, repeats, device) into
  * a job of kind GR_JOB_BENCH. Same codes as gr_parse_job. */
-#define GR_BENCH_MAX_N (1LL << 28)
 int gr_parse_benchmark(const char *body, size_t len, struct gr_job *j, struct gr_err *e);
 
 #endif

@@ -4,6 +4,7 @@
 #include "http.h"
 
 #include "backend.h"
+#include "bench.h"
 #include "buf.h"
 #include "config.h"
 #include "datasets.h"
@@ -98,6 +99,9 @@ static int check_variants(const struct gr_job *j, struct gr_err *e)
                        gr_api_cfg->max_dataset_bytes >> 20);
     if (j->kind != GR_JOB_BENCH)
         return gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, j->ndim == 1 ? GR_AXIS_ALL : j->axis, e);
+    /* the limits of the device it was routed to (device auto may land on the CPU) */
+    if (gr_bench_fits(!strcmp(j->backend->name, "cpu"), j->op, j->shape[0], j->repeats, e) != GR_OK)
+        return e->code;
     for (int k = 0; k < j->nalgos; k++) {
         int rc = gr_backend_check(j->backend, j->algos[k], j->op, j->dtype, GR_AXIS_ALL, e);
         if (rc) {
