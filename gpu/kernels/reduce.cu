@@ -765,7 +765,12 @@ template <class In> struct fast_policy {
     static constexpr i64 min_chunk = (i64)block * unroll * vec;      /* elements a block takes at least */
     static constexpr i64 group_max_bytes = 16 << 10;                 /* rows up to this: lane groups */
     static constexpr i64 group4_max = 4 * unroll * vec;              /* rows up to this: 4 lanes each */
-    static constexpr int waves = 4;            /* block items per resident block: a short tail */
+    /* Long rows are cut into pieces of about this many elements (512 KiB), in whole rounds of the
+     * resident blocks: on an H200, 2 MiB pieces leave a tail behind the slowest blocks (-4% at
+     * 4 GiB) and 256 KiB pieces pay each block's start-up and finish too often (-2%). */
+    static constexpr i64 piece = (512 << 10) / sizeof(In);
+    static constexpr int max_rounds = 64;      /* bounds the partials the finishing block reads */
+    static constexpr int waves = 4;            /* many whole rows: block items per resident block */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
     static constexpr int cluster_unroll = 8;   /* small arrays: one cluster, 128 bytes per thread */
     static constexpr i64 cluster_max = 2 * 8 * block * cluster_unroll * vec; /* two rounds per block */
@@ -949,12 +954,11 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
 }
 
 /* Pieces per unit (each unit len elements) for `slots` resident blocks: items in whole rounds
- * of blocks, up to `waves` rounds while a piece keeps `big` elements (more rounds shorten the
- * tail behind the slowest block; fewer, larger pieces cost less per piece); pieces of at least
- * `small` elements. */
-i64 split(i64 units, i64 len, i64 slots, i64 small, i64 big, int waves)
+ * of blocks, as many rounds (1 to max_rounds) as give pieces nearest `big` elements; pieces of
+ * at least `small` elements. */
+i64 split(i64 units, i64 len, i64 slots, i64 small, i64 big, int max_rounds)
 {
-    i64 rounds = max((i64)1, min((i64)waves, units * len / (slots * big)));
+    i64 rounds = max((i64)1, min((i64)max_rounds, (units * len + slots * big / 2) / (slots * big)));
     i64 k = units >= rounds * slots ? 1 : rounds * slots / units;
     return max((i64)1, min(k, ceil_div(len, small)));
 }
@@ -1003,14 +1007,16 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
     }
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
     i64 slots = (i64)sms * occupancy<k>(P::block);
-    int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, cols, slots, P::min_chunk, 16 * P::min_chunk, P::waves);
+    int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, cols, slots, P::min_chunk, P::piece, P::max_rounds);
     i64 chunk_len = ceil_div(ceil_div(cols, chunks), P::vec) * P::vec;
     chunks = (int)ceil_div(cols, chunk_len);
     if ((err = need(scratch, bytes, chunks > 1 ? (size_t)(rows * chunks) * sizeof(State) : 0)) != cudaSuccess ||
         !scratch)
         return err;
-    k<<<(unsigned)min(rows * chunks, slots * P::waves), P::block, 0, st>>>(op, x, rows, cols, chunks, chunk_len,
-                                                                            part, tickets, out);
+    /* Pieces of split rows get a block each, handed out by the hardware as blocks finish (the
+     * tail is one piece); many whole rows share `waves` rounds of blocks. */
+    i64 grid = chunks > 1 ? rows * chunks : min(rows, slots * P::waves);
+    k<<<(unsigned)grid, P::block, 0, st>>>(op, x, rows, cols, chunks, chunk_len, part, tickets, out);
     return cudaGetLastError();
 }
 
