@@ -3,6 +3,8 @@
  * cudaHostRegister'ed mapping of the file copied directly (registration timed apart). The numbers chose
  * gpu/stage.c's design. Single-threaded driver; OpenMP threads only fill. Not a test.
  *   bench_ingest [file or ""] [json out]   ("" or none: a 1 GiB temporary file) */
+#include "cuda_check.h"
+
 #include <cuda_runtime.h>
 
 #include <fcntl.h>
@@ -13,14 +15,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        cudaError_t e_ = (x);                                                                                          \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                                   \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 static double now_ms(void)
 {
@@ -36,8 +30,8 @@ static double ring_ms(int fd, size_t bytes, void *dev, int threads, size_t piece
     char **ring = (char **)calloc(nring, sizeof *ring);
     cudaEvent_t *done = (cudaEvent_t *)calloc(nring, sizeof *done);
     for (int i = 0; i < nring; i++) {
-        CK(cudaMallocHost(&ring[i], piece));
-        CK(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
+        GR_CUDA_DIE(cudaMallocHost(&ring[i], piece));
+        GR_CUDA_DIE(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
     }
     double t0 = now_ms();
     size_t k = 0;
@@ -46,7 +40,7 @@ static double ring_ms(int fd, size_t bytes, void *dev, int threads, size_t piece
         int nb = 0;
         for (; nb < threads && off + nb * piece < bytes; nb++, k++)
             if (k >= (size_t)nring)
-                CK(cudaEventSynchronize(done[k % nring]));
+                GR_CUDA_DIE(cudaEventSynchronize(done[k % nring]));
 #pragma omp parallel for num_threads(nb)
         for (int i = 0; i < nb; i++) {
             size_t o = off + i * piece, len = bytes - o < piece ? bytes - o : piece;
@@ -59,11 +53,11 @@ static double ring_ms(int fd, size_t bytes, void *dev, int threads, size_t piece
         }
         for (int i = 0; i < nb; i++) {
             size_t o = off + i * piece, len = bytes - o < piece ? bytes - o : piece;
-            CK(cudaMemcpyAsync((char *)dev + o, ring[(first + i) % nring], len, cudaMemcpyHostToDevice, st));
-            CK(cudaEventRecord(done[(first + i) % nring], st));
+            GR_CUDA_DIE(cudaMemcpyAsync((char *)dev + o, ring[(first + i) % nring], len, cudaMemcpyHostToDevice, st));
+            GR_CUDA_DIE(cudaEventRecord(done[(first + i) % nring], st));
         }
     }
-    CK(cudaStreamSynchronize(st));
+    GR_CUDA_DIE(cudaStreamSynchronize(st));
     double ms = now_ms() - t0;
     for (int i = 0; i < nring; i++) {
         cudaFreeHost(ring[i]);
@@ -95,14 +89,14 @@ int main(int argc, char **argv)
     bytes = (size_t)lseek(fd, 0, SEEK_END);
     void *dev, *pinned;
     cudaStream_t st;
-    CK(cudaStreamCreate(&st));
-    CK(cudaMalloc(&dev, bytes));
-    CK(cudaMallocHost(&pinned, bytes));
+    GR_CUDA_DIE(cudaStreamCreate(&st));
+    GR_CUDA_DIE(cudaMalloc(&dev, bytes));
+    GR_CUDA_DIE(cudaMallocHost(&pinned, bytes));
     double best = 1e9;
     for (int k = 0; k < 3; k++) {
         double t0 = now_ms();
-        CK(cudaMemcpyAsync(dev, pinned, bytes, cudaMemcpyHostToDevice, st));
-        CK(cudaStreamSynchronize(st));
+        GR_CUDA_DIE(cudaMemcpyAsync(dev, pinned, bytes, cudaMemcpyHostToDevice, st));
+        GR_CUDA_DIE(cudaStreamSynchronize(st));
         best = now_ms() - t0 < best ? now_ms() - t0 : best;
     }
     cudaFreeHost(pinned);
@@ -137,8 +131,8 @@ int main(int argc, char **argv)
         double ms = 1e9;
         for (int k = 0; k < 3; k++) {
             t0 = now_ms();
-            CK(cudaMemcpyAsync(dev, map, bytes, cudaMemcpyHostToDevice, st));
-            CK(cudaStreamSynchronize(st));
+            GR_CUDA_DIE(cudaMemcpyAsync(dev, map, bytes, cudaMemcpyHostToDevice, st));
+            GR_CUDA_DIE(cudaStreamSynchronize(st));
             ms = now_ms() - t0 < ms ? now_ms() - t0 : ms;
         }
         printf("%-28s %8.2f %8.1f %7.1f   (registering took %.1f ms)\n", "registered mapping", ms,

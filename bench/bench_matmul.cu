@@ -6,6 +6,8 @@
  * Usage: bench_matmul [--json FILE] [--repeats N] [--max-n N] */
 #include "matmul.h"
 
+#include "cuda_check.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,14 +24,6 @@
 
 typedef long long i64;
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        cudaError_t err_ = (call);                                                                                     \
-        if (err_ != cudaSuccess) {                                                                                     \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));                   \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 #define NSTREAMS 4 /* as a worker: one for the multiplies, three for copies */
 #define STAGE_BYTES ((size_t)8 << 20)
@@ -69,15 +63,15 @@ static double median(std::vector<double> v)
 static double time_ms(const std::function<void()> &fn)
 {
     fn();
-    TRY(cudaStreamSynchronize(streams[0]));
+    GR_CUDA_DIE(cudaStreamSynchronize(streams[0]));
     std::vector<double> t(repeats);
     for (int r = 0; r < repeats; r++) {
         float ms = 0;
-        TRY(cudaEventRecord(ev0, streams[0]));
+        GR_CUDA_DIE(cudaEventRecord(ev0, streams[0]));
         fn();
-        TRY(cudaEventRecord(ev1, streams[0]));
-        TRY(cudaEventSynchronize(ev1));
-        TRY(cudaEventElapsedTime(&ms, ev0, ev1));
+        GR_CUDA_DIE(cudaEventRecord(ev1, streams[0]));
+        GR_CUDA_DIE(cudaEventSynchronize(ev1));
+        GR_CUDA_DIE(cudaEventElapsedTime(&ms, ev0, ev1));
         t[r] = ms;
     }
     return median(t);
@@ -121,14 +115,14 @@ static void launch(int variant, int dtype, i64 m, i64 n, i64 k)
 static double rel_err(int dtype, i64 count)
 {
     unsigned h[2];
-    TRY(cudaMemsetAsync(d_err, 0, 2 * sizeof(unsigned), streams[0]));
+    GR_CUDA_DIE(cudaMemsetAsync(d_err, 0, 2 * sizeof(unsigned), streams[0]));
     if (dtype == GR_FLOAT32)
         k_diff<float><<<1024, 256, 0, streams[0]>>>((const float *)d_c, (const float *)d_ref, count, d_err);
     else
         k_diff<double><<<1024, 256, 0, streams[0]>>>((const double *)d_c, (const double *)d_ref, count, d_err);
-    TRY(cudaGetLastError());
-    TRY(cudaMemcpyAsync(h, d_err, sizeof h, cudaMemcpyDeviceToHost, streams[0]));
-    TRY(cudaStreamSynchronize(streams[0]));
+    GR_CUDA_DIE(cudaGetLastError());
+    GR_CUDA_DIE(cudaMemcpyAsync(h, d_err, sizeof h, cudaMemcpyDeviceToHost, streams[0]));
+    GR_CUDA_DIE(cudaStreamSynchronize(streams[0]));
     float d, r;
     memcpy(&d, &h[0], sizeof d);
     memcpy(&r, &h[1], sizeof r);
@@ -146,7 +140,7 @@ static void kernels(int dtype, i64 m, i64 n, i64 k)
         k_fill<double><<<2048, 256, 0, streams[0]>>>((double *)d_a, m * k, seed);
         k_fill<double><<<2048, 256, 0, streams[0]>>>((double *)d_b, k * n, seed + 1);
     }
-    TRY(cudaGetLastError());
+    GR_CUDA_DIE(cudaGetLastError());
     double flop = 2.0 * (double)m * (double)n * (double)k, ref_ms = 0;
     const int order[] = {GR_MM_CUBLAS, GR_MM_NAIVE, GR_MM_TILED16, GR_MM_TILED32, GR_MM_REGTILE, GR_MM_CUBLAS_TF32};
     for (int v : order) {
@@ -156,7 +150,7 @@ static void kernels(int dtype, i64 m, i64 n, i64 k)
         double err = 0;
         if (v == GR_MM_CUBLAS) {
             ref_ms = ms;
-            TRY(cudaMemcpyAsync(d_ref, d_c, (size_t)(m * n) * es, cudaMemcpyDeviceToDevice, streams[0]));
+            GR_CUDA_DIE(cudaMemcpyAsync(d_ref, d_c, (size_t)(m * n) * es, cudaMemcpyDeviceToDevice, streams[0]));
         } else {
             err = rel_err(dtype, m * n);
         }
@@ -260,8 +254,8 @@ int main(int argc, char **argv)
             max_n = atoi(argv[k + 1]) >= 512 ? atoi(argv[k + 1]) : max_n;
     }
     struct cudaDeviceProp prop;
-    TRY(cudaSetDevice(0));
-    TRY(cudaGetDeviceProperties(&prop, 0));
+    GR_CUDA_DIE(cudaSetDevice(0));
+    GR_CUDA_DIE(cudaGetDeviceProperties(&prop, 0));
     char date[32];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
@@ -272,37 +266,37 @@ int main(int argc, char **argv)
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = 0;
     uint64_t keep = UINT64_MAX;
-    TRY(cudaMemPoolCreate(&pool, &props));
-    TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    GR_CUDA_DIE(cudaMemPoolCreate(&pool, &props));
+    GR_CUDA_DIE(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "cublasCreate failed\n");
         return 1;
     }
     for (int s = 0; s < NSTREAMS; s++) {
-        TRY(cudaStreamCreateWithFlags(&streams[s], cudaStreamNonBlocking));
-        TRY(cudaMallocHost(&stage[s], STAGE_BYTES));
+        GR_CUDA_DIE(cudaStreamCreateWithFlags(&streams[s], cudaStreamNonBlocking));
+        GR_CUDA_DIE(cudaMallocHost(&stage[s], STAGE_BYTES));
     }
-    TRY(cudaEventCreate(&ev0));
-    TRY(cudaEventCreate(&ev1));
+    GR_CUDA_DIE(cudaEventCreate(&ev0));
+    GR_CUDA_DIE(cudaEventCreate(&ev1));
 
     /* big enough for the largest square and the tall-skinny shape in float64 */
     const i64 ts_m = 65536, ts_n = 64, ts_k = 1024;
     size_t most = std::max((size_t)max_n * max_n, (size_t)(ts_m * ts_k)) * sizeof(double);
-    TRY(cudaMalloc(&d_a, most));
-    TRY(cudaMalloc(&d_b, most));
-    TRY(cudaMalloc(&d_c, most));
-    TRY(cudaMalloc(&d_ref, most));
-    TRY(cudaMalloc((void **)&d_err, 2 * sizeof(unsigned)));
+    GR_CUDA_DIE(cudaMalloc(&d_a, most));
+    GR_CUDA_DIE(cudaMalloc(&d_b, most));
+    GR_CUDA_DIE(cudaMalloc(&d_c, most));
+    GR_CUDA_DIE(cudaMalloc(&d_ref, most));
+    GR_CUDA_DIE(cudaMalloc((void **)&d_err, 2 * sizeof(unsigned)));
 
     for (int dt = GR_FLOAT32; dt <= GR_FLOAT64; dt++) {
         for (i64 n = 512; n <= max_n; n *= 2)
             kernels(dt, n, n, n);
         kernels(dt, ts_m, ts_n, ts_k);
     }
-    TRY(cudaFree(d_a));
-    TRY(cudaFree(d_b));
-    TRY(cudaFree(d_c));
-    TRY(cudaFree(d_ref));
+    GR_CUDA_DIE(cudaFree(d_a));
+    GR_CUDA_DIE(cudaFree(d_b));
+    GR_CUDA_DIE(cudaFree(d_c));
+    GR_CUDA_DIE(cudaFree(d_ref));
     for (int dt = GR_FLOAT32; dt <= GR_FLOAT64; dt++)
         for (i64 n = 4096; n <= max_n; n *= 2)
             end_to_end(dt, n);

@@ -6,6 +6,8 @@
 
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
+#include "cuda_check.h"
+
 #include <cuda_runtime.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
@@ -24,14 +26,6 @@
 
 typedef long long i64;
 
-#define TRY(call)                                                                                                      \
-    do {                                                                                                               \
-        cudaError_t err_ = (call);                                                                                     \
-        if (err_ != cudaSuccess) {                                                                                     \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));                   \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 static int repeats = 25, max_log2 = 30, sms;
 static void *d_x, *d_out, *d_ref, *d_ref_index, *d_scratch, *d_flush; /* d_ref*: CUB's results */
@@ -51,24 +45,24 @@ static void fit_scratch(size_t want)
 {
     if (want <= scratch_bytes)
         return;
-    TRY(cudaFree(d_scratch));
-    TRY(cudaMalloc(&d_scratch, want));
+    GR_CUDA_DIE(cudaFree(d_scratch));
+    GR_CUDA_DIE(cudaMalloc(&d_scratch, want));
     scratch_bytes = want;
 }
 
 /* Median time of fn over `repeats` runs, each after writing a buffer larger than L2. */
 static double time_ms(const std::function<cudaError_t()> &fn)
 {
-    TRY(fn()); /* warm-up: module load, first-touch */
-    TRY(cudaDeviceSynchronize());
+    GR_CUDA_DIE(fn()); /* warm-up: module load, first-touch */
+    GR_CUDA_DIE(cudaDeviceSynchronize());
     std::vector<float> t(repeats);
     for (int r = 0; r < repeats; r++) {
-        TRY(cudaMemsetAsync(d_flush, r & 0xff, flush_bytes, 0));
-        TRY(cudaEventRecord(ev0, 0));
-        TRY(fn());
-        TRY(cudaEventRecord(ev1, 0));
-        TRY(cudaEventSynchronize(ev1));
-        TRY(cudaEventElapsedTime(&t[r], ev0, ev1));
+        GR_CUDA_DIE(cudaMemsetAsync(d_flush, r & 0xff, flush_bytes, 0));
+        GR_CUDA_DIE(cudaEventRecord(ev0, 0));
+        GR_CUDA_DIE(fn());
+        GR_CUDA_DIE(cudaEventRecord(ev1, 0));
+        GR_CUDA_DIE(cudaEventSynchronize(ev1));
+        GR_CUDA_DIE(cudaEventElapsedTime(&t[r], ev0, ev1));
     }
     std::sort(t.begin(), t.end());
     return repeats % 2 ? t[repeats / 2] : 0.5 * (t[repeats / 2 - 1] + t[repeats / 2]);
@@ -141,7 +135,7 @@ template <class T> static cudaError_t cub_call(int op, bool segmented, i64 rows,
 template <class T> static double run_cub(int op, bool segmented, i64 rows, i64 cols)
 {
     size_t want = 0;
-    TRY(cub_call<T>(op, segmented, rows, cols, nullptr, want));
+    GR_CUDA_DIE(cub_call<T>(op, segmented, rows, cols, nullptr, want));
     fit_scratch(want);
     return time_ms([&] {
         size_t b = scratch_bytes;
@@ -203,7 +197,7 @@ static void fill(int dt, i64 n)
         k_fill<T><<<sms * 8, 256>>>(static_cast<T *>(d_x), n, 0x1234567ull + n);
         return 0;
     });
-    TRY(cudaDeviceSynchronize());
+    GR_CUDA_DIE(cudaDeviceSynchronize());
 }
 
 static void add(const char *section, const char *variant, int dt, int op, i64 rows, i64 cols, double ms,
@@ -262,7 +256,7 @@ static void whole_arrays()
                 /* the teaching variants, checked bit for bit against fast (exact sums on this data) */
                 gr_kjob fj = {GR_K_FAST, op, dt, GR_AXIS_ALL, 0, 1, n, d_x, d_out, sms};
                 struct gr_result ref;
-                TRY(gr_k_launch(&fj, d_scratch, scratch_bytes, d_tickets, 0));
+                GR_CUDA_DIE(gr_k_launch(&fj, d_scratch, scratch_bytes, d_tickets, 0));
                 if (!our_result(fj, &ref))
                     exit(1);
                 for (int v = GR_K_HARRIS1; v <= GR_K_REDUX; v++)
@@ -401,18 +395,18 @@ int main(int argc, char **argv)
         return 77;
     }
     cudaDeviceProp prop;
-    TRY(cudaGetDeviceProperties(&prop, 0));
+    GR_CUDA_DIE(cudaGetDeviceProperties(&prop, 0));
     sms = prop.multiProcessorCount;
     flush_bytes = (size_t)prop.l2CacheSize * 4;
-    TRY(cudaMalloc(&d_x, ((size_t)8) << max_log2));
-    TRY(cudaMalloc(&d_out, (size_t)16 << 24)); /* up to 2^24 rows of 16-byte states */
-    TRY(cudaMalloc(&d_ref, (size_t)16 << 24));
-    TRY(cudaMalloc(&d_ref_index, 4096));
-    TRY(cudaMalloc(&d_flush, flush_bytes));
-    TRY(cudaMalloc((void **)&d_tickets, GR_K_COUNTERS * sizeof(unsigned)));
-    TRY(cudaMemset(d_tickets, 0, GR_K_COUNTERS * sizeof(unsigned)));
-    TRY(cudaEventCreate(&ev0));
-    TRY(cudaEventCreate(&ev1));
+    GR_CUDA_DIE(cudaMalloc(&d_x, ((size_t)8) << max_log2));
+    GR_CUDA_DIE(cudaMalloc(&d_out, (size_t)16 << 24)); /* up to 2^24 rows of 16-byte states */
+    GR_CUDA_DIE(cudaMalloc(&d_ref, (size_t)16 << 24));
+    GR_CUDA_DIE(cudaMalloc(&d_ref_index, 4096));
+    GR_CUDA_DIE(cudaMalloc(&d_flush, flush_bytes));
+    GR_CUDA_DIE(cudaMalloc((void **)&d_tickets, GR_K_COUNTERS * sizeof(unsigned)));
+    GR_CUDA_DIE(cudaMemset(d_tickets, 0, GR_K_COUNTERS * sizeof(unsigned)));
+    GR_CUDA_DIE(cudaEventCreate(&ev0));
+    GR_CUDA_DIE(cudaEventCreate(&ev1));
     char date[32];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));

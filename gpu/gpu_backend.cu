@@ -6,6 +6,7 @@
 #include "matmul.h"
 #include "reduce.h" /* brings backend.h with C linkage */
 #include "stage.h"
+#include "cuda_check.h"
 
 #include <cuda_runtime.h>
 
@@ -66,20 +67,6 @@ struct gpu {
     struct gr_cache_stats stats;
 };
 
-/* Fill e from a CUDA error; clears the (non-sticky) error so the next job starts clean. */
-static int cuda_fail(struct gr_err *e, cudaError_t err, const char *what)
-{
-    cudaGetLastError();
-    return gr_fail(e, err == cudaErrorMemoryAllocation ? GR_ENOMEM : GR_ECUDA, NULL, "CUDA error while %s: %s (%s)",
-                   what, cudaGetErrorString(err), cudaGetErrorName(err));
-}
-
-#define CUDA_TRY(call, what)                                                                                           \
-    do {                                                                                                               \
-        cudaError_t err_ = (call);                                                                                     \
-        if (err_ != cudaSuccess)                                                                                       \
-            return cuda_fail(e, err_, what);                                                                           \
-    } while (0)
 
 static int oom(size_t want, const char *what, struct gr_err *e)
 {
@@ -266,14 +253,14 @@ static int upload(struct gpu *g, struct lane *l, const struct gr_reduce_req *req
                   struct gr_err *e)
 {
     struct upload u = {l, req, static_cast<char *>(dst), bytes, g->dev, cudaSuccess, NULL};
-    CUDA_TRY(cudaEventRecord(l->ev[EV_H2D0], l->st), "timing the upload");
+    GR_CUDA_TRY(cudaEventRecord(l->ev[EV_H2D0], l->st), "timing the upload");
     int rc = gr_stage_pipeline((int64_t)((bytes + STAGE_BYTES - 1) / STAGE_BYTES), NSTAGE, FILL_THREADS, upload_before,
                                upload_after, &u, e);
     if (rc == GR_ECUDA)
-        return cuda_fail(e, u.err, u.what);
+        return gr_cuda_fail(e, u.err, u.what);
     if (rc != GR_OK)
         return rc;
-    CUDA_TRY(cudaEventRecord(l->ev[EV_H2D1], l->st), "timing the upload");
+    GR_CUDA_TRY(cudaEventRecord(l->ev[EV_H2D1], l->st), "timing the upload");
     return GR_OK;
 }
 
@@ -281,13 +268,13 @@ static int upload(struct gpu *g, struct lane *l, const struct gr_reduce_req *req
 static int download(struct lane *l, const struct gr_kjob *j, int64_t count, struct gr_result *r, struct gr_err *e)
 {
     size_t sb = gr_k_state_bytes(j->op), bytes = (size_t)gr_k_nout(j) * sb;
-    CUDA_TRY(cudaEventRecord(l->ev[EV_D2H0], l->st), "timing the download");
+    GR_CUDA_TRY(cudaEventRecord(l->ev[EV_D2H0], l->st), "timing the download");
     for (size_t off = 0; off < bytes;) {
         size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
-        CUDA_TRY(cudaMemcpyAsync(l->stage[0], (const char *)l->out.p + off, len, cudaMemcpyDeviceToHost, l->st),
+        GR_CUDA_TRY(cudaMemcpyAsync(l->stage[0], (const char *)l->out.p + off, len, cudaMemcpyDeviceToHost, l->st),
                  "copying results from the GPU");
-        CUDA_TRY(cudaEventRecord(l->ev[EV_D2H1], l->st), "timing the download");
-        CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel and copying its results");
+        GR_CUDA_TRY(cudaEventRecord(l->ev[EV_D2H1], l->st), "timing the download");
+        GR_CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel and copying its results");
         gr_k_finish(j->op, j->dtype, l->stage[0], (int64_t)(len / sb), count, r, (int64_t)(off / sb));
         off += len;
     }
@@ -328,9 +315,9 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     j->out = l->out.p;
     if (t->cache != GR_CACHE_HIT && (rc = upload(g, l, req, const_cast<void *>(j->x), in_bytes, e)) != GR_OK)
         return rc;
-    CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
-    CUDA_TRY(gr_k_launch(j, l->scratch.p, l->scratch.bytes, l->tickets, l->st), "launching the kernel");
-    CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
+    GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
+    GR_CUDA_TRY(gr_k_launch(j, l->scratch.p, l->scratch.bytes, l->tickets, l->st), "launching the kernel");
+    GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
     int64_t count = req->axis == GR_AXIS_ALL ? req->rows * req->cols : req->axis == 0 ? req->rows : req->cols;
     return download(l, j, count, r, e);
 }
@@ -361,7 +348,7 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
         return rc;
     if (req->rows < 1 || req->cols < 1 || (!req->data && req->fd <= 0))
         return gr_fail(e, GR_EUNPROC, "data", "a reduction needs at least one element");
-    CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
+    GR_CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
     struct lane *l = &g->lane[req->lane];
     struct gr_kjob j = {gr_k_variant(req->algorithm), req->op, req->dtype, req->axis, req->ties_last,
                         req->rows, req->cols, NULL, NULL, b->info.sms};
@@ -391,7 +378,7 @@ static int gpu_matmul(struct gr_backend *b, int lane, const struct gr_mm_req *re
     struct gpu *g = static_cast<struct gpu *>(b->impl);
     if (lane < 0 || lane >= g->nlanes)
         return gr_fail(e, GR_EINVAL, NULL, "invalid matmul request (lane %d)", lane);
-    CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
+    GR_CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
     struct lane *l = &g->lane[lane];
     cudaStream_t streams[1 + NCOPY] = {l->st};
     for (int s = 0; s < NCOPY; s++)
@@ -501,9 +488,9 @@ static void measure_ceilings(struct gpu *g, struct gr_device_info *info)
 
 static int lane_init(struct lane *l, struct gr_err *e)
 {
-    CUDA_TRY(cudaStreamCreateWithFlags(&l->st, cudaStreamNonBlocking), "creating a stream");
+    GR_CUDA_TRY(cudaStreamCreateWithFlags(&l->st, cudaStreamNonBlocking), "creating a stream");
     for (int s = 0; s < NCOPY; s++)
-        CUDA_TRY(cudaStreamCreateWithFlags(&l->copy[s], cudaStreamNonBlocking), "creating a copy stream");
+        GR_CUDA_TRY(cudaStreamCreateWithFlags(&l->copy[s], cudaStreamNonBlocking), "creating a copy stream");
     cublasStatus_t bs = cublasCreate(&l->blas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         l->blas = NULL;
@@ -511,21 +498,21 @@ static int lane_init(struct lane *l, struct gr_err *e)
                        cublasGetStatusString(bs));
     }
     for (int s = 0; s < NSTAGE; s++) {
-        CUDA_TRY(cudaEventCreateWithFlags(&l->staged[s], cudaEventDisableTiming), "creating an event");
-        CUDA_TRY(cudaMallocHost(&l->stage[s], STAGE_BYTES), "allocating pinned staging memory");
+        GR_CUDA_TRY(cudaEventCreateWithFlags(&l->staged[s], cudaEventDisableTiming), "creating an event");
+        GR_CUDA_TRY(cudaMallocHost(&l->stage[s], STAGE_BYTES), "allocating pinned staging memory");
     }
     for (int k = 0; k < NEV; k++)
-        CUDA_TRY(cudaEventCreate(&l->ev[k]), "creating an event");
-    CUDA_TRY(cudaMalloc((void **)&l->tickets, GR_K_COUNTERS * sizeof(unsigned)), "allocating kernel tickets");
-    CUDA_TRY(cudaMemset(l->tickets, 0, GR_K_COUNTERS * sizeof(unsigned)), "clearing kernel tickets");
+        GR_CUDA_TRY(cudaEventCreate(&l->ev[k]), "creating an event");
+    GR_CUDA_TRY(cudaMalloc((void **)&l->tickets, GR_K_COUNTERS * sizeof(unsigned)), "allocating kernel tickets");
+    GR_CUDA_TRY(cudaMemset(l->tickets, 0, GR_K_COUNTERS * sizeof(unsigned)), "clearing kernel tickets");
     return GR_OK;
 }
 
 static int gpu_init(struct gr_backend *b, struct gpu *g, int streams, int64_t cache_bytes, struct gr_err *e)
 {
     struct cudaDeviceProp prop;
-    CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
-    CUDA_TRY(cudaGetDeviceProperties(&prop, g->dev), "reading the device properties");
+    GR_CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
+    GR_CUDA_TRY(cudaGetDeviceProperties(&prop, g->dev), "reading the device properties");
     snprintf(b->name, sizeof b->name, "gpu:%d", g->dev);
     snprintf(b->info.name, sizeof b->info.name, "%s", prop.name);
     b->info.memory_bytes = (int64_t)prop.totalGlobalMem;
@@ -535,12 +522,12 @@ static int gpu_init(struct gr_backend *b, struct gpu *g, int streams, int64_t ca
         if (lane_init(&g->lane[i], e) != GR_OK)
             return e->code;
     uint64_t keep = POOL_KEEP;
-    CUDA_TRY(cudaDeviceGetDefaultMemPool(&g->pool, g->dev), "finding the memory pool");
-    CUDA_TRY(cudaMemPoolSetAttribute(g->pool, cudaMemPoolAttrReleaseThreshold, &keep), "setting up the memory pool");
-    CUDA_TRY(cudaDeviceSynchronize(), "initialising the device");
+    GR_CUDA_TRY(cudaDeviceGetDefaultMemPool(&g->pool, g->dev), "finding the memory pool");
+    GR_CUDA_TRY(cudaMemPoolSetAttribute(g->pool, cudaMemPoolAttrReleaseThreshold, &keep), "setting up the memory pool");
+    GR_CUDA_TRY(cudaDeviceSynchronize(), "initialising the device");
     measure_ceilings(g, &b->info);
     size_t free_b = 0, total = 0;
-    CUDA_TRY(cudaMemGetInfo(&free_b, &total), "reading the free memory");
+    GR_CUDA_TRY(cudaMemGetInfo(&free_b, &total), "reading the free memory");
     g->cap = cache_bytes == GR_CACHE_DEFAULT ? free_b / 2 : (size_t)cache_bytes;
     b->info.cache_bytes = (int64_t)g->cap;
     return GR_OK;

@@ -13,6 +13,7 @@
  *
  * Every kernel accumulates in its own dtype (as cuBLAS does) and reads c only when beta != 0. */
 #include "matmul.h"
+#include "cuda_check.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -293,19 +294,6 @@ int run_blas(const gr_mm_kjob *j, cudaStream_t st, cublasHandle_t h, struct gr_e
     return s == CUBLAS_STATUS_SUCCESS ? GR_OK : blas_fail(e, s, "multiplying");
 }
 
-int cuda_fail(struct gr_err *e, cudaError_t err, const char *what)
-{
-    cudaGetLastError(); /* clear a non-sticky error so the next job starts clean */
-    return gr_fail(e, err == cudaErrorMemoryAllocation ? GR_ENOMEM : GR_ECUDA, NULL, "CUDA error while %s: %s (%s)",
-                   what, cudaGetErrorString(err), cudaGetErrorName(err));
-}
-
-#define CUDA_TRY(call, what)                                                                                           \
-    do {                                                                                                               \
-        cudaError_t err_ = (call);                                                                                     \
-        if (err_ != cudaSuccess)                                                                                       \
-            return cuda_fail(e, err_, what);                                                                           \
-    } while (0)
 
 } // namespace
 
@@ -330,7 +318,7 @@ extern "C" int gr_mm_launch(const struct gr_mm_kjob *j, cudaStream_t st, cublasH
         return gr_fail(e, GR_EUNPROC, "shape", "matmul needs m, n, k >= 1, not %d, %d, %d", j->m, j->n, j->k);
     if (j->variant == GR_MM_CUBLAS || j->variant == GR_MM_CUBLAS_TF32)
         return run_blas(j, st, blas, e);
-    CUDA_TRY(j->dtype == GR_FLOAT32 ? run_own<float>(j, st) : run_own<double>(j, st), "launching the kernel");
+    GR_CUDA_TRY(j->dtype == GR_FLOAT32 ? run_own<float>(j, st) : run_own<double>(j, st), "launching the kernel");
     return GR_OK;
 }
 
@@ -365,7 +353,7 @@ struct run {
         *q = next;
         next = (next + 1) % env->nstage;
         if (stage_busy[*q])
-            CUDA_TRY(cudaEventSynchronize(stage_ev[*q]), "waiting for a staging buffer");
+            GR_CUDA_TRY(cudaEventSynchronize(stage_ev[*q]), "waiting for a staging buffer");
         stage_busy[*q] = false;
         return GR_OK;
     }
@@ -379,9 +367,9 @@ struct run {
             if (rc != GR_OK)
                 return rc;
             memcpy(env->stage[q], (const char *)src + off, len);
-            CUDA_TRY(cudaMemcpyAsync((char *)dst + off, env->stage[q], len, cudaMemcpyHostToDevice, st),
+            GR_CUDA_TRY(cudaMemcpyAsync((char *)dst + off, env->stage[q], len, cudaMemcpyHostToDevice, st),
                      "copying an operand to the GPU");
-            CUDA_TRY(cudaEventRecord(stage_ev[q], st), "recording a copy");
+            GR_CUDA_TRY(cudaEventRecord(stage_ev[q], st), "recording a copy");
             stage_busy[q] = true;
         }
         return GR_OK;
@@ -399,15 +387,15 @@ struct run {
                 int rc = take(e, &slot[j]);
                 if (rc != GR_OK)
                     return rc;
-                CUDA_TRY(cudaMemcpyAsync(env->stage[slot[j]], (const char *)src + j * sb, len, cudaMemcpyDeviceToHost,
+                GR_CUDA_TRY(cudaMemcpyAsync(env->stage[slot[j]], (const char *)src + j * sb, len, cudaMemcpyDeviceToHost,
                                          st),
                          "copying the product from the GPU");
-                CUDA_TRY(cudaEventRecord(stage_ev[slot[j]], st), "recording a copy");
+                GR_CUDA_TRY(cudaEventRecord(stage_ev[slot[j]], st), "recording a copy");
                 stage_busy[slot[j]] = true;
             }
             if (j >= lag) {
                 size_t d = j - lag, len = bytes - d * sb < sb ? bytes - d * sb : sb;
-                CUDA_TRY(cudaEventSynchronize(stage_ev[slot[d]]), "multiplying and copying the product back");
+                GR_CUDA_TRY(cudaEventSynchronize(stage_ev[slot[d]]), "multiplying and copying the product back");
                 memcpy((char *)dst + d * sb, env->stage[slot[d]], len);
                 stage_busy[slot[d]] = false;
             }
@@ -436,7 +424,7 @@ int alloc(run *R, void **p, size_t bytes, const char *what, struct gr_err *e)
     }
     if (err != cudaSuccess)
         *p = nullptr;
-    CUDA_TRY(err, "allocating device memory");
+    GR_CUDA_TRY(err, "allocating device memory");
     return GR_OK;
 }
 
@@ -451,11 +439,11 @@ int drain(run *R, const gr_mm_req *r, int i, i64 rb, size_t c_row, struct gr_err
 {
     cudaStream_t cs = copy_stream(R->env, r, i);
     i64 r0 = (i64)i * rb, rows = r->m - r0 < rb ? r->m - r0 : rb;
-    CUDA_TRY(cudaEventRecord(R->at(i, EV_D0), cs), "timing the copy back");
+    GR_CUDA_TRY(cudaEventRecord(R->at(i, EV_D0), cs), "timing the copy back");
     int rc = R->download((char *)r->out + r0 * c_row, (const char *)R->dc + r0 * c_row, rows * c_row, cs, e);
     if (rc != GR_OK)
         return rc;
-    CUDA_TRY(cudaEventRecord(R->at(i, EV_D1), cs), "timing the copy back");
+    GR_CUDA_TRY(cudaEventRecord(R->at(i, EV_D1), cs), "timing the copy back");
     return GR_OK;
 }
 
@@ -471,37 +459,37 @@ int stream_product(run *R, const gr_mm_req *r, int variant, const gr_mm_bytes *s
     size_t es = gr_dtype_size(r->dtype), a_row = (size_t)r->k * es, c_row = (size_t)r->n * es;
     R->ev.resize(4 + (size_t)nb * EV_PER_BLOCK);
     for (auto &v : R->ev)
-        CUDA_TRY(cudaEventCreate(&v), "creating an event");
+        GR_CUDA_TRY(cudaEventCreate(&v), "creating an event");
     t->blocks = nb;
 
-    CUDA_TRY(cudaEventRecord(R->ev[0], st0), "timing the product");
-    CUDA_TRY(cudaEventRecord(R->ev[2], st0), "timing the product");
+    GR_CUDA_TRY(cudaEventRecord(R->ev[0], st0), "timing the product");
+    GR_CUDA_TRY(cudaEventRecord(R->ev[2], st0), "timing the product");
     int rc = R->upload(R->db, r->b, sz->b, st0, e);
     if (rc != GR_OK)
         return rc;
-    CUDA_TRY(cudaEventRecord(R->ev[3], st0), "timing the product");
+    GR_CUDA_TRY(cudaEventRecord(R->ev[3], st0), "timing the product");
 
     /* st0 waits for each block's inputs, the block's copy stream for its product. */
     for (int i = 0; i < nb; i++) {
         cudaStream_t cs = copy_stream(env, r, i);
         i64 r0 = (i64)i * rb, rows = r->m - r0 < rb ? r->m - r0 : rb;
-        CUDA_TRY(cudaEventRecord(R->at(i, EV_H0), cs), "timing the copies");
+        GR_CUDA_TRY(cudaEventRecord(R->at(i, EV_H0), cs), "timing the copies");
         if ((rc = R->upload((char *)R->da + r0 * a_row, (const char *)r->a + r0 * a_row, rows * a_row, cs, e)) != GR_OK)
             return rc;
         if (r->beta != 0 &&
             (rc = R->upload((char *)R->dc + r0 * c_row, (const char *)r->c + r0 * c_row, rows * c_row, cs, e)) != GR_OK)
             return rc;
-        CUDA_TRY(cudaEventRecord(R->at(i, EV_H1), cs), "timing the copies");
-        CUDA_TRY(cudaStreamWaitEvent(st0, R->at(i, EV_H1), 0), "ordering the multiply");
+        GR_CUDA_TRY(cudaEventRecord(R->at(i, EV_H1), cs), "timing the copies");
+        GR_CUDA_TRY(cudaStreamWaitEvent(st0, R->at(i, EV_H1), 0), "ordering the multiply");
 
-        CUDA_TRY(cudaEventRecord(R->at(i, EV_K0), st0), "timing the multiply");
+        GR_CUDA_TRY(cudaEventRecord(R->at(i, EV_K0), st0), "timing the multiply");
         gr_mm_kjob j = {variant, r->dtype, (int)rows, (int)r->n, (int)r->k, r->alpha, r->beta,
                         (const char *)R->da + r0 * a_row, (int)r->k, R->db, (int)r->n,
                         (char *)R->dc + r0 * c_row, (int)r->n};
         if ((rc = gr_mm_launch(&j, st0, env->blas, e)) != GR_OK)
             return rc;
-        CUDA_TRY(cudaEventRecord(R->at(i, EV_K1), st0), "timing the multiply");
-        CUDA_TRY(cudaStreamWaitEvent(cs, R->at(i, EV_K1), 0), "ordering the copy back");
+        GR_CUDA_TRY(cudaEventRecord(R->at(i, EV_K1), st0), "timing the multiply");
+        GR_CUDA_TRY(cudaStreamWaitEvent(cs, R->at(i, EV_K1), 0), "ordering the copy back");
         /* the product of the previous block comes back while this one multiplies */
         if (i > 0 && (rc = drain(R, r, i - 1, rb, c_row, e)) != GR_OK)
             return rc;
@@ -510,9 +498,9 @@ int stream_product(run *R, const gr_mm_req *r, int variant, const gr_mm_bytes *s
         return rc;
     /* only now: st0 waiting for a copy back inside the loop would hold the next multiply */
     for (int i = 0; i < nb; i++)
-        CUDA_TRY(cudaStreamWaitEvent(st0, R->at(i, EV_D1), 0), "ordering the copies back");
-    CUDA_TRY(cudaEventRecord(R->ev[1], st0), "timing the product");
-    CUDA_TRY(cudaEventSynchronize(R->ev[1]), "finishing the product");
+        GR_CUDA_TRY(cudaStreamWaitEvent(st0, R->at(i, EV_D1), 0), "ordering the copies back");
+    GR_CUDA_TRY(cudaEventRecord(R->ev[1], st0), "timing the product");
+    GR_CUDA_TRY(cudaEventSynchronize(R->ev[1]), "finishing the product");
 
     t->h2d = R->ms(R->ev[2], R->ev[3]);
     for (int i = 0; i < nb; i++) {
@@ -559,7 +547,7 @@ extern "C" int gr_mm_gpu(const struct gr_mm_req *r, const struct gr_mm_env *env,
     for (auto &ev : R.stage_ev) {
         cudaError_t err = rc == GR_OK ? cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) : cudaSuccess;
         if (err != cudaSuccess)
-            rc = cuda_fail(e, err, "creating an event");
+            rc = gr_cuda_fail(e, err, "creating an event");
     }
     if (rc == GR_OK)
         rc = alloc(&R, &R.da, sz.a, "a", e);
@@ -575,7 +563,7 @@ extern "C" int gr_mm_gpu(const struct gr_mm_req *r, const struct gr_mm_env *env,
     for (int s = 1; err == cudaSuccess && rc == GR_OK && s < env->nstreams; s++)
         err = cudaStreamWaitEvent(env->streams[s], allocated, 0);
     if (err != cudaSuccess)
-        rc = cuda_fail(e, err, "ordering the allocations");
+        rc = gr_cuda_fail(e, err, "ordering the allocations");
     if (rc == GR_OK)
         rc = stream_product(&R, r, v, &sz, t, e);
 
@@ -595,7 +583,7 @@ extern "C" int gr_mm_gpu(const struct gr_mm_req *r, const struct gr_mm_env *env,
         cudaEventDestroy(allocated);
     err = cudaGetLastError();
     if (rc == GR_OK && err != cudaSuccess)
-        rc = cuda_fail(e, err, "finishing the product");
+        rc = gr_cuda_fail(e, err, "finishing the product");
     if (rc == GR_OK && algo_used)
         snprintf(algo_used, 32, "%s", gr_mm_algos[v].name);
     return rc;
