@@ -18,6 +18,20 @@ extern "C" {
 #include <string.h>
 #include <time.h>
 
+/* Checks counted (atomically: a test may check from several threads); a failure prints its line
+ * and message and the test goes on. main() prints the counts and fails if gr_fails. */
+static int gr_checks __attribute__((unused)), gr_fails __attribute__((unused)); /* a test may not CHECK */
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        __atomic_add_fetch(&gr_checks, 1, __ATOMIC_RELAXED);                                                           \
+        if (!(cond)) {                                                                                                 \
+            __atomic_add_fetch(&gr_fails, 1, __ATOMIC_RELAXED);                                                        \
+            fprintf(stderr, "FAIL line %d: ", __LINE__);                                                              \
+            fprintf(stderr, __VA_ARGS__);                                                                             \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
 struct gr_rng {
     uint64_t s;
 };

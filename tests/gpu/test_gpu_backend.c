@@ -4,17 +4,6 @@
 #include "backend.h"
 #include "gr_testdata.h"
 
-static int checks, fails;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            fails++;                                                                                                   \
-            fprintf(stderr, "FAIL line %d: ", __LINE__);                                                              \
-            fprintf(stderr, __VA_ARGS__);                                                                             \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
 
 static struct gr_backend *gpu, *cpu;
 static struct gr_rng rng;
@@ -176,6 +165,6 @@ int main(void)
     for (int k = 0; k < n; k++)
         gpus[k]->destroy(gpus[k]);
     cpu->destroy(cpu);
-    printf("%d checks, %d failed\n", checks, fails);
-    return fails ? 1 : 0;
+    printf("%d checks, %d failed\n", gr_checks, gr_fails);
+    return gr_fails ? 1 : 0;
 }

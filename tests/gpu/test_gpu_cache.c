@@ -15,17 +15,6 @@
 #define LANES 4
 #define PER_LANE 60
 
-static int checks, fails; /* atomic */
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);                                                              \
-        if (!(cond)) {                                                                                                 \
-            __atomic_add_fetch(&fails, 1, __ATOMIC_RELAXED);                                                           \
-            fprintf(stderr, "FAIL line %d: ", __LINE__);                                                              \
-            fprintf(stderr, __VA_ARGS__);                                                                             \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
 
 static struct gr_backend *gpu, *cpu;
 static char dir[] = "/tmp/gr_cacheXXXXXX";
@@ -222,6 +211,6 @@ int main(void)
     for (int k = 0; k < n; k++)
         gpus[k]->destroy(gpus[k]);
     cpu->destroy(cpu);
-    printf("%d checks, %d failed\n", checks, fails);
-    return fails ? 1 : 0;
+    printf("%d checks, %d failed\n", gr_checks, gr_fails);
+    return gr_fails ? 1 : 0;
 }
