@@ -21,9 +21,10 @@
 #define STAGE_BYTES ((size_t)2 << 20) /* each; a multiple of every state size */
 #define GROW_STEP ((size_t)2 << 20)  /* device buffers grow in steps of this */
 #define NCOPY 2                      /* a product's row blocks are copied on these, beside the lane's stream */
-/* Products with m x k at least this are streamed by row blocks: below it a block's copy is too
- * short to hide much and the extra launches and events cost more (bench_matmul, H200). */
-#define MM_STREAM_MIN ((double)(1 << 22))
+/* Products with m x k at least this (4096 x 4096) are streamed by row blocks: bench_matmul (H200)
+ * gains 1.2x end to end there, while at 2048 x 2048 the blocks' smaller multiplies cost 29 % of the
+ * kernel's rate (matmul_api, 2026-11-22) for copies too short to hide much. */
+#define MM_STREAM_MIN ((double)(1 << 24))
 /* Device memory a product leaves in the pool for the next one (on any lane); above it the pool
  * gives memory back at the next synchronisation, for the dataset cache and reductions' buffers. */
 #define POOL_KEEP ((uint64_t)1 << 30)
