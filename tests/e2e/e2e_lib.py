@@ -517,3 +517,16 @@ def reshape(flat, r, c):
 
 def rng_for(name):
     return random.Random(name)
+
+
+def dataset_ids(srv, page):
+    """Every dataset id, walking GET /v1/datasets newest first, page ids at a time."""
+    ids, cursor = [], None
+    for _ in range(100000):  # a cursor that never ends fails the test rather than hanging it
+        r = srv.get_json("/v1/datasets?limit=%d" % page + ("&cursor=" + cursor if cursor else ""))
+        ids += [d["id"] for d in r["datasets"]]
+        cursor = r["next_cursor"]
+        if cursor is None:
+            return ids
+    raise RuntimeError("the dataset list's pages never end")
+

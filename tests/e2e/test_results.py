@@ -76,15 +76,6 @@ def result_data(srv, job_id, npy, part=None):
     return r, np.load(io.BytesIO(r.body)) if npy else r.body
 
 
-def listed(srv):
-    ids, cursor = [], None
-    for _ in range(10000):
-        r = srv.get_json("/v1/datasets?limit=1000" + ("&cursor=" + cursor if cursor else ""))
-        ids += [d["id"] for d in r["datasets"]]
-        cursor = r["next_cursor"]
-        if cursor is None:
-            return ids
-    raise RuntimeError("pages never end")
 
 
 def check_kept(srv, what, job, want, idx, op, dtype, a, axis):
@@ -232,14 +223,14 @@ def deleted(srv, kept):
     CHECK.eq(srv.get_json("/v1/jobs/" + job).get("status"), "succeeded", "the job itself stays")
     for ds in by_job[job]:
         kept.pop(ds)
-        CHECK.ok(ds not in listed(srv), "deleted %s is not listed" % ds)
+        CHECK.ok(ds not in L.dataset_ids(srv, 1000), "deleted %s is not listed" % ds)
         CHECK.ok(not os.path.exists(os.path.join(srv.data_dir, "datasets", ds + ".bin")), "deleted %s's file is gone" % ds)
 
 
 def files_match_rows(srv, what):
     """Every dataset file has a row and every row a file; no .tmp left."""
     names = sorted(os.listdir(os.path.join(srv.data_dir, "datasets")))
-    CHECK.eq(names, sorted(d + ".bin" for d in listed(srv)), what + ": dataset files are exactly the listed datasets")
+    CHECK.eq(names, sorted(d + ".bin" for d in L.dataset_ids(srv, 1000)), what + ": dataset files are exactly the listed datasets")
 
 
 def crash_after_finish(srv):
@@ -322,7 +313,7 @@ def main():
     big = large_on_dataset(srv)
     if big:
         kept[big[1]] = big[0]
-    CHECK.ok(set(kept) <= set(listed(srv)), "every result dataset is listed in /v1/datasets")
+    CHECK.ok(set(kept) <= set(L.dataset_ids(srv, 1000)), "every result dataset is listed in /v1/datasets")
     deleted(srv, kept)
     files_match_rows(srv, "before the crash")
     crash_after_finish(srv)
