@@ -1,7 +1,9 @@
 # Dockerfile: gpured in a container. The build stage runs ./gpured.sh build (the script CI tests)
-# in the CUDA devel image; the runtime stage runs that binary as a non-root user, data on /data.
+# in the CUDA devel image; the runtime stage runs that binary as a non-root user, data on /data,
+# bearer tokens from the secret file /run/secrets/gpured-tokens (README: "Run it in a container").
 #   docker build -t gpured .
-#   docker run --gpus all -p 127.0.0.1:8080:8080 -v gpured-data:/data gpured
+#   docker run --gpus all -p 127.0.0.1:8080:8080 -v gpured-data:/data \
+#     -v "$PWD/deploy/gpured-tokens:/run/secrets/gpured-tokens:ro" gpured
 ARG CUDA_IMAGE_TAG=13.0.0
 ARG UBUNTU=ubuntu24.04
 
@@ -27,9 +29,16 @@ RUN apt-get update \
  && install -d -o gpured -g gpured -m 0750 /data
 COPY --from=build /out/gpured /usr/local/bin/gpured
 USER gpured:gpured
-ENV GPURED_BIND=0.0.0.0 GPURED_PORT=8080 GPURED_DATA_DIR=/data
+# Secure by default: the server listens on every address of the container, so it needs tokens.
+# GPURED_TOKENS_FILE names the secret that compose (secrets:), Kubernetes (a Secret volume) or
+# `docker run -v FILE:/run/secrets/gpured-tokens:ro` mounts there, readable by uid or gid 10001.
+# Without that file gpured refuses to start. To serve with no auth at all, knowingly (a private
+# network, an authenticating proxy in front): -e GPURED_TOKENS_FILE= -e GPURED_INSECURE_NO_AUTH=1
+# (an empty variable counts as unset; gpured then logs a warning).
+ENV GPURED_BIND=0.0.0.0 GPURED_PORT=8080 GPURED_DATA_DIR=/data GPURED_TOKENS_FILE=/run/secrets/gpured-tokens
 VOLUME /data
 EXPOSE 8080
+# /healthz (and /readyz) answer without a token
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
 # SIGTERM: the running job finishes, queued jobs stay in the store for the next start
