@@ -7,9 +7,11 @@
 #include "config.h"
 #include "dsfile.h"
 #include "id.h"
+#include "idempotency.h"
 #include "log.h"
 #include "npy.h"
 #include "parse.h"
+#include "tenants.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -50,7 +52,7 @@ static int find(struct gr_req *r, const char *id, char **doc, struct gr_source *
 {
     struct gr_err e = {0};
     *doc = NULL;
-    int rc = gr_id_valid(id, 'd') ? gr_store_get_dataset(gr_api_store, id, doc, &e) : GR_ENOTFOUND;
+    int rc = gr_id_valid(id, 'd') ? gr_store_get_dataset(gr_api_store, id, gr_scope(r), doc, &e) : GR_ENOTFOUND;
     if (rc == GR_ENOTFOUND)
         gr_fail(&e, rc, NULL, "no dataset with id %s (ids look like d_0123456789abcdef)", id);
     if (rc == GR_OK && src)
@@ -72,7 +74,7 @@ int gr_dataset_for_job(void *ctx, struct gr_job *j, const char *id, struct gr_so
     int rc = gr_jobs_pin_dataset(id, e);
     if (rc)
         return rc;
-    rc = gr_store_get_dataset(gr_api_store, id, &doc, e);
+    rc = gr_store_get_dataset(gr_api_store, id, gr_scope(ctx), &doc, e);
     if (rc == GR_ENOTFOUND)
         gr_fail(e, rc, "dataset", "no dataset %s (GET /v1/datasets lists them)", id);
     if (rc == GR_OK)
@@ -91,6 +93,8 @@ int gr_dataset_for_job(void *ctx, struct gr_job *j, const char *id, struct gr_so
 
 struct upload {
     int npy, have_header; /* raw bodies have theirs from the query */
+    char tenant[65];      /* whose it is */
+    uint64_t counted;     /* bytes counted against the tenant's quota (given back unless stored) */
     struct gr_source src;
     size_t expect, got;       /* value bytes dtype x shape needs, and received */
     unsigned long long clen;  /* Content-Length, when sent */
@@ -112,6 +116,8 @@ static void release(struct upload *u)
     gr_dsfile_close(u->file);
     if (u->committed && !u->stored) /* durable values whose row was never stored */
         gr_dsfile_remove(data_dir(), u->id, NULL);
+    if (!u->stored)
+        gr_tenant_drop_bytes(u->tenant, u->counted);
     EVP_MD_CTX_free(u->sha);
     free(u->head);
     free(u->doc);
@@ -140,8 +146,9 @@ static int raw_layout(struct gr_req *r, struct upload *u, struct gr_err *e)
     return GR_OK;
 }
 
-/* Every way a body's size can be refused before it is read (413, 422). */
-static int check_size(const struct upload *u, size_t preamble, struct gr_err *e)
+/* Every way a body's size can be refused before it is read (413, 422); once the size is known
+ * it is counted against the tenant's quota (413 over it). */
+static int check_size(struct upload *u, size_t preamble, struct gr_err *e)
 {
     size_t max = gr_api_cfg->max_dataset_bytes;
     if ((u->has_clen && u->clen > max) || u->expect > max)
@@ -151,6 +158,9 @@ static int check_size(const struct upload *u, size_t preamble, struct gr_err *e)
         return gr_fail(e, u->npy ? GR_EINVAL : GR_EUNPROC, NULL, "the body is %llu bytes but %lld %s values need %zu%s",
                        u->clen, (long long)u->src.count, gr_dtype_name(u->src.dtype), u->expect,
                        u->npy ? " after the .npy header" : "");
+    if (u->have_header && !u->counted && gr_tenant_add_bytes(u->tenant, u->expect, GR_ETOOBIG, 0, e) != GR_OK)
+        return e->code;
+    u->counted = u->have_header ? u->expect : 0;
     return GR_OK;
 }
 
@@ -167,12 +177,15 @@ static int upload_open(struct gr_req *r, struct gr_err *e)
     if (!u)
         return gr_fail(e, GR_ENOMEM, NULL, "out of memory for an upload");
     u->npy = npy;
+    memcpy(u->tenant, r->who.tenant, sizeof u->tenant);
     u->has_clen = cl != NULL;
     u->clen = cl ? strtoull(cl, NULL, 10) : 0;
     int rc = npy ? GR_OK : raw_layout(r, u, e);
     if (!rc && npy && (gr_query(r, "dtype") || gr_query(r, "shape")))
         rc = gr_fail(e, GR_EINVAL, gr_query(r, "dtype") ? "dtype" : "shape",
                      "a .npy body carries its own dtype and shape: drop ?dtype= and ?shape=");
+    if (!rc) /* a retry of an upload still arriving is refused before its body is read */
+        rc = gr_idem_hold(r, e);
     if (!rc && npy && !(u->head = malloc(GR_NPY_MAX_HEADER + 12)))
         rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory for an upload");
     if (!rc)
@@ -258,6 +271,16 @@ static void on_stored(void *ctx, int code)
     gr_wake(r);
 }
 
+/* 201 with the dataset's doc (taken): a new one, or (replayed) the one an earlier request with
+ * the same Idempotency-Key made. */
+static void answer_created(struct gr_req *r, const char *id, char *doc)
+{
+    char loc[48];
+    snprintf(loc, sizeof loc, "/v1/datasets/%s", id);
+    const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, r->replayed ? "Idempotent-Replayed" : NULL, "true", NULL};
+    gr_respond(r, 201, "application/json", doc, strlen(doc), hdrs);
+}
+
 static void answer_upload(struct gr_req *r)
 {
     struct upload *u = r->state;
@@ -265,13 +288,35 @@ static void answer_upload(struct gr_req *r)
         problem(r, GR_EIO, NULL, "the store could not keep this dataset; nothing was kept");
         return;
     }
-    char loc[48];
-    snprintf(loc, sizeof loc, "/v1/datasets/%s", u->id);
-    const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, NULL};
-    char *doc = u->doc;
+    answer_created(r, u->id, u->doc);
     u->doc = NULL;
-    gr_respond(r, 201, "application/json", doc, strlen(doc), hdrs);
     gr_log(GR_LOG_INFO, "dataset %s stored: %zu bytes", u->id, u->expect);
+}
+
+/* An upload with an Idempotency-Key, once its values are in: its fingerprint is the request's
+ * with the values' digest (in doc), dtype and shape. GR_OK to store it with the key (fp
+ * filled); else answered (the earlier upload's dataset, or a problem) and non-zero. */
+static int upload_key(struct gr_req *r, const struct upload *u, char fp[65])
+{
+    struct gr_err e = {0};
+    char id[24], *doc = NULL, what[160];
+    json_t *o = json_loads(u->doc, 0, NULL);
+    snprintf(what, sizeof what, "%s %s %lld %lld", json_string_value(json_object_get(o, "sha256")),
+             gr_dtype_name(u->src.dtype), (long long)u->src.shape[0], (long long)u->src.shape[1]);
+    json_decref(o);
+    gr_idem_fingerprint(r, what, strlen(what), fp);
+    int rc = gr_idem_lookup(r, fp, id, &e);
+    if (rc == GR_ENOTFOUND)
+        return GR_OK;
+    if (rc == GR_OK && (rc = gr_store_get_dataset(gr_api_store, id, NULL, &doc, &e)) == GR_ENOTFOUND)
+        gr_fail(&e, rc, NULL, "dataset %s, which this Idempotency-Key made, has been deleted since", id);
+    if (rc == GR_OK) {
+        r->replayed = 1;
+        answer_created(r, id, doc);
+        return GR_ECONFLICT;
+    }
+    gr_respond_problem(r, &e);
+    return rc;
 }
 
 void gr_post_dataset(struct gr_req *r)
@@ -296,15 +341,23 @@ void gr_post_dataset(struct gr_req *r)
         return;
     }
     u->committed = 1;
-    u->doc = gr_dataset_render(u->id, u->src.dtype, u->src.ndim, u->src.shape, u->expect, u->sha);
-    char *copy = u->doc ? strdup(u->doc) : NULL;
-    if (!copy) {
+    u->doc = gr_dataset_render(u->id, u->tenant, u->src.dtype, u->src.ndim, u->src.shape, u->expect, u->sha);
+    if (!u->doc) {
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset (or its sha256 failed)");
         return;
     }
+    char fp[65] = "";
+    if (r->idem && upload_key(r, u, fp) != GR_OK)
+        return; /* the values just received go with the request */
+    char *copy = strdup(u->doc);
+    if (!copy) {
+        problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset");
+        return;
+    }
+    struct gr_owner own = {u->tenant, r->idem ? strchr(r->idem, ' ') + 1 : NULL, fp};
     /* suspended before the write is queued, so its wake cannot come first */
     gr_suspend(r, answer_upload);
-    if ((rc = gr_store_insert_dataset(gr_api_store, u->id, copy, on_stored, r)) != GR_OK)
+    if ((rc = gr_store_insert_dataset(gr_api_store, u->id, &own, u->expect, copy, on_stored, r)) != GR_OK)
         on_stored(r, rc);
 }
 
@@ -319,10 +372,15 @@ void gr_get_dataset(struct gr_req *r)
 
 static int fetch_datasets(void *args, const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
 {
-    return gr_store_list_datasets(gr_api_store, before, limit, row, ctx, e);
+    return gr_store_list_datasets(gr_api_store, args, before, limit, row, ctx, e);
 }
 
-void gr_list_datasets(struct gr_req *r) { gr_respond_page(r, "datasets", 'd', fetch_datasets, NULL); }
+void gr_list_datasets(struct gr_req *r)
+{
+    const char *tenant;
+    if (gr_list_tenant(r, &tenant) == GR_OK)
+        gr_respond_page(r, "datasets", 'd', fetch_datasets, (void *)tenant);
+}
 
 /* A download: the .npy preamble from memory, then the file, read as MHD sends. */
 struct download {
@@ -415,14 +473,22 @@ static void answer_delete(struct gr_req *r)
 void gr_delete_dataset(struct gr_req *r)
 {
     char *doc;
+    struct gr_source src;
     struct gr_err e = {0};
-    if (find(r, r->id, &doc, NULL) != GR_OK)
+    if (find(r, r->id, &doc, &src) != GR_OK)
         return;
-    free(doc);
     if (gr_jobs_delete_dataset_begin(r->id, &e) != GR_OK) {
+        free(doc);
         gr_respond_problem(r, &e);
         return;
     }
+    /* its bytes leave the tenant's count now: should the store fail to delete the row, the count
+     * is short of it until the next start sums the rows again */
+    json_t *o = json_loads(doc, 0, NULL);
+    const char *tenant = json_string_value(json_object_get(o, "tenant"));
+    gr_tenant_drop_bytes(tenant ? tenant : "default", (uint64_t)src.count * gr_dtype_size(src.dtype));
+    json_decref(o);
+    free(doc);
     gr_suspend(r, answer_delete);
     int rc = gr_store_delete_dataset(gr_api_store, r->id, on_deleted, r);
     if (rc != GR_OK)

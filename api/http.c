@@ -4,6 +4,7 @@
 #include "http.h"
 
 #include "config.h"
+#include "idempotency.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -143,6 +144,10 @@ void gr_respond_problem(struct gr_req *r, const struct gr_err *e)
         *h++ = "Retry-After";
         *h++ = "1";
     }
+    if (code == GR_EUNAUTH) {
+        *h++ = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+        *h++ = "Bearer realm=\"gpured\"";
+    }
     if (code == GR_EMETHOD && r->route) {
         allow_of(r->route, allow, sizeof allow);
         *h++ = MHD_HTTP_HEADER_ALLOW;
@@ -172,6 +177,8 @@ void gr_park(struct gr_req *r, void (*resume)(struct gr_req *r))
     r->w.wake = wake;
     gr_jobs_wait(&r->w);
 }
+
+const char *gr_scope(const struct gr_req *r) { return r->who.admin ? NULL : r->who.tenant; }
 
 const char *gr_query(struct gr_req *r, const char *name)
 {
@@ -203,6 +210,13 @@ static void begin(struct gr_req *r)
     r->route = route_of(r->url, r->id);
     if (!r->route) {
         gr_fail(&e, GR_ENOTFOUND, NULL, "no such path: %.200s (see GET /openapi.json)", r->url);
+        gr_respond_problem(r, &e);
+        return;
+    }
+    /* without tokens everyone is the one tenant, and may see everything */
+    if (r->route->open || !gr_tokens_enabled())
+        r->who = (struct gr_principal){.tenant = "default", .admin = 1};
+    else if (gr_tokens_check(gr_header(r, MHD_HTTP_HEADER_AUTHORIZATION), &r->who, &e) != GR_OK) {
         gr_respond_problem(r, &e);
         return;
     }
@@ -336,6 +350,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->route->stream->close(r);
     if (r->w.job)
         gr_job_unref(r->w.job);
+    gr_idem_release(r);
     free(r->body);
     free(r);
     *con_cls = NULL;

@@ -6,6 +6,7 @@
 
 #include "jobs.h"
 #include "store.h"
+#include "tokens.h"
 
 #include <microhttpd.h>
 
@@ -25,6 +26,9 @@ struct gr_req {
     struct gr_err err; /* the stream's first failure: answered once the body ends */
     int store_code;    /* outcome of a store write the request was suspended for */
     double t0;     /* gr_mono_ms() at arrival, for the request log */
+    struct gr_principal who; /* the token's tenant; without tokens "default", admin */
+    char *idem;    /* the Idempotency-Key this request holds in flight (idempotency.h), or NULL */
+    int replayed;  /* the answer is an earlier request's resource (Idempotent-Replayed: true) */
     unsigned status;
     struct gr_waiter w;
     void (*resume)(struct gr_req *r); /* set while parked: answers once woken */
@@ -51,6 +55,7 @@ struct gr_route {
     gr_handler get, post, del;
     int body;                     /* GR_BODY_* a POST may carry, buffered up to --max-body-bytes */
     const struct gr_stream *stream; /* or: the POST body is streamed */
+    int open;                     /* answered without a token (probes, the dashboard's page) */
 };
 
 /* Globals the handlers read (set before the daemon starts, read-only after). */
@@ -75,6 +80,9 @@ void gr_wake(struct gr_req *r);
 int gr_api_suspended(void);
 /* Park the request until w fires (gr_suspend until a job's waiter wakes it). */
 void gr_park(struct gr_req *r, void (*resume)(struct gr_req *r));
+/* The tenant whose resources the request may see: NULL for an admin (every tenant's). */
+const char *gr_scope(const struct gr_req *r);
+
 /* A query argument, or NULL. */
 const char *gr_query(struct gr_req *r, const char *name);
 const char *gr_header(struct gr_req *r, const char *name);
@@ -89,6 +97,9 @@ extern const struct gr_route gr_routes[];
 typedef int (*gr_page_fetch)(void *args, const char *before, int limit, gr_store_row row, void *ctx,
                              struct gr_err *e);
 void gr_respond_page(struct gr_req *r, const char *key, char prefix, gr_page_fetch fetch, void *args);
+/* A list's tenant filter into *tenant (NULL: every tenant's, for an admin): GR_OK, or answered
+ * (a bad ?tenant=) and GR_EINVAL. */
+int gr_list_tenant(struct gr_req *r, const char **tenant);
 
 /* Start and stop the daemon. start returns GR_OK and the bound port, or GR_EINVAL/EIO. */
 int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port, struct gr_err *e);

@@ -36,7 +36,7 @@ int gr_result_part(const json_t *job, const char *part, int *indices, struct gr_
     /* a kept result's dataset is an ordinary one: it can have been deleted since */
     const char *ds = kept_dataset(job, *indices);
     char *doc = NULL;
-    int rc = ds ? gr_store_get_dataset(gr_api_store, ds, &doc, e) : GR_OK;
+    int rc = ds ? gr_store_get_dataset(gr_api_store, ds, NULL, &doc, e) : GR_OK;
     free(doc);
     if (rc == GR_ENOTFOUND)
         return gr_fail(e, rc, NULL, "this job's result was kept as dataset %s, which has been deleted: its %s are gone",

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "datasets.h"
 #include "id.h"
+#include "idempotency.h"
 #include "parse.h"
 #include "results.h"
 #include "routes_ops.h"
@@ -79,7 +80,15 @@ static void answer_job(struct gr_req *r)
     char loc[48], applied[24];
     snprintf(loc, sizeof loc, "/v1/jobs/%s", j->id);
     snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
-    const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, r->wait_s >= 0 ? "Preference-Applied" : NULL, applied, NULL};
+    const char *hdrs[7] = {MHD_HTTP_HEADER_LOCATION, loc}, **h = hdrs + 2;
+    if (r->replayed) {
+        *h++ = "Idempotent-Replayed";
+        *h++ = "true";
+    }
+    if (r->wait_s >= 0) {
+        *h++ = "Preference-Applied";
+        *h++ = applied;
+    }
     int done = GR_TERMINAL(committed) && r->w.until == GR_UNTIL_TERMINAL;
     gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
 }
@@ -112,14 +121,80 @@ static int check_variants(const struct gr_job *j, struct gr_err *e)
     return GR_OK;
 }
 
-/* Parse the body into a new job, accept it, and park until it is durable (or, with
- * Prefer: wait=N, until it ends or N s pass). */
+/* Park r on job j (referenced, ours now) until it is durable, or with Prefer: wait=N until it
+ * ends or N s pass; answer_job answers then. */
+static void park_job(struct gr_req *r, struct gr_job *j)
+{
+    r->wait_s = prefer_wait(r);
+    r->w = (struct gr_waiter){.job = j, .until = r->wait_s > 0 ? GR_UNTIL_TERMINAL : GR_UNTIL_DURABLE,
+                              .deadline_ms = r->wait_s > 0 ? gr_mono_ms() + (double)r->wait_s * 1000 : 0};
+    gr_park(r, answer_job);
+}
+
+/* A retried submission: answer with the job its key made, as a new submission would be answered. */
+static void replay_job(struct gr_req *r, const char *id)
+{
+    struct gr_err e = {0};
+    char *doc = NULL, status[16], loc[48];
+    r->replayed = 1;
+    struct gr_job *j = gr_jobs_find(id, NULL);
+    if (j) {
+        park_job(r, j);
+        return;
+    }
+    int rc = gr_store_get_job(gr_api_store, id, NULL, &doc, status, &e);
+    if (rc == GR_ENOTFOUND)
+        gr_fail(&e, rc, NULL, "job %s, which this Idempotency-Key made, has been deleted since", id);
+    if (rc) {
+        gr_respond_problem(r, &e);
+        return;
+    }
+    snprintf(loc, sizeof loc, "/v1/jobs/%s", id);
+    const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, "Idempotent-Replayed", "true", NULL};
+    gr_respond(r, GR_TERMINAL(gr_status_parse(status)) ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
+}
+
+/* The Idempotency-Key of a job's submission: GR_OK to go on (the key, if any, into j), else
+ * answered (a replay or a problem) and non-zero. */
+static int job_key(struct gr_req *r, struct gr_job *j)
+{
+    struct gr_err e = {0};
+    char fp[65], id[24];
+    int rc = gr_idem_hold(r, &e);
+    if (rc == GR_OK && !r->idem)
+        return GR_OK;
+    if (rc == GR_OK) {
+        gr_idem_fingerprint(r, r->body ? r->body : "", r->len, fp);
+        rc = gr_idem_lookup(r, fp, id, &e);
+    }
+    if (rc == GR_OK) {
+        replay_job(r, id);
+        return GR_ECONFLICT;
+    }
+    if (rc == GR_ENOTFOUND) {
+        if ((j->idem_key = strdup(strchr(r->idem, ' ') + 1))) {
+            memcpy(j->idem_fp, fp, sizeof fp);
+            return GR_OK;
+        }
+        rc = gr_fail(&e, GR_ENOMEM, NULL, "out of memory");
+    }
+    gr_respond_problem(r, &e);
+    return rc;
+}
+
+/* Parse the body into a new job of the request's tenant, accept it, and park until it is
+ * durable (or, with Prefer: wait=N, until it ends or N s pass). */
 static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job *, struct gr_err *))
 {
     struct gr_err e = {0};
     struct gr_job *j = gr_job_new();
     if (!j) {
         problem(r, GR_ENOMEM, NULL, "out of memory for a new job");
+        return;
+    }
+    memcpy(j->tenant, r->who.tenant, sizeof j->tenant);
+    if (job_key(r, j) != GR_OK) {
+        gr_job_unref(j);
         return;
     }
     int rc = parse(r, j, &e);
@@ -137,15 +212,12 @@ static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job
     /* the body is parsed into the job: free it now rather than when the connection ends */
     free(r->body);
     r->body = NULL;
-    r->wait_s = prefer_wait(r);
-    r->w = (struct gr_waiter){.job = j, .until = r->wait_s > 0 ? GR_UNTIL_TERMINAL : GR_UNTIL_DURABLE,
-                              .deadline_ms = r->wait_s > 0 ? gr_mono_ms() + (double)r->wait_s * 1000 : 0};
-    gr_park(r, answer_job);
+    park_job(r, j);
 }
 
 static int parse_json_job(struct gr_req *r, struct gr_job *j, struct gr_err *e)
 {
-    return gr_parse_job(r->body ? r->body : "", r->len, gr_dataset_for_job, NULL, j, e);
+    return gr_parse_job(r->body ? r->body : "", r->len, gr_dataset_for_job, r, j, e);
 }
 
 struct query {
@@ -196,7 +268,7 @@ static void get_job_answer(struct gr_req *r, int may_wait)
 {
     struct gr_err e = {0};
     char *doc = NULL, status[16] = "";
-    struct gr_job *j = gr_jobs_find(r->id);
+    struct gr_job *j = gr_jobs_find(r->id, gr_scope(r));
     if (j) {
         int committed, st;
         doc = gr_jobs_render(j, &committed, &st);
@@ -214,7 +286,7 @@ static void get_job_answer(struct gr_req *r, int may_wait)
             return;
         }
     } else {
-        int rc = gr_store_get_job(gr_api_store, r->id, &doc, status, &e);
+        int rc = gr_store_get_job(gr_api_store, r->id, gr_scope(r), &doc, status, &e);
         if (rc == GR_ENOTFOUND)
             gr_fail(&e, rc, NULL, "no job with id %s", r->id);
         if (rc) {
@@ -261,7 +333,7 @@ static void cancel_job(struct gr_req *r)
     }
     struct gr_err e = {0};
     struct gr_job *j;
-    int rc = gr_jobs_cancel(r->id, &j, &e);
+    int rc = gr_jobs_cancel(r->id, gr_scope(r), &j, &e);
     if (rc == GR_OK) {
         r->wait_s = -1;
         r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_TERMINAL};
@@ -270,7 +342,7 @@ static void cancel_job(struct gr_req *r)
     }
     if (rc == GR_ENOTFOUND) { /* not in flight: finished long ago, or never existed */
         char *doc = NULL, status[16];
-        rc = gr_store_get_job(gr_api_store, r->id, &doc, status, &e);
+        rc = gr_store_get_job(gr_api_store, r->id, gr_scope(r), &doc, status, &e);
         free(doc);
         if (rc == GR_OK)
             gr_fail(&e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled", r->id, status);
@@ -284,7 +356,8 @@ static void get_result(struct gr_req *r)
 {
     struct gr_err e = {0};
     char *doc = NULL, status[16];
-    int rc = gr_id_valid(r->id, 'j') ? gr_store_get_job(gr_api_store, r->id, &doc, status, &e) : GR_ENOTFOUND;
+    int rc = gr_id_valid(r->id, 'j') ? gr_store_get_job(gr_api_store, r->id, gr_scope(r), &doc, status, &e)
+                                     : GR_ENOTFOUND;
     if (rc == GR_ENOTFOUND)
         gr_fail(&e, rc, NULL, "no job with id %s", r->id);
     else if (rc == GR_OK && strcmp(status, "succeeded"))
@@ -369,18 +442,32 @@ void gr_respond_page(struct gr_req *r, const char *key, char prefix, gr_page_fet
 }
 
 struct job_filter {
-    const char *status, *op;
+    const char *tenant, *status, *op;
 };
 
 static int fetch_jobs(void *args, const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
 {
     const struct job_filter *f = args;
-    return gr_store_list_jobs(gr_api_store, f->status, f->op, before, limit, row, ctx, e);
+    return gr_store_list_jobs(gr_api_store, f->tenant, f->status, f->op, before, limit, row, ctx, e);
+}
+
+int gr_list_tenant(struct gr_req *r, const char **tenant)
+{
+    const char *q = gr_query(r, "tenant");
+    if (q && !gr_tenant_valid(q)) {
+        problem(r, GR_EINVAL, "tenant", "?tenant= must be a tenant name: 1 to 64 of a-z 0-9 _ -");
+        return GR_EINVAL;
+    }
+    /* a tenant that is not admin sees only its own: naming another finds nothing ("" is no tenant) */
+    *tenant = r->who.admin ? q : q && strcmp(q, r->who.tenant) ? "" : r->who.tenant;
+    return GR_OK;
 }
 
 static void list_jobs(struct gr_req *r)
 {
-    struct job_filter f = {gr_query(r, "status"), gr_query(r, "op")};
+    struct job_filter f = {NULL, gr_query(r, "status"), gr_query(r, "op")};
+    if (gr_list_tenant(r, &f.tenant) != GR_OK)
+        return;
     if (f.status && gr_status_parse(f.status) < 0) {
         problem(r, GR_EINVAL, "status", "unknown status filter: use queued, running, succeeded, failed or canceled");
         return;
@@ -491,20 +578,20 @@ static void devices(struct gr_req *r)
 }
 
 const struct gr_route gr_routes[] = {
-    {"/v1/jobs", list_jobs, post_job, NULL, GR_BODY_JSON | GR_BODY_BINARY, NULL},
-    {"/v1/jobs/{id}", get_job, NULL, cancel_job, 0, NULL},
-    {"/v1/jobs/{id}/result", get_result, NULL, NULL, 0, NULL},
-    {"/v1/benchmarks", NULL, post_benchmark, NULL, GR_BODY_JSON, NULL},
-    {"/v1/datasets", gr_list_datasets, gr_post_dataset, NULL, 0, &gr_dataset_upload},
-    {"/v1/datasets/{id}", gr_get_dataset, NULL, gr_delete_dataset, 0, NULL},
-    {"/v1/datasets/{id}/data", gr_get_dataset_data, NULL, NULL, 0, NULL},
-    {"/v1/algorithms", algorithms, NULL, NULL, 0, NULL},
-    {"/v1/devices", devices, NULL, NULL, 0, NULL},
-    {"/healthz", healthz, NULL, NULL, 0, NULL},
-    {"/readyz", readyz, NULL, NULL, 0, NULL},
-    {"/metrics", gr_get_metrics, NULL, NULL, 0, NULL},
-    {"/openapi.json", gr_get_openapi, NULL, NULL, 0, NULL},
-    {"/", gr_get_dashboard, NULL, NULL, 0, NULL},
-    {"/assets/{id}", gr_get_asset, NULL, NULL, 0, NULL},
-    {NULL, NULL, NULL, NULL, 0, NULL},
+    {"/v1/jobs", list_jobs, post_job, NULL, GR_BODY_JSON | GR_BODY_BINARY, NULL, 0},
+    {"/v1/jobs/{id}", get_job, NULL, cancel_job, 0, NULL, 0},
+    {"/v1/jobs/{id}/result", get_result, NULL, NULL, 0, NULL, 0},
+    {"/v1/benchmarks", NULL, post_benchmark, NULL, GR_BODY_JSON, NULL, 0},
+    {"/v1/datasets", gr_list_datasets, gr_post_dataset, NULL, 0, &gr_dataset_upload, 0},
+    {"/v1/datasets/{id}", gr_get_dataset, NULL, gr_delete_dataset, 0, NULL, 0},
+    {"/v1/datasets/{id}/data", gr_get_dataset_data, NULL, NULL, 0, NULL, 0},
+    {"/v1/algorithms", algorithms, NULL, NULL, 0, NULL, 0},
+    {"/v1/devices", devices, NULL, NULL, 0, NULL, 0},
+    {"/healthz", healthz, NULL, NULL, 0, NULL, 1},
+    {"/readyz", readyz, NULL, NULL, 0, NULL, 1},
+    {"/metrics", gr_get_metrics, NULL, NULL, 0, NULL, 0},
+    {"/openapi.json", gr_get_openapi, NULL, NULL, 0, NULL, 0},
+    {"/", gr_get_dashboard, NULL, NULL, 0, NULL, 1},
+    {"/assets/{id}", gr_get_asset, NULL, NULL, 0, NULL, 1},
+    {NULL, NULL, NULL, NULL, 0, NULL, 0},
 };

@@ -14,6 +14,7 @@ static const struct {
 } codes[GR_NCODES] = {
     [GR_OK] = {200, "OK", "ok"},
     [GR_EINVAL] = {400, "Bad Request", "invalid-request"},
+    [GR_EUNAUTH] = {401, "Unauthorized", "unauthorized"},
     [GR_ENOTFOUND] = {404, "Not Found", "not-found"},
     [GR_EMETHOD] = {405, "Method Not Allowed", "method-not-allowed"},
     [GR_ECONFLICT] = {409, "Conflict", "conflict"},

@@ -14,6 +14,7 @@ extern "C" { /* CUDA sources include this too */
 enum gr_code {
     GR_OK = 0,
     GR_EINVAL,    /* malformed request or parameter          -> 400 */
+    GR_EUNAUTH,   /* missing or wrong bearer token           -> 401 */
     GR_ENOTFOUND, /* unknown id                              -> 404 */
     GR_EMETHOD,   /* method not allowed on this route        -> 405 */
     GR_ECONFLICT, /* state conflict (cancel a finished job)  -> 409 */

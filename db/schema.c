@@ -23,29 +23,64 @@ const char *const gr_schema_steps[] = {
     /* Datasets: like jobs, each row is its rendered resource under a time-ordered id; the values
      * live in <data_dir>/datasets/<id>.bin (db/dsfile.c), too big for rows. */
     "CREATE TABLE datasets(id TEXT PRIMARY KEY NOT NULL, doc TEXT NOT NULL, created REAL NOT NULL) WITHOUT ROWID;",
+    /* Tenants: every row belongs to one; rows from before tokens to "default" (their docs say
+     * so too, as new ones do). A tenant's lists are served by their own indexes. A dataset's
+     * size is a column so that start-up can sum each tenant's bytes for its quota. */
+    "ALTER TABLE jobs ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';"
+    "UPDATE jobs SET doc = json_set(doc, '$.tenant', 'default');"
+    "CREATE INDEX jobs_tenant ON jobs(tenant, id);"
+    "CREATE INDEX jobs_tenant_status ON jobs(tenant, status, id);"
+    "CREATE INDEX jobs_tenant_op ON jobs(tenant, op, id);"
+    "ALTER TABLE datasets ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';"
+    "ALTER TABLE datasets ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE datasets SET doc = json_set(doc, '$.tenant', 'default'), bytes = json_extract(doc, '$.bytes');"
+    "CREATE INDEX datasets_tenant ON datasets(tenant, id);"
+    /* Idempotency-Key: stored in the transaction that stores what the key created. */
+    "CREATE TABLE idempotency(tenant TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,"
+    "                         resource TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY(tenant, key)) WITHOUT ROWID;"
+    "CREATE INDEX idempotency_created ON idempotency(created);",
 };
 const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_steps[0]);
 
 #define LIST_SQL(where) "SELECT id, doc FROM jobs WHERE " where "id < ?1 ORDER BY id DESC LIMIT ?2"
+#define FINAL "('succeeded', 'failed', 'canceled')"
 
 const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_LIST_ALL] = LIST_SQL(""),
     [GR_SQL_LIST_STATUS] = LIST_SQL("status = ?3 AND "),
     [GR_SQL_LIST_OP] = LIST_SQL("op = ?4 AND "),
     [GR_SQL_LIST_OP_STATUS] = LIST_SQL("op = ?4 AND status = ?3 AND "),
-    [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = ?1",
+    [GR_SQL_LIST_TENANT] = LIST_SQL("tenant = ?5 AND "),
+    [GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS] = LIST_SQL("tenant = ?5 AND status = ?3 AND "),
+    [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP] = LIST_SQL("tenant = ?5 AND op = ?4 AND "),
+    [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS] = LIST_SQL("tenant = ?5 AND op = ?4 AND status = ?3 AND "),
+    /* ?2 NULL: any tenant's (an admin, or no tokens) */
+    [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     /* Read once at start-up over few rows, so sorting jobs_status's two ranges is cheap. */
     [GR_SQL_PENDING] = "SELECT j.id, j.doc, i.data FROM jobs j LEFT JOIN job_inputs i ON i.id = j.id"
                        " WHERE j.status IN ('queued', 'running') ORDER BY j.id",
     /* Reads the database header, so it fails when the file cannot be read. */
     [GR_SQL_PING] = "PRAGMA user_version",
     [GR_SQL_DS_LIST] = "SELECT id, doc FROM datasets WHERE id < ?1 ORDER BY id DESC LIMIT ?2",
-    [GR_SQL_DS_GET] = "SELECT doc FROM datasets WHERE id = ?1",
-    [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [GR_SQL_DS_LIST_TENANT] = "SELECT id, doc FROM datasets WHERE tenant = ?5 AND id < ?1 ORDER BY id DESC LIMIT ?2",
+    [GR_SQL_DS_GET] = "SELECT doc FROM datasets WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+    [GR_SQL_KEY_GET] = "SELECT fingerprint, resource FROM idempotency WHERE tenant = ?1 AND key = ?2 AND created >= ?3",
+    /* Start-up only: one pass over the datasets. */
+    [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
+    /* The retention sweep walks the primary key from the oldest id: ids are creation times. */
+    [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < ?1 AND status IN " FINAL " ORDER BY id LIMIT ?2",
+    [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES (?1, ?2)",
+    /* an expired key's row is replaced; a live one was checked (and held) by the request */
+    [GR_SQL_KEY_INSERT] = "INSERT OR REPLACE INTO idempotency(tenant, key, fingerprint, resource, created)"
+                          " VALUES (?6, ?8, ?9, ?1, ?5)",
     [GR_SQL_UPDATE] = "UPDATE jobs SET status = ?2, doc = ?3 WHERE id = ?1",
-    [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created) VALUES (?1, ?3, ?5)",
+    [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES (?1, ?3, ?5, ?6, ?7)",
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = ?1",
+    [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = ?1",
+    /* at most a thousand at a time, so that a sweep never holds the writer for long */
+    [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
+                           " (SELECT tenant, key FROM idempotency WHERE created < ?5 LIMIT 1000)",
     [GR_SQL_BEGIN] = "BEGIN IMMEDIATE",
     [GR_SQL_COMMIT] = "COMMIT",
     [GR_SQL_ROLLBACK] = "ROLLBACK",

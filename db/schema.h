@@ -8,27 +8,36 @@ extern const char *const gr_schema_steps[];
 extern const int gr_schema_nsteps;
 
 /* Every statement the store prepares: a reader connection prepares [0, GR_SQL_NREAD), the
- * writer [GR_SQL_NREAD, GR_SQL_N). The list bits: GR_SQL_LIST_ALL | 1 (status) | 2 (op),
- * one statement per filter combination so each is served by its own index; their
- * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op. The row writes number
- * theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, each naming those it needs
- * (GR_SQL_INPUT, bound apart, is the exception). */
+ * writer [GR_SQL_NREAD, GR_SQL_N). The list bits: GR_SQL_LIST_ALL | 1 (status) | 2 (op) |
+ * 4 (tenant), one statement per filter combination so each is served by its own index; their
+ * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op, ?5 tenant. The writes
+ * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
+ * ?8 idempotency key, ?9 its fingerprint, each naming those it needs (GR_SQL_INPUT, bound
+ * apart, is the exception). */
 enum gr_sql_id {
     GR_SQL_LIST_ALL = 0,
     GR_SQL_LIST_STATUS = 1,
     GR_SQL_LIST_OP = 2,
     GR_SQL_LIST_OP_STATUS = 3,
-    GR_SQL_GET,     /* ?1 id -> doc, status */
-    GR_SQL_PENDING, /* -> id, doc, input */
+    GR_SQL_LIST_TENANT = 4, /* 4 to 7: the same with ?5 tenant */
+    GR_SQL_GET = 8,         /* ?1 id, ?2 tenant or NULL -> doc, status */
+    GR_SQL_PENDING,         /* -> id, doc, input */
     GR_SQL_PING,
-    GR_SQL_DS_LIST, /* ?1 before, ?2 limit -> id, doc */
-    GR_SQL_DS_GET,  /* ?1 id -> doc */
+    GR_SQL_DS_LIST,        /* ?1 before, ?2 limit -> id, doc */
+    GR_SQL_DS_LIST_TENANT, /* the same, ?5 tenant */
+    GR_SQL_DS_GET,         /* ?1 id, ?2 tenant or NULL -> doc */
+    GR_SQL_KEY_GET,        /* ?1 tenant, ?2 key, ?3 oldest created -> fingerprint, resource */
+    GR_SQL_TENANT_BYTES,   /* -> tenant, bytes */
+    GR_SQL_EXPIRED,        /* ?1 before id, ?2 limit -> id, doc */
     GR_SQL_NREAD,
-    GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created */
+    GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant */
     GR_SQL_INPUT,                 /* ?1 id, ?2 data */
+    GR_SQL_KEY_INSERT,            /* ?1 resource id, ?5 created, ?6 tenant, ?8 key, ?9 fingerprint */
     GR_SQL_UPDATE,                /* ?1 id, ?2 status, ?3 doc */
-    GR_SQL_DS_INSERT,             /* ?1 id, ?3 doc, ?5 created */
+    GR_SQL_DS_INSERT,             /* ?1 id, ?3 doc, ?5 created, ?6 tenant, ?7 bytes */
     GR_SQL_DS_DELETE,             /* ?1 id */
+    GR_SQL_JOB_DELETE,            /* ?1 id */
+    GR_SQL_KEYS_EXPIRE,           /* ?5 created before */
     GR_SQL_BEGIN,
     GR_SQL_COMMIT,
     GR_SQL_ROLLBACK,

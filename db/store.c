@@ -33,6 +33,10 @@ struct op {
     void *ctx;
     int code;
     char status[16];
+    char tenant[65];
+    int64_t bytes;
+    char *key; /* Idempotency-Key (malloc'd) or NULL */
+    char fingerprint[65];
     char id[];
 };
 
@@ -286,24 +290,41 @@ static int bind_text(sqlite3_stmt *st, int i, const char *v)
     return sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
 }
 
+/* Bind the parameters st names (schema.h's numbering) from o. */
+static int bind_op(sqlite3_stmt *st, const struct op *o)
+{
+    int rc = SQLITE_OK, n = sqlite3_bind_parameter_count(st);
+    for (int i = 1; rc == SQLITE_OK && i <= n; i++) {
+        if (!sqlite3_bind_parameter_name(st, i)) /* a number the statement skips */
+            continue;
+        switch (i) {
+        case 1: rc = bind_text(st, i, o->id); break;
+        case 2: rc = bind_text(st, i, o->status); break;
+        case 3: rc = bind_text(st, i, o->doc); break;
+        case 4: rc = bind_text(st, i, o->opname); break;
+        case 5: rc = sqlite3_bind_double(st, i, o->created); break;
+        case 6: rc = bind_text(st, i, o->tenant); break;
+        case 7: rc = sqlite3_bind_int64(st, i, o->bytes); break;
+        case 8: rc = bind_text(st, i, o->key); break;
+        default: rc = bind_text(st, i, o->fingerprint); break;
+        }
+    }
+    return rc;
+}
+
 /* Run one op inside the open transaction and set o->code. Returns 0, or -1 when the error
  * may have ended the transaction or left half an op in it (retry the batch op by op). */
 static int apply(struct gr_store *s, struct op *o)
 {
     sqlite3_stmt *st = s->w[o->sql - GR_SQL_NREAD];
     sqlite3_stmt *in = s->w[GR_SQL_INPUT - GR_SQL_NREAD];
+    sqlite3_stmt *key = s->w[GR_SQL_KEY_INSERT - GR_SQL_NREAD];
     int with_input = o->sql == GR_SQL_INSERT && o->input;
-    int n = sqlite3_bind_parameter_count(st); /* each statement names the first n of the five */
+    int with_key = (o->sql == GR_SQL_INSERT || o->sql == GR_SQL_DS_INSERT) && o->key;
     /* Everything is bound before anything runs, so a too-big input fails only its op. */
-    int rc = bind_text(st, 1, o->id);
-    if (rc == SQLITE_OK && n >= 2)
-        rc = bind_text(st, 2, o->status);
-    if (rc == SQLITE_OK && n >= 3)
-        rc = bind_text(st, 3, o->doc);
-    if (rc == SQLITE_OK && n >= 4)
-        rc = bind_text(st, 4, o->opname);
-    if (rc == SQLITE_OK && n >= 5)
-        rc = sqlite3_bind_double(st, 5, o->created);
+    int rc = bind_op(st, o);
+    if (rc == SQLITE_OK && with_key)
+        rc = bind_op(key, o);
     if (rc == SQLITE_OK && with_input)
         rc = bind_text(in, 1, o->id);
     if (rc == SQLITE_OK && with_input)
@@ -312,12 +333,12 @@ static int apply(struct gr_store *s, struct op *o)
     if (rc != SQLITE_OK)
         return 0;
     rc = step_done(st);
-    int changes_row = o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_DELETE;
+    int changes_row = o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_DELETE || o->sql == GR_SQL_JOB_DELETE;
     if (rc == SQLITE_OK && changes_row && sqlite3_changes(s->wdb) == 0) {
         o->code = GR_ENOTFOUND;
         return 0;
     }
-    if (rc == SQLITE_OK && with_input && step_done(in) != SQLITE_OK)
+    if (rc == SQLITE_OK && ((with_input && step_done(in) != SQLITE_OK) || (with_key && step_done(key) != SQLITE_OK)))
         return -1;
     if (rc == SQLITE_OK) {
         o->code = GR_OK;
@@ -371,6 +392,7 @@ static void commit_batch(struct gr_store *s, struct op *batch)
         if (batch->done)
             batch->done(batch->ctx, batch->code);
         free(batch->doc);
+        free(batch->key);
         free(batch);
         batch = next;
     }
@@ -474,7 +496,8 @@ void gr_store_close(struct gr_store *s)
 static struct op *new_op(int sql, const char *id, const char *status, char *doc, gr_store_done done, void *ctx)
 {
     struct op *o = NULL;
-    if (id && status && (doc || sql == GR_SQL_DS_DELETE) && strlen(status) < sizeof o->status)
+    if (id && status && (doc || sql == GR_SQL_DS_DELETE || sql == GR_SQL_JOB_DELETE || sql == GR_SQL_KEYS_EXPIRE) &&
+        strlen(status) < sizeof o->status)
         o = calloc(1, sizeof *o + strlen(id) + 1);
     if (!o) {
         free(doc);
@@ -487,6 +510,26 @@ static struct op *new_op(int sql, const char *id, const char *status, char *doc,
     o->created = gr_now();
     o->done = done;
     o->ctx = ctx;
+    return o;
+}
+
+/* o's tenant and key from own (NULL: the default tenant, no key). NULL, with o freed, if they
+ * do not fit or memory is out. */
+static struct op *owned(struct op *o, const struct gr_owner *own)
+{
+    const char *tenant = own && own->tenant ? own->tenant : "default";
+    if (!o)
+        return NULL;
+    if (strlen(tenant) >= sizeof o->tenant || (own && own->key && (!own->fingerprint ||
+                                                                   strlen(own->fingerprint) >= sizeof o->fingerprint ||
+                                                                   !(o->key = strdup(own->key))))) {
+        free(o->doc);
+        free(o);
+        return NULL;
+    }
+    memcpy(o->tenant, tenant, strlen(tenant) + 1);
+    if (o->key)
+        memcpy(o->fingerprint, own->fingerprint, strlen(own->fingerprint) + 1);
     return o;
 }
 
@@ -504,6 +547,7 @@ static int push(struct gr_store *s, struct op *o)
     pthread_mutex_unlock(&s->mu);
     if (closing) {
         free(o->doc);
+        free(o->key);
         free(o);
         return GR_EIO;
     }
@@ -511,7 +555,8 @@ static int push(struct gr_store *s, struct op *o)
 }
 
 int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *status, char *doc,
-                        const void *input, size_t input_bytes, gr_store_done done, void *ctx)
+                        const void *input, size_t input_bytes, const struct gr_owner *own, gr_store_done done,
+                        void *ctx)
 {
     if (!s || op < 0 || op > GR_MATMUL || (!input && input_bytes)) {
         free(doc);
@@ -523,7 +568,7 @@ int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *
         o->input = input;
         o->input_bytes = input_bytes;
     }
-    return push(s, o);
+    return push(s, owned(o, own));
 }
 
 int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc,
@@ -536,13 +581,17 @@ int gr_store_update_job(struct gr_store *s, const char *id, const char *status, 
     return push(s, new_op(GR_SQL_UPDATE, id, status, doc, done, ctx));
 }
 
-int gr_store_insert_dataset(struct gr_store *s, const char *id, char *doc, gr_store_done done, void *ctx)
+int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_owner *own, uint64_t bytes,
+                            char *doc, gr_store_done done, void *ctx)
 {
-    if (!s) {
+    if (!s || bytes > INT64_MAX) {
         free(doc);
         return GR_EINVAL;
     }
-    return push(s, new_op(GR_SQL_DS_INSERT, id, "", doc, done, ctx));
+    struct op *o = new_op(GR_SQL_DS_INSERT, id, "", doc, done, ctx);
+    if (o)
+        o->bytes = (int64_t)bytes;
+    return push(s, owned(o, own));
 }
 
 int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx)
@@ -550,10 +599,23 @@ int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done do
     return s ? push(s, new_op(GR_SQL_DS_DELETE, id, "", NULL, done, ctx)) : GR_EINVAL;
 }
 
+int gr_store_delete_job(struct gr_store *s, const char *id, gr_store_done done, void *ctx)
+{
+    return s ? push(s, new_op(GR_SQL_JOB_DELETE, id, "", NULL, done, ctx)) : GR_EINVAL;
+}
+
+int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, void *ctx)
+{
+    struct op *o = s ? new_op(GR_SQL_KEYS_EXPIRE, "", "", NULL, done, ctx) : NULL;
+    if (o)
+        o->created = before;
+    return s ? push(s, o) : GR_EINVAL;
+}
+
 /* One row by id: its doc (column 0, malloc'd into *doc) and, when status is not NULL, its
  * status (column 1). GR_OK, GR_ENOTFOUND or GR_EIO. */
-static int get_row(struct gr_store *s, int sql, const char *what, const char *id, char **doc, char status[16],
-                   struct gr_err *e)
+static int get_row(struct gr_store *s, int sql, const char *what, const char *id, const char *scope, char **doc,
+                   char status[16], struct gr_err *e)
 {
     *doc = NULL;
     struct reader *r = reader(s, e);
@@ -561,6 +623,8 @@ static int get_row(struct gr_store *s, int sql, const char *what, const char *id
         return GR_EIO;
     sqlite3_stmt *st = r->st[sql];
     int rc = bind_text(st, 1, id);
+    if (rc == SQLITE_OK)
+        rc = bind_text(st, 2, scope); /* NULL binds NULL: any tenant */
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     int code;
@@ -585,20 +649,46 @@ static int get_row(struct gr_store *s, int sql, const char *what, const char *id
     return code;
 }
 
-int gr_store_get_job(struct gr_store *s, const char *id, char **doc, char status[16], struct gr_err *e)
+int gr_store_get_job(struct gr_store *s, const char *id, const char *scope, char **doc, char status[16],
+                     struct gr_err *e)
 {
-    return get_row(s, GR_SQL_GET, "job", id, doc, status, e);
+    return get_row(s, GR_SQL_GET, "job", id, scope, doc, status, e);
 }
 
-int gr_store_get_dataset(struct gr_store *s, const char *id, char **doc, struct gr_err *e)
+int gr_store_get_dataset(struct gr_store *s, const char *id, const char *scope, char **doc, struct gr_err *e)
 {
-    return get_row(s, GR_SQL_DS_GET, "dataset", id, doc, NULL, e);
+    return get_row(s, GR_SQL_DS_GET, "dataset", id, scope, doc, NULL, e);
+}
+
+int gr_store_get_key(struct gr_store *s, const char *tenant, const char *key, double since, char fingerprint[65],
+                     char resource[24], struct gr_err *e)
+{
+    struct reader *r = reader(s, e);
+    if (!r)
+        return GR_EIO;
+    sqlite3_stmt *st = r->st[GR_SQL_KEY_GET];
+    int rc = bind_text(st, 1, tenant);
+    if (rc == SQLITE_OK)
+        rc = bind_text(st, 2, key);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_double(st, 3, since);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    const char *f = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    const char *id = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 1) : NULL;
+    int code = rc == SQLITE_DONE ? GR_ENOTFOUND : f && id ? GR_OK : db_fail(e, r->db, "reading a key");
+    if (code == GR_OK) {
+        snprintf(fingerprint, 65, "%s", f);
+        snprintf(resource, 24, "%s", id);
+    }
+    sqlite3_reset(st);
+    return code;
 }
 
 /* This thread's statement sql for a list page into *st, with ?1 before and ?2 limit bound.
  * GR_OK, GR_EINVAL (limit) or GR_EIO. */
-static int list_statement(struct gr_store *s, int sql, const char *before, int limit, sqlite3_stmt **st,
-                          struct gr_err *e)
+static int list_statement(struct gr_store *s, int sql, const char *before, int limit, const char *tenant,
+                          sqlite3_stmt **st, struct gr_err *e)
 {
     if (limit < 1 || limit > 1000)
         return gr_fail(e, GR_EINVAL, "limit", "limit must be 1 to 1000, not %d", limit);
@@ -606,7 +696,8 @@ static int list_statement(struct gr_store *s, int sql, const char *before, int l
     if (!r)
         return GR_EIO;
     *st = r->st[sql];
-    if (bind_text(*st, 1, before ? before : no_cursor) != SQLITE_OK || sqlite3_bind_int(*st, 2, limit) != SQLITE_OK) {
+    if (bind_text(*st, 1, before ? before : no_cursor) != SQLITE_OK || sqlite3_bind_int(*st, 2, limit) != SQLITE_OK ||
+        (tenant && bind_text(*st, 5, tenant) != SQLITE_OK)) {
         sqlite3_reset(*st);
         return db_fail(e, r->db, "listing");
     }
@@ -630,12 +721,13 @@ static int list_rows(sqlite3_stmt *st, int rc, gr_store_row row, void *ctx, stru
     return code;
 }
 
-int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, const char *before,
-                       int limit, gr_store_row row, void *ctx, struct gr_err *e)
+int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *status, const char *op,
+                       const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
 {
-    int sql = GR_SQL_LIST_ALL | (status ? GR_SQL_LIST_STATUS : 0) | (op ? GR_SQL_LIST_OP : 0);
+    int sql = GR_SQL_LIST_ALL | (status ? GR_SQL_LIST_STATUS : 0) | (op ? GR_SQL_LIST_OP : 0) |
+              (tenant ? GR_SQL_LIST_TENANT : 0);
     sqlite3_stmt *st;
-    int code = list_statement(s, sql, before, limit, &st, e);
+    int code = list_statement(s, sql, before, limit, tenant, &st, e);
     if (code)
         return code;
     int rc = status ? bind_text(st, 3, status) : SQLITE_OK;
@@ -644,12 +736,38 @@ int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, c
     return list_rows(st, rc, row, ctx, e);
 }
 
-int gr_store_list_datasets(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
-                           struct gr_err *e)
+int gr_store_list_datasets(struct gr_store *s, const char *tenant, const char *before, int limit, gr_store_row row,
+                           void *ctx, struct gr_err *e)
 {
     sqlite3_stmt *st;
-    int rc = list_statement(s, GR_SQL_DS_LIST, before, limit, &st, e);
+    int rc = list_statement(s, tenant ? GR_SQL_DS_LIST_TENANT : GR_SQL_DS_LIST, before, limit, tenant, &st, e);
     return rc ? rc : list_rows(st, SQLITE_OK, row, ctx, e);
+}
+
+int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
+                          struct gr_err *e)
+{
+    sqlite3_stmt *st;
+    int rc = list_statement(s, GR_SQL_EXPIRED, before, limit, NULL, &st, e);
+    return rc ? rc : list_rows(st, SQLITE_OK, row, ctx, e);
+}
+
+int gr_store_tenant_bytes(struct gr_store *s, gr_store_tenant tenant, void *ctx, struct gr_err *e)
+{
+    struct reader *r = reader(s, e);
+    if (!r)
+        return GR_EIO;
+    sqlite3_stmt *st = r->st[GR_SQL_TENANT_BYTES];
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        sqlite3_int64 bytes = sqlite3_column_int64(st, 1);
+        if (name && bytes > 0)
+            tenant(ctx, name, (uint64_t)bytes);
+    }
+    int code = rc == SQLITE_DONE ? GR_OK : db_fail(e, r->db, "summing datasets per tenant");
+    sqlite3_reset(st);
+    return code;
 }
 
 int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx, struct gr_err *e)
@@ -685,5 +803,37 @@ int gr_store_ping(struct gr_store *s, struct gr_err *e)
     sqlite3_stmt *st = r->st[GR_SQL_PING];
     int code = sqlite3_step(st) == SQLITE_ROW ? GR_OK : db_fail(e, r->db, "ping");
     sqlite3_reset(st);
+    return code;
+}
+
+void gr_store_wait_done(void *waiter, int code)
+{
+    struct gr_store_wait *w = waiter;
+    pthread_mutex_lock(&w->mu);
+    if (code != GR_OK && w->code == GR_OK)
+        w->code = code;
+    w->pending--;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void gr_store_wait_add(struct gr_store_wait *w, int rc)
+{
+    pthread_mutex_lock(&w->mu);
+    if (rc == GR_OK)
+        w->pending++;
+    else if (w->code == GR_OK)
+        w->code = rc;
+    pthread_mutex_unlock(&w->mu);
+}
+
+int gr_store_wait_all(struct gr_store_wait *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->pending > 0)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int code = w->code;
+    w->code = GR_OK;
+    pthread_mutex_unlock(&w->mu);
     return code;
 }

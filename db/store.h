@@ -6,6 +6,8 @@
 
 #include "gr.h"
 
+#include <pthread.h>
+
 struct gr_store;
 
 /* Open (creating) <data_dir>/gpured.db: WAL, synchronous=NORMAL, busy_timeout, schema
@@ -22,29 +24,57 @@ void gr_store_close(struct gr_store *s);
  * (GR_EIO; nothing of it was stored). Must not block. */
 typedef void (*gr_store_done)(void *ctx, int code);
 
-/* Queue the insert of a job row. doc (the rendered job JSON) becomes the store's and is
+/* Who a new row belongs to, and the Idempotency-Key it was made under (key NULL: none): the
+ * key's row is written in the same transaction as the row it names. */
+struct gr_owner {
+    const char *tenant;
+    const char *key, *fingerprint;
+};
+
+/* For a thread that waits for its writes: queue each with gr_store_wait_done and the waiter as
+ * done and ctx, counting it with gr_store_wait_add (rc: what queueing returned), then
+ * gr_store_wait_all blocks until all are done and returns GR_OK or the first failure's code. */
+struct gr_store_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending, code;
+};
+#define GR_STORE_WAIT_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, GR_OK}
+void gr_store_wait_done(void *waiter, int code);
+void gr_store_wait_add(struct gr_store_wait *w, int rc);
+int gr_store_wait_all(struct gr_store_wait *w);
+
+/* Queue the insert of a job row (own: its tenant and key). doc (the rendered job JSON) becomes the store's and is
  * freed by it in every case; input must stay valid until done runs. Returns GR_OK, GR_EIO
  * when the store is closing, or GR_EINVAL for bad arguments (done is then not called).
  * done gets GR_OK, GR_EIO, or (update of a missing id) GR_ENOTFOUND. A job's input is
  * dropped when its status becomes final. */
 int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *status, char *doc,
-                        const void *input, size_t input_bytes, gr_store_done done, void *ctx);
+                        const void *input, size_t input_bytes, const struct gr_owner *own, gr_store_done done,
+                        void *ctx);
 
 /* Queue an update of a job's status and doc (doc becomes the store's). done may be NULL. */
 int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc,
                         gr_store_done done, void *ctx);
 
-/* Read one job: *doc (malloc'd, caller frees) and status (e.g. "queued").
- * GR_OK, GR_ENOTFOUND, or GR_EIO. */
-int gr_store_get_job(struct gr_store *s, const char *id, char **doc, char status[16],
+/* Read one job of tenant scope (NULL: any tenant's): *doc (malloc'd, caller frees) and status
+ * (e.g. "queued"). GR_OK, GR_ENOTFOUND (also another tenant's), or GR_EIO. */
+int gr_store_get_job(struct gr_store *s, const char *id, const char *scope, char **doc, char status[16],
                      struct gr_err *e);
 
-/* Newest first: jobs with id < before (NULL: from the newest), filtered by status and/or op
- * name (NULL: any), at most limit (1..1000, else GR_EINVAL) rows; row(ctx, id, doc) for each, in order.
- * Served from indexes, never a full scan. GR_OK or GR_EIO. */
+/* Delete a finished job's row (the retention sweep). done gets GR_OK, GR_ENOTFOUND or GR_EIO. */
+int gr_store_delete_job(struct gr_store *s, const char *id, gr_store_done done, void *ctx);
+
+/* Newest first: jobs with id < before (NULL: from the newest), filtered by tenant, status and/or
+ * op name (NULL: any), at most limit (1..1000, else GR_EINVAL) rows; row(ctx, id, doc) for each,
+ * in order. Served from indexes, never a full scan. GR_OK or GR_EIO. */
 typedef void (*gr_store_row)(void *ctx, const char *id, const char *doc);
-int gr_store_list_jobs(struct gr_store *s, const char *status, const char *op, const char *before,
-                       int limit, gr_store_row row, void *ctx, struct gr_err *e);
+int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *status, const char *op,
+                       const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e);
+
+/* Oldest first: finished jobs with id < before, at most limit (1..1000) rows (the sweep). */
+int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
+                          struct gr_err *e);
 
 /* Jobs left queued or running (oldest first), with their input, for re-queueing at
  * start-up. pending(ctx, id, doc, input, bytes) for each. GR_OK or GR_EIO. */
@@ -53,19 +83,32 @@ typedef void (*gr_store_pending)(void *ctx, const char *id, const char *doc, con
 int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx,
                           struct gr_err *e);
 
-/* Datasets: a row per dataset (its rendered resource, doc), written like jobs through the
- * writer; the values are files (dsfile.h) under gr_store_data_dir. Insert takes doc in every
- * case; done gets GR_OK or GR_EIO (insert), GR_OK, GR_ENOTFOUND or GR_EIO (delete). Same
- * returns as gr_store_insert_job. */
-int gr_store_insert_dataset(struct gr_store *s, const char *id, char *doc, gr_store_done done, void *ctx);
+/* Datasets: a row per dataset (its rendered resource, doc, and its size in bytes), written like
+ * jobs through the writer; the values are files (dsfile.h) under gr_store_data_dir. Insert
+ * takes doc in every case; done gets GR_OK or GR_EIO (insert), GR_OK, GR_ENOTFOUND or GR_EIO
+ * (delete). Same returns as gr_store_insert_job. */
+int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_owner *own, uint64_t bytes,
+                            char *doc, gr_store_done done, void *ctx);
 int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx);
 
-/* One dataset's doc (malloc'd): GR_OK, GR_ENOTFOUND or GR_EIO. */
-int gr_store_get_dataset(struct gr_store *s, const char *id, char **doc, struct gr_err *e);
+/* One dataset's doc (malloc'd) if tenant scope's (NULL: any): GR_OK, GR_ENOTFOUND or GR_EIO. */
+int gr_store_get_dataset(struct gr_store *s, const char *id, const char *scope, char **doc, struct gr_err *e);
 
-/* Newest first, ids < before (NULL: from the newest), at most limit (1..1000) rows, as for jobs. */
-int gr_store_list_datasets(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
-                           struct gr_err *e);
+/* Newest first, ids < before (NULL: from the newest), of tenant (NULL: any), at most limit
+ * (1..1000) rows, as for jobs. */
+int gr_store_list_datasets(struct gr_store *s, const char *tenant, const char *before, int limit, gr_store_row row,
+                           void *ctx, struct gr_err *e);
+
+/* Each tenant's dataset bytes, tenant(ctx, name, bytes) for each (start-up). GR_OK or GR_EIO. */
+typedef void (*gr_store_tenant)(void *ctx, const char *tenant, uint64_t bytes);
+int gr_store_tenant_bytes(struct gr_store *s, gr_store_tenant tenant, void *ctx, struct gr_err *e);
+
+/* Idempotency-Key: the resource id and request fingerprint stored for tenant's key, if stored
+ * at gr_now() time `since` or later. GR_OK, GR_ENOTFOUND or GR_EIO. */
+int gr_store_get_key(struct gr_store *s, const char *tenant, const char *key, double since, char fingerprint[65],
+                     char resource[24], struct gr_err *e);
+/* Forget up to a thousand keys stored before time `before`; done as for the other writes. */
+int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, void *ctx);
 
 /* The data directory the store was opened on. */
 const char *gr_store_data_dir(struct gr_store *s);

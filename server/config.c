@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { K_INT, K_SIZE, K_I64, K_STR, K_LEVEL };
+enum kind { K_INT, K_SIZE, K_I64, K_STR, K_LEVEL, K_FLAG, K_DURATION };
 
 /* One table drives flags, environment variables and --help. */
 static const struct opt {
@@ -38,6 +38,18 @@ static const struct opt {
      "CUDA streams per GPU (each runs one job at a time)"},
     {"--gpu-cache-bytes", "GPURED_GPU_CACHE_BYTES", K_I64, offsetof(struct gr_config, gpu_cache_bytes), 0, -1,
      (long long)1 << 46, "datasets kept on each GPU (LRU); 0 none, -1 half the memory free at start"},
+    {"--tokens-file", "GPURED_TOKENS_FILE", K_STR, offsetof(struct gr_config, tokens_file),
+     sizeof((struct gr_config *)0)->tokens_file, 0, 0, "bearer tokens, one 'TENANT TOKEN [admin]' per line"},
+    {"--insecure-no-auth", "GPURED_INSECURE_NO_AUTH", K_FLAG, offsetof(struct gr_config, insecure_no_auth), 0, 0, 1,
+     "serve on a non-loopback address without tokens"},
+    {"--tenant-max-queued", "GPURED_TENANT_MAX_QUEUED", K_INT, offsetof(struct gr_config, tenant_max_queued), 0, 0,
+     10000000, "jobs one tenant may have queued or running (0: --queue-capacity)"},
+    {"--tenant-max-bytes", "GPURED_TENANT_MAX_BYTES", K_SIZE, offsetof(struct gr_config, tenant_max_bytes), 0, 0,
+     (long long)1 << 50, "bytes of datasets and kept results per tenant (0: no limit)"},
+    {"--result-ttl", "GPURED_RESULT_TTL", K_DURATION, offsetof(struct gr_config, result_ttl_s), 0, 0,
+     (long long)1 << 40, "delete finished jobs and their results after this (e.g. 7d; 0: never)"},
+    {"--idempotency-ttl", "GPURED_IDEMPOTENCY_TTL", K_DURATION, offsetof(struct gr_config, idempotency_ttl_s), 0, 1,
+     (long long)1 << 40, "how long an Idempotency-Key is remembered"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -61,16 +73,33 @@ static int set(struct gr_config *c, const struct opt *o, const char *val, const 
         *(int *)p = l;
         return 0;
     }
+    if (o->kind == K_FLAG) {
+        int on = !strcmp(val, "1") || !strcmp(val, "true"), off = !strcmp(val, "0") || !strcmp(val, "false");
+        if (!on && !off) {
+            fprintf(stderr, "gpured: %s must be 1 or 0 (true or false), not '%s'\n", from, val);
+            return 2;
+        }
+        *(int *)p = on;
+        return 0;
+    }
     char *end;
     errno = 0;
     long long v = strtoll(val, &end, 10);
+    /* a duration may carry one unit: s, m, h or d */
+    static const struct { char unit; long long s; } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+    for (size_t u = 0; o->kind == K_DURATION && end != val && *end && !end[1] && u < 4; u++)
+        if (*end == units[u].unit) {
+            end++;
+            v = __builtin_mul_overflow(v, units[u].s, &v) ? o->max + 1 : v;
+        }
     if (errno || end == val || *end || v < o->min || v > o->max) {
-        fprintf(stderr, "gpured: %s must be an integer from %lld to %lld, not '%s'\n", from, o->min, o->max, val);
+        fprintf(stderr, "gpured: %s must be %s from %lld to %lld, not '%s'\n", from,
+                o->kind == K_DURATION ? "seconds (or with a unit: 90m, 12h, 7d)" : "an integer", o->min, o->max, val);
         return 2;
     }
     if (o->kind == K_SIZE)
         *(size_t *)p = (size_t)v;
-    else if (o->kind == K_I64)
+    else if (o->kind == K_I64 || o->kind == K_DURATION)
         *(int64_t *)p = v;
     else
         *(int *)p = (int)v;
@@ -86,7 +115,12 @@ static void usage(const struct gr_config *d)
                     "--max-body-bytes %zu --max-dataset-bytes %zu --log-level info --streams %d --gpu-cache-bytes %lld\n",
             d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->max_dataset_bytes,
             d->streams, (long long)d->gpu_cache_bytes);
+    fprintf(stderr, "          --tokens-file '' --tenant-max-queued 0 --tenant-max-bytes 0 --result-ttl 0 "
+                    "--idempotency-ttl %llds\n",
+            (long long)d->idempotency_ttl_s);
 }
+
+int gr_config_loopback(const char *bind) { return !strncmp(bind, "127.", 4); }
 
 int gr_config_load(struct gr_config *c, int argc, char **argv)
 {
@@ -99,7 +133,8 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .max_dataset_bytes = (size_t)4 << 30,
                             .log_level = GR_LOG_INFO,
                             .streams = 4,
-                            .gpu_cache_bytes = -1};
+                            .gpu_cache_bytes = -1,
+                            .idempotency_ttl_s = 86400};
     struct gr_config defaults = *c;
     for (size_t i = 0; i < NOPTS; i++) {
         const char *v = getenv(opts[i].env);
@@ -124,7 +159,9 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
             fprintf(stderr, "gpured: unknown option '%s' (see gpured serve --help)\n", argv[a]);
             return 2;
         }
-        if (!val) {
+        if (!val && o->kind == K_FLAG) {
+            val = "1";
+        } else if (!val) {
             if (a + 1 >= argc) {
                 fprintf(stderr, "gpured: %s needs a value\n", o->flag);
                 return 2;
@@ -134,5 +171,7 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
         if (set(c, o, val, o->flag))
             return 2;
     }
+    if (!c->tenant_max_queued)
+        c->tenant_max_queued = c->queue_capacity;
     return 0;
 }

@@ -17,7 +17,16 @@ struct gr_config {
     int log_level;
     int streams;             /* CUDA streams per GPU */
     int64_t gpu_cache_bytes; /* datasets kept on each GPU; -1: half the free memory (GR_CACHE_DEFAULT) */
+    char tokens_file[4096];  /* "" : no tokens (one tenant, "default") */
+    int insecure_no_auth;    /* serve on a non-loopback address without tokens */
+    int tenant_max_queued;   /* jobs queued or running per tenant; 0: queue_capacity */
+    size_t tenant_max_bytes; /* datasets and kept results per tenant; 0: no limit */
+    int64_t result_ttl_s;    /* finished jobs and their results are deleted after this; 0: never */
+    int64_t idempotency_ttl_s;
 };
+
+/* 1 if the IPv4 address text is in 127.0.0.0/8. */
+int gr_config_loopback(const char *bind);
 
 /* Defaults, then environment, then flags (flags win). Returns 0, or prints the problem
  * (or --help) to stderr and returns 2 (bad usage) or 1 (help shown). */

@@ -10,6 +10,8 @@
 #include "jobs.h"
 #include "log.h"
 #include "store.h"
+#include "tenants.h"
+#include "tokens.h"
 
 #include <math.h>
 #include <openssl/evp.h>
@@ -47,6 +49,7 @@ struct gr_job *gr_job_new(void)
     j->status = GR_QUEUED;
     j->committed = -1;
     j->created_at = gr_now();
+    snprintf(j->tenant, sizeof j->tenant, "default");
     snprintf(j->algorithm, sizeof j->algorithm, "auto");
     snprintf(j->device, sizeof j->device, "auto");
     return j;
@@ -64,6 +67,7 @@ void gr_job_unref(struct gr_job *j)
         if (j->mm[k].pinned)
             gr_jobs_unpin_dataset(j->mm[k].dataset);
     free(j->input);
+    free(j->idem_key);
     free(j->algos);
     free(j->rows);
     gr_result_free(&j->result);
@@ -225,8 +229,8 @@ char *gr_job_render(const struct gr_job *j)
     const struct gr_timings *t = &j->t;
     json_t *timings = json_pack("{s:f, s:f, s:f, s:f, s:f}", "queue", t->queue, "h2d", t->h2d, "kernel", t->kernel,
                                 "d2h", t->d2h, "total", t->total);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:I}", "id", j->id, "status",
-                          gr_status_name(j->status), "op", gr_op_name(j->op), "dtype", gr_dtype_name(j->dtype),
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:I}", "id", j->id, "tenant", j->tenant,
+                          "status", gr_status_name(j->status), "op", gr_op_name(j->op), "dtype", gr_dtype_name(j->dtype),
                           "shape", shape, "axis", j->axis == GR_AXIS_ALL ? json_null() : json_integer(j->axis),
                           "ties", j->ties_last ? "last" : "first", "device", j->device, "algorithm", j->algorithm,
                           "bytes", (json_int_t)job_bytes(j));
@@ -281,7 +285,8 @@ char *gr_job_render(const struct gr_job *j)
 
 int gr_dataset_digest(void *sha, const void *data, size_t n) { return !EVP_DigestUpdate(sha, data, n); }
 
-char *gr_dataset_render(const char *id, int dtype, int ndim, const int64_t *shape, size_t bytes, void *sha)
+char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim, const int64_t *shape, size_t bytes,
+                        void *sha)
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
@@ -294,47 +299,22 @@ char *gr_dataset_render(const char *id, int dtype, int ndim, const int64_t *shap
     json_t *dims = json_array();
     for (int d = 0; d < ndim; d++)
         json_array_append_new(dims, json_integer(shape[d]));
-    json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:s, s:s}", "id", id, "dtype", gr_dtype_name(dtype), "shape", dims,
-                          "bytes", (json_int_t)bytes, "sha256", hex, "created_at", created);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:s, s:s}", "id", id, "tenant", tenant, "dtype",
+                          gr_dtype_name(dtype), "shape", dims, "bytes", (json_int_t)bytes, "sha256", hex, "created_at",
+                          created);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;
 }
 
-/* A store write the worker waits for: done is called on the store's writer thread. */
-struct store_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done, code;
-};
-
-static void store_done(void *ctx, int code)
-{
-    struct store_wait *w = ctx;
-    pthread_mutex_lock(&w->mu);
-    w->code = code;
-    w->done = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-/* The code of a write queued with store_done (rc: what queueing it returned). */
-static int store_wait(struct store_wait *w, int rc)
-{
-    pthread_mutex_lock(&w->mu);
-    while (rc == GR_OK && !w->done)
-        pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
-    return rc == GR_OK ? w->code : rc;
-}
-
-/* Values of dtype and shape (ndim 1 or 2) as a new dataset id: its file durable, then its row committed. */
-static int keep_values(struct gr_store *s, const void *values, int dtype, int ndim, const int64_t *shape, char id[24],
-                       struct gr_err *e)
+/* Values of dtype and shape (ndim 1 or 2) as a new dataset id of tenant: counted against its
+ * quota, its file durable, then its row committed. */
+static int keep_values(struct gr_store *s, const char *tenant, const void *values, int dtype, int ndim,
+                       const int64_t *shape, char id[24], struct gr_err *e)
 {
     const char *dir = gr_store_data_dir(s);
     struct gr_dsfile *f = NULL;
-    struct store_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    struct gr_store_wait w = GR_STORE_WAIT_INIT;
     size_t bytes;
     char *doc = NULL;
     EVP_MD_CTX *sha = EVP_MD_CTX_new();
@@ -343,6 +323,8 @@ static int keep_values(struct gr_store *s, const void *values, int dtype, int nd
     if (gr_mul_size((size_t)shape[0], ndim == 2 ? (size_t)shape[1] : 1, &bytes) ||
         gr_mul_size(bytes, gr_dtype_size(dtype), &bytes))
         rc = gr_fail(e, GR_EINTERNAL, NULL, "the result's size overflows");
+    else if ((rc = gr_tenant_add_bytes(tenant, bytes, GR_ENOMEM, 0, e)) != GR_OK)
+        bytes = 0; /* nothing counted, nothing to give back */
     else if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL))
         rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
     else
@@ -352,13 +334,19 @@ static int keep_values(struct gr_store *s, const void *values, int dtype, int nd
     if (rc == GR_OK)
         rc = gr_dsfile_commit(f, e);
     gr_dsfile_close(f); /* a .tmp not committed goes with it */
-    if (rc == GR_OK && !(doc = gr_dataset_render(id, dtype, ndim, shape, bytes, sha)))
+    if (rc == GR_OK && !(doc = gr_dataset_render(id, tenant, dtype, ndim, shape, bytes, sha)))
         rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory rendering the result's dataset");
     EVP_MD_CTX_free(sha);
-    if (rc == GR_OK && store_wait(&w, gr_store_insert_dataset(s, id, doc, store_done, &w)) != GR_OK)
-        rc = gr_fail(e, GR_EIO, NULL, "the store could not keep the result's dataset");
-    if (rc != GR_OK) /* a committed file no row names is removed here (or at the next start) */
+    struct gr_owner own = {.tenant = tenant};
+    if (rc == GR_OK) {
+        gr_store_wait_add(&w, gr_store_insert_dataset(s, id, &own, bytes, doc, gr_store_wait_done, &w));
+        if (gr_store_wait_all(&w) != GR_OK)
+            rc = gr_fail(e, GR_EIO, NULL, "the store could not keep the result's dataset");
+    }
+    if (rc != GR_OK) { /* a committed file no row names is removed here (or at the next start) */
         gr_dsfile_remove(dir, id, NULL);
+        gr_tenant_drop_bytes(tenant, bytes);
+    }
     return rc;
 }
 
@@ -367,13 +355,17 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
     if (j->kind != GR_JOB_REDUCE || r->n <= GR_RESULT_INLINE_MAX)
         return GR_OK;
     struct gr_err why = {0};
-    int rc = keep_values(s, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, 1, &r->n,
+    int rc = keep_values(s, j->tenant, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, 1, &r->n,
                          j->result_dataset, &why);
-    if (rc == GR_OK && r->index && (rc = keep_values(s, r->index, GR_INT64, 1, &r->n, j->indices_dataset, &why))) {
+    if (rc == GR_OK && r->index &&
+        (rc = keep_values(s, j->tenant, r->index, GR_INT64, 1, &r->n, j->indices_dataset, &why))) {
         /* all or nothing: the values' dataset goes too */
-        struct store_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
-        if (store_wait(&w, gr_store_delete_dataset(s, j->result_dataset, store_done, &w)) == GR_OK)
+        struct gr_store_wait w = GR_STORE_WAIT_INIT;
+        gr_store_wait_add(&w, gr_store_delete_dataset(s, j->result_dataset, gr_store_wait_done, &w));
+        if (gr_store_wait_all(&w) == GR_OK) {
             gr_dsfile_remove(gr_store_data_dir(s), j->result_dataset, NULL);
+            gr_tenant_drop_bytes(j->tenant, (uint64_t)r->n * 8);
+        }
     }
     if (rc != GR_OK) {
         j->result_dataset[0] = j->indices_dataset[0] = 0;
@@ -388,7 +380,7 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
 int gr_job_keep_product(struct gr_job *j, const void *out, struct gr_store *s, struct gr_err *e)
 {
     struct gr_err why = {0};
-    if (keep_values(s, out, j->dtype, 2, j->shape, j->result_dataset, &why) != GR_OK) {
+    if (keep_values(s, j->tenant, out, j->dtype, 2, j->shape, j->result_dataset, &why) != GR_OK) {
         j->result_dataset[0] = 0;
         return gr_fail(e, why.code, NULL, "the product (%lld x %lld) could not be kept as a dataset: %s",
                        (long long)j->shape[0], (long long)j->shape[1], why.msg);
@@ -463,6 +455,8 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
         return gr_fail(e, GR_ENOMEM, NULL, "out of memory restoring job %s", id);
     }
     snprintf(j->id, sizeof j->id, "%s", id);
+    const char *tenant = json_string_value(json_object_get(o, "tenant"));
+    snprintf(j->tenant, sizeof j->tenant, "%s", tenant && gr_tenant_valid(tenant) ? tenant : "default");
     j->op = gr_op_parse(op);
     j->dtype = gr_dtype_parse(dtype);
     j->ndim = (int)json_array_size(shape);

@@ -38,6 +38,9 @@ struct gr_operand {
 struct gr_job {
     int refs; /* atomic */
     char id[24];
+    char tenant[65];      /* whose it is (tokens.h) */
+    char *idem_key;       /* the Idempotency-Key it was submitted with (malloc'd) or NULL */
+    char idem_fp[65];     /* and that request's fingerprint */
 
     /* the request (fixed) */
     int kind;
@@ -58,6 +61,7 @@ struct gr_job {
 
     /* state (jobs lock) */
     int status;    /* in memory */
+    int counted;   /* held in its tenant's count of queued and running jobs until its final state is stored */
     int committed; /* last status the store has committed; -1: not yet stored */
     double started_at, finished_at;
     struct gr_result result;
@@ -86,8 +90,9 @@ char *gr_job_render(const struct gr_job *j);
 /* On the worker, once r is j's result: a result over GR_RESULT_INLINE_MAX outputs becomes a
  * dataset of its values (and one of its indices for argmin/argmax), durable with its row
  * committed before this returns, so that a job's final state never names a missing dataset;
- * their ids go into j. GR_OK (also when there is nothing to keep), else GR_ENOMEM (no disk
- * space), GR_EIO, with nothing kept. Blocks on the disk and the store: no lock held. */
+ * their ids go into j; they count against the job's tenant's --tenant-max-bytes. GR_OK (also when
+ * there is nothing to keep), else GR_ENOMEM (no disk space, or over the tenant's bytes), GR_EIO,
+ * with nothing kept. Blocks on the disk and the store: no lock held. */
 int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_store *s, struct gr_err *e);
 
 /* On the worker, once out (j's dtype, shape[0] x shape[1]) is a matmul job's product: kept as a
@@ -97,7 +102,8 @@ int gr_job_keep_product(struct gr_job *j, const void *out, struct gr_store *s, s
 
 /* A dataset's resource (API.md; uploads and kept results alike), malloc'd, for its store row:
  * sha is the EVP sha256 digest of its values, finished here. NULL if out of memory. */
-char *gr_dataset_render(const char *id, int dtype, int ndim, const int64_t *shape, size_t bytes, void *sha);
+char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim, const int64_t *shape, size_t bytes,
+                        void *sha);
 
 /* A gr_dsfile_tap feeding an EVP digest (sha) with a dataset's values as they are written. */
 int gr_dataset_digest(void *sha, const void *data, size_t n);

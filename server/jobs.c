@@ -9,6 +9,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
+#include "tenants.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -334,9 +335,14 @@ static void committed(struct gr_job *j, int status, int code)
         if (j->committed < 0)
             j->committed = -2;
     }
-    /* the dataset is free to delete before anyone hears that the job ended */
-    if (GR_TERMINAL(j->committed) || j->committed == -2)
+    /* the dataset is free to delete, and the tenant's count lower, before anyone hears that the
+     * job ended */
+    if (GR_TERMINAL(j->committed) || j->committed == -2) {
         unpin_job(j);
+        if (j->counted)
+            gr_tenant_drop_job(j->tenant);
+        j->counted = 0;
+    }
     collect(j, gr_mono_ms(), &fired);
     if (GR_TERMINAL(j->committed) || j->committed == -2)
         table_remove(j);
@@ -364,8 +370,9 @@ static void store_write(struct gr_job *j, char *doc, int status, int insert)
     }
     gr_job_ref(j);
     *c = (struct commit){j, status};
+    struct gr_owner own = {j->tenant, j->idem_key, j->idem_fp};
     int rc = insert ? gr_store_insert_job(store, j->id, j->op, gr_status_name(status), doc, j->input,
-                                          j->input ? j->input_bytes : 0, on_commit, c)
+                                          j->input ? j->input_bytes : 0, &own, on_commit, c)
                     : gr_store_update_job(store, j->id, gr_status_name(status), doc, on_commit, c);
     if (rc != GR_OK)
         on_commit(c, rc);
@@ -646,6 +653,12 @@ int gr_jobs_submit(struct gr_job *j, struct gr_err *e)
         return gr_fail(e, GR_EFULL, NULL, "the queue for %s is full (%d jobs); retry after a second",
                        j->backend ? j->backend->name : "?", capacity);
     }
+    if (gr_tenant_add_job(j->tenant, 0, e) != GR_OK) {
+        pthread_mutex_unlock(&mu);
+        free(doc);
+        return e->code;
+    }
+    j->counted = 1;
     q->reserved++;
     table_add(j);
     pthread_mutex_unlock(&mu);
@@ -677,6 +690,7 @@ static void recover_one(void *ctx, const char *id, const char *doc, const void *
     if (gr_jobs_route(j->device, &j->backend, &e) != GR_OK)
         j->backend = queues[0].backend;
     pthread_mutex_lock(&mu);
+    j->counted = gr_tenant_add_job(j->tenant, 1, &e) == GR_OK; /* accepted before: past the quota too */
     j->dataset_pinned = j->dataset[0] && pin_change(j->dataset, 1, &e) == GR_OK;
     for (int k = 0; k < GR_MM_OPERANDS; k++)
         j->mm[k].pinned = j->mm[k].dataset[0] && pin_change(j->mm[k].dataset, 1, &e) == GR_OK;
@@ -694,22 +708,29 @@ int gr_jobs_recover(struct gr_err *e)
     return rc.count;
 }
 
-struct gr_job *gr_jobs_find(const char *id)
+/* The in-flight job id if it is tenant scope's (NULL: anyone's) (mu held). */
+static struct gr_job *scoped_find(const char *id, const char *scope)
+{
+    struct gr_job *j = table_find(id);
+    return j && (!scope || !strcmp(j->tenant, scope)) ? j : NULL;
+}
+
+struct gr_job *gr_jobs_find(const char *id, const char *scope)
 {
     pthread_mutex_lock(&mu);
-    struct gr_job *j = table_find(id);
+    struct gr_job *j = scoped_find(id, scope);
     if (j)
         gr_job_ref(j);
     pthread_mutex_unlock(&mu);
     return j;
 }
 
-int gr_jobs_cancel(const char *id, struct gr_job **out, struct gr_err *e)
+int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struct gr_err *e)
 {
     *out = NULL;
     char *doc;
     pthread_mutex_lock(&mu);
-    struct gr_job *j = table_find(id);
+    struct gr_job *j = scoped_find(id, scope);
     if (!j) {
         pthread_mutex_unlock(&mu);
         return GR_ENOTFOUND;

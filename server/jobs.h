@@ -42,16 +42,19 @@ int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
 int gr_jobs_nbackends(void);
 struct gr_backend *gr_jobs_backend(int i);
 
-/* Accept j (its backend set): reserve a queue slot (GR_EFULL if none), queue its insert
- * in the store, then queue it for its worker. Takes its own references. */
+/* Accept j (its backend and tenant set): reserve a queue slot (GR_EFULL if none, or if its
+ * tenant has --tenant-max-queued jobs queued or running), queue its insert in the store (with
+ * its Idempotency-Key, if any), then queue it for its worker. Takes its own references. */
 int gr_jobs_submit(struct gr_job *j, struct gr_err *e);
 
-/* The in-flight job with this id, with a reference taken; NULL when not in flight. */
-struct gr_job *gr_jobs_find(const char *id);
+/* The in-flight job with this id of tenant scope (NULL: any tenant's), with a reference taken;
+ * NULL when not in flight (or another tenant's). */
+struct gr_job *gr_jobs_find(const char *id, const char *scope);
 
-/* Cancel a queued in-flight job: GR_OK (status canceled, its write queued; *out referenced),
- * GR_ECONFLICT (running or finished), GR_ENOTFOUND (not in flight: ask the store). */
-int gr_jobs_cancel(const char *id, struct gr_job **out, struct gr_err *e);
+/* Cancel a queued in-flight job of tenant scope (NULL: any): GR_OK (status canceled, its write
+ * queued; *out referenced), GR_ECONFLICT (running or finished), GR_ENOTFOUND (not in flight, or
+ * another tenant's: ask the store). */
+int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struct gr_err *e);
 
 /* j's JSON as it stands now (malloc'd, NULL if out of memory), its status in memory and the
  * status the store has committed (-1 none yet, -2 refused). */

@@ -6,6 +6,9 @@
 #include "jobs.h"
 #include "log.h"
 #include "store.h"
+#include "sweep.h"
+#include "tenants.h"
+#include "tokens.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +23,32 @@ static int die(const char *what, const struct gr_err *e)
     return 1;
 }
 
+/* Who may call: the tokens file read, or (none) a refusal to serve beyond loopback unless asked. */
+static int trust(const struct gr_config *cfg)
+{
+    struct gr_err e = {0};
+    if (cfg->tokens_file[0]) {
+        if (gr_tokens_load(cfg->tokens_file, &e) != GR_OK)
+            return die("cannot use the tokens file", &e);
+        return 0;
+    }
+    if (gr_config_loopback(cfg->bind))
+        return 0;
+    if (!cfg->insecure_no_auth) {
+        gr_log(GR_LOG_ERROR, "refusing to serve on %s without tokens: anyone who can reach it could read and delete "
+                             "every job. Give --tokens-file PATH (GPURED_TOKENS_FILE; lines 'TENANT TOKEN [admin]'), "
+                             "bind to 127.0.0.1, or pass --insecure-no-auth (GPURED_INSECURE_NO_AUTH=1) if something "
+                             "in front of gpured checks who calls",
+               cfg->bind);
+        return 1;
+    }
+    gr_log(GR_LOG_WARN, "--insecure-no-auth: serving on %s with no tokens; every caller can see and delete everything",
+           cfg->bind);
+    return 0;
+}
+
+static void count_bytes(void *ctx, const char *tenant, uint64_t bytes) { gr_tenant_add_bytes(tenant, bytes, 0, 1, NULL); }
+
 static int serve(const struct gr_config *cfg)
 {
     /* signals are taken by sigwait below; every thread started from here inherits the mask */
@@ -27,13 +56,21 @@ static int serve(const struct gr_config *cfg)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (trust(cfg))
+        return 1;
     struct gr_err e = {0};
     struct gr_store *store;
     if (gr_store_open(&store, cfg->data_dir, &e) != GR_OK)
         return die("cannot open the store", &e);
+    gr_tenants_limits(cfg->tenant_max_queued, (int64_t)cfg->tenant_max_bytes);
+    if (gr_store_tenant_bytes(store, count_bytes, NULL, &e) != GR_OK) {
+        gr_store_close(store);
+        return die("cannot sum the datasets per tenant", &e);
+    }
 
     struct gr_backend *backends[1 + MAX_GPUS];
     int nb = 0;
@@ -60,6 +97,10 @@ static int serve(const struct gr_config *cfg)
     }
     if (recovered)
         gr_log(GR_LOG_INFO, "re-queued %d unfinished job(s) from the store", recovered);
+    if (gr_sweep_start(store, cfg->result_ttl_s, cfg->idempotency_ttl_s, &e) != GR_OK) {
+        die("cannot start the retention sweep", &e);
+        goto out;
+    }
     if (gr_api_start(cfg, store, &port, &e) != GR_OK) {
         die("cannot start the HTTP server", &e);
         goto out;
@@ -67,12 +108,20 @@ static int serve(const struct gr_config *cfg)
     gr_log(GR_LOG_WARN, "listening on http://%s:%d (data in %s)", cfg->bind, port, cfg->data_dir);
 
     int sig;
-    sigwait(&sigs, &sig);
+    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) {
+        if (!cfg->tokens_file[0])
+            gr_log(GR_LOG_WARN, "SIGHUP: no --tokens-file to read again");
+        else if (gr_tokens_load(cfg->tokens_file, &e) != GR_OK)
+            gr_log(GR_LOG_ERROR, "SIGHUP: %s; the tokens in use stay", e.msg);
+        else
+            gr_log(GR_LOG_WARN, "SIGHUP: tokens read again from %s", cfg->tokens_file);
+    }
     gr_log(GR_LOG_WARN, "%s: stopping (the running job finishes; queued jobs stay queued)", strsignal(sig));
     gr_api_quiesce();
     gr_jobs_pause();
     rc = 0;
 out:
+    gr_sweep_stop();
     gr_jobs_stop_workers();
     gr_jobs_wake_all();
     /* parked requests answer as soon as their job is durable (a suspended upload or delete once
@@ -84,6 +133,8 @@ out:
     gr_jobs_stop();
     for (int i = 0; i < nb; i++)
         backends[i]->destroy(backends[i]);
+    gr_tokens_unload();
+    gr_tenants_reset();
     gr_log(GR_LOG_INFO, "stopped");
     return rc;
 }

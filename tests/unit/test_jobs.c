@@ -123,11 +123,11 @@ static void test_queue_cancel_wait_recover(void **state)
     assert_int_equal(gr_jobs_queued(), 3);
 
     struct gr_job *canceled;
-    assert_int_equal(gr_jobs_cancel(a->id, &canceled, &e), GR_ECONFLICT); /* running */
-    assert_int_equal(gr_jobs_cancel(b->id, &canceled, &e), GR_OK);
+    assert_int_equal(gr_jobs_cancel(a->id, NULL, &canceled, &e), GR_ECONFLICT); /* running */
+    assert_int_equal(gr_jobs_cancel(b->id, NULL, &canceled, &e), GR_OK);
     assert_ptr_equal(canceled, b);
     gr_job_unref(canceled);
-    assert_int_equal(gr_jobs_cancel("j_ffffffffffffffff", &canceled, &e), GR_ENOTFOUND);
+    assert_int_equal(gr_jobs_cancel("j_ffffffffffffffff", NULL, &canceled, &e), GR_ENOTFOUND);
 
     /* a waiter on c, parked before c can run */
     struct flag f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -154,15 +154,15 @@ static void test_queue_cancel_wait_recover(void **state)
     assert_int_equal(gr_store_open(&store, dir, &e), GR_OK);
     assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
     assert_int_equal(gr_jobs_recover(&e), 2);
-    struct gr_job *again = gr_jobs_find(d->id);
+    struct gr_job *again = gr_jobs_find(d->id, NULL);
     assert_non_null(again);
     wait_for(again, committed_of, GR_SUCCEEDED);
     char *doc = NULL, st[16];
-    assert_int_equal(gr_store_get_job(store, d->id, &doc, st, &e), GR_OK);
+    assert_int_equal(gr_store_get_job(store, d->id, NULL, &doc, st, &e), GR_OK);
     assert_string_equal(st, "succeeded");
     assert_non_null(strstr(doc, "\"value\":15"));
     free(doc);
-    assert_int_equal(gr_store_get_job(store, c->id, &doc, st, &e), GR_OK);
+    assert_int_equal(gr_store_get_job(store, c->id, NULL, &doc, st, &e), GR_OK);
     assert_non_null(strstr(doc, "\"value\":11"));
     free(doc);
     gr_job_unref(again);

@@ -154,7 +154,7 @@ static void insert(struct fixture *fx, unsigned long long n, int op, const char 
 {
     char id[24];
     make_id(id, n);
-    assert_int_equal(gr_store_insert_job(fx->s, id, op, status, make_doc(n, status), input, bytes, on_done, r),
+    assert_int_equal(gr_store_insert_job(fx->s, id, op, status, make_doc(n, status), input, bytes, NULL, on_done, r),
                      GR_OK);
 }
 
@@ -164,7 +164,7 @@ static void expect_job(struct fixture *fx, unsigned long long n, const char *sta
     struct gr_err e = {0};
     make_id(id, n);
     doc_text(want, sizeof want, n, tag);
-    int rc = gr_store_get_job(fx->s, id, &doc, st, &e);
+    int rc = gr_store_get_job(fx->s, id, NULL, &doc, st, &e);
     if (rc != GR_OK)
         fail_msg("get %s: %d %s", id, rc, e.msg);
     assert_string_equal(doc, want);
@@ -261,14 +261,14 @@ static void test_insert_get(void **state)
 
     char *doc = (char *)&r, st[16] = "poison";
     struct gr_err e = {0};
-    assert_int_equal(gr_store_get_job(fx->s, "j_ffffffffffffffff", &doc, st, &e), GR_ENOTFOUND);
+    assert_int_equal(gr_store_get_job(fx->s, "j_ffffffffffffffff", NULL, &doc, st, &e), GR_ENOTFOUND);
     assert_null(doc);
     assert_int_equal(e.code, GR_ENOTFOUND);
 
     /* Bad arguments are refused at once and the doc is still taken. */
-    assert_int_equal(gr_store_insert_job(fx->s, "j_x", GR_MATMUL + 1, "queued", make_doc(1, "x"), NULL, 0, NULL, NULL),
+    assert_int_equal(gr_store_insert_job(fx->s, "j_x", GR_MATMUL + 1, "queued", make_doc(1, "x"), NULL, 0, NULL, NULL, NULL),
                      GR_EINVAL);
-    assert_int_equal(gr_store_insert_job(fx->s, "j_x", GR_SUM, "a-status-far-too-long", make_doc(1, "x"), NULL, 0,
+    assert_int_equal(gr_store_insert_job(fx->s, "j_x", GR_SUM, "a-status-far-too-long", make_doc(1, "x"), NULL, 0, NULL,
                                          NULL, NULL),
                      GR_EINVAL);
 }
@@ -298,7 +298,7 @@ static void test_update(void **state)
     assert_int_equal(r[2].code, GR_ENOTFOUND);
     expect_job(fx, 3, "succeeded", "final");
     char *doc = NULL, st[16];
-    assert_int_equal(gr_store_get_job(fx->s, id, &doc, st, NULL), GR_ENOTFOUND);
+    assert_int_equal(gr_store_get_job(fx->s, id, NULL, &doc, st, NULL), GR_ENOTFOUND);
 }
 
 static void test_duplicate_insert_fails_alone(void **state)
@@ -309,7 +309,7 @@ static void test_duplicate_insert_fails_alone(void **state)
     char id[24];
     make_id(id, 5);
     insert(fx, 5, GR_SUM, "queued", NULL, 0, &r[0]);
-    assert_int_equal(gr_store_insert_job(fx->s, id, GR_SUM, "running", make_doc(5, "dup"), NULL, 0, on_done, &r[1]),
+    assert_int_equal(gr_store_insert_job(fx->s, id, GR_SUM, "running", make_doc(5, "dup"), NULL, 0, NULL, on_done, &r[1]),
                      GR_OK);
     insert(fx, 6, GR_MIN, "queued", NULL, 0, &r[2]);
     wait_done(3);
@@ -345,7 +345,7 @@ static void test_failed_write_isolated(void **state)
     }
     expect_job(fx, 3, "queued", "queued");
     char *doc = NULL, st[16];
-    assert_int_equal(gr_store_get_job(fx->s, "j_0000000000000002", &doc, st, NULL), GR_ENOTFOUND);
+    assert_int_equal(gr_store_get_job(fx->s, "j_0000000000000002", NULL, &doc, st, NULL), GR_ENOTFOUND);
     char v[32];
     raw_text(db, "SELECT count(*) FROM job_inputs", v, sizeof v);
     assert_string_equal(v, "3");
@@ -392,7 +392,7 @@ static void check_listing(struct fixture *fx, const char *status, const char *op
         assert_true(pages <= NLIST);
         struct page p = {0};
         struct gr_err e = {0};
-        int rc = gr_store_list_jobs(fx->s, status, op, before[0] ? before : NULL, limit, on_row, &p, &e);
+        int rc = gr_store_list_jobs(fx->s, NULL, status, op, before[0] ? before : NULL, limit, on_row, &p, &e);
         if (rc != GR_OK)
             fail_msg("list: %s", e.msg);
         assert_true(p.n <= limit);
@@ -429,11 +429,11 @@ static void test_list_paging_filters(void **state)
     check_listing(fx, "succeeded", "min", 3);
 
     struct page p = {0};
-    assert_int_equal(gr_store_list_jobs(fx->s, "canceled", NULL, NULL, 10, on_row, &p, NULL), GR_OK);
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, "canceled", NULL, NULL, 10, on_row, &p, NULL), GR_OK);
     assert_int_equal(p.n, 0);
     struct gr_err e = {0};
-    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, 0, on_row, &p, &e), GR_EINVAL);
-    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, 1001, on_row, &p, &e), GR_EINVAL);
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, NULL, 0, on_row, &p, &e), GR_EINVAL);
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, NULL, 1001, on_row, &p, &e), GR_EINVAL);
     assert_int_equal(p.n, 0);
 }
 
@@ -520,7 +520,7 @@ static void *insert_many(void *arg)
             continue;
         }
         doc_text(doc, 64, n, "queued");
-        w->refused += gr_store_insert_job(w->s, id, GR_SUM, "queued", doc, NULL, 0, on_done, &w->r[i]) != GR_OK;
+        w->refused += gr_store_insert_job(w->s, id, GR_SUM, "queued", doc, NULL, 0, NULL, on_done, &w->r[i]) != GR_OK;
     }
     return NULL;
 }
@@ -561,8 +561,8 @@ static void *read_loop(void *arg)
     while (!atomic_load(a->stop) || a->rounds == 0) {
         int rows = 0;
         char *doc = NULL, st[16];
-        a->errors += gr_store_list_jobs(a->s, "queued", NULL, NULL, 50, count_row, &rows, NULL) != GR_OK;
-        int rc = gr_store_get_job(a->s, "j_0000000000000000", &doc, st, NULL);
+        a->errors += gr_store_list_jobs(a->s, NULL, "queued", NULL, NULL, 50, count_row, &rows, NULL) != GR_OK;
+        int rc = gr_store_get_job(a->s, "j_0000000000000000", NULL, &doc, st, NULL);
         a->errors += rc != GR_OK && rc != GR_ENOTFOUND;
         free(doc);
         a->rounds++;
@@ -626,7 +626,7 @@ static void test_concurrent_inserts(void **state)
     for (int pages = 0; pages <= TOTAL / 1000; pages++) {
         int before_n = pr.n;
         struct gr_err e = {0};
-        assert_int_equal(gr_store_list_jobs(fx->s, NULL, "sum", pr.last[0] ? pr.last : NULL, 1000, on_present, &pr, &e),
+        assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, "sum", pr.last[0] ? pr.last : NULL, 1000, on_present, &pr, &e),
                          GR_OK);
         if (pr.n - before_n < 1000)
             break;
@@ -666,7 +666,7 @@ static void *insert_acked(void *arg)
         unsigned long long n = ((unsigned long long)a->t << 48) | (unsigned long long)i;
         make_id(id, n);
         a->acked = 0;
-        if (gr_store_insert_job(a->s, id, GR_SUM, "queued", make_doc(n, "queued"), NULL, 0, on_acked, a) != GR_OK) {
+        if (gr_store_insert_job(a->s, id, GR_SUM, "queued", make_doc(n, "queued"), NULL, 0, NULL, on_acked, a) != GR_OK) {
             a->errors++;
             continue;
         }
@@ -709,11 +709,11 @@ static void test_concurrent_acked(void **state)
     assert_true(commits >= 1 && commits <= NTHREADS * PER_ACKED);
     struct presence pr = {calloc(NTHREADS * PER_THREAD, 1), 0, 0, 0, ""};
     assert_non_null(pr.seen);
-    assert_int_equal(gr_store_list_jobs(fx->s, "queued", NULL, NULL, 1000, on_present, &pr, NULL), GR_OK);
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, "queued", NULL, NULL, 1000, on_present, &pr, NULL), GR_OK);
     int more = pr.n;
     while (more == 1000) {
         int n0 = pr.n;
-        assert_int_equal(gr_store_list_jobs(fx->s, "queued", NULL, pr.last, 1000, on_present, &pr, NULL), GR_OK);
+        assert_int_equal(gr_store_list_jobs(fx->s, NULL, "queued", NULL, pr.last, 1000, on_present, &pr, NULL), GR_OK);
         more = pr.n - n0;
     }
     assert_int_equal(pr.bad, 0);
@@ -775,7 +775,7 @@ static void test_close_drains(void **state)
         char id[24];
         make_id(id, (unsigned long long)(N + probes));
         rc = gr_store_insert_job(fx->s, id, GR_MEAN, "queued", make_doc((unsigned long long)(N + probes), "queued"),
-                                 NULL, 0, on_done, &r[N + probes]);
+                                 NULL, 0, NULL, on_done, &r[N + probes]);
         probes++;
         if (rc == GR_OK)
             usleep(1000);
@@ -824,7 +824,7 @@ static void test_datasets(void **state)
     char id[3][24];
     for (int n = 0; n < 3; n++) {
         snprintf(id[n], 24, "d_%016x", 100 + n);
-        assert_int_equal(gr_store_insert_dataset(fx->s, id[n], make_doc((unsigned long long)n, "ds"), on_done, &r[n]),
+        assert_int_equal(gr_store_insert_dataset(fx->s, id[n], NULL, 0, make_doc((unsigned long long)n, "ds"), on_done, &r[n]),
                          GR_OK);
     }
     wait_done(3);
@@ -832,27 +832,27 @@ static void test_datasets(void **state)
         char *doc = NULL, want[64];
         struct gr_err e = {0};
         assert_int_equal(r[n].code, GR_OK);
-        assert_int_equal(gr_store_get_dataset(fx->s, id[n], &doc, &e), GR_OK);
+        assert_int_equal(gr_store_get_dataset(fx->s, id[n], NULL, &doc, &e), GR_OK);
         doc_text(want, sizeof want, (unsigned long long)n, "ds");
         assert_string_equal(doc, want);
         free(doc);
     }
     char *doc = NULL;
     struct gr_err e = {0};
-    assert_int_equal(gr_store_get_dataset(fx->s, "d_ffffffffffffffff", &doc, &e), GR_ENOTFOUND);
+    assert_int_equal(gr_store_get_dataset(fx->s, "d_ffffffffffffffff", NULL, &doc, &e), GR_ENOTFOUND);
     assert_null(doc);
 
     struct ds_page p = {0}, q = {0};
-    assert_int_equal(gr_store_list_datasets(fx->s, NULL, 2, on_ds_row, &p, &e), GR_OK);
+    assert_int_equal(gr_store_list_datasets(fx->s, NULL, NULL, 2, on_ds_row, &p, &e), GR_OK);
     assert_int_equal(p.n, 2);
     assert_string_equal(p.ids[0], id[2]);
     assert_string_equal(p.ids[1], id[1]);
-    assert_int_equal(gr_store_list_datasets(fx->s, p.ids[1], 2, on_ds_row, &q, &e), GR_OK);
+    assert_int_equal(gr_store_list_datasets(fx->s, NULL, p.ids[1], 2, on_ds_row, &q, &e), GR_OK);
     assert_int_equal(q.n, 1);
     assert_string_equal(q.ids[0], id[0]);
-    assert_int_equal(gr_store_list_datasets(fx->s, NULL, 0, on_ds_row, &q, &e), GR_EINVAL);
+    assert_int_equal(gr_store_list_datasets(fx->s, NULL, NULL, 0, on_ds_row, &q, &e), GR_EINVAL);
     struct page jobs = {0};
-    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, 10, on_row, &jobs, &e), GR_OK);
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, NULL, 10, on_row, &jobs, &e), GR_OK);
     assert_int_equal(jobs.n, 0);
 
     assert_int_equal(gr_store_delete_dataset(fx->s, id[1], on_done, &r[3]), GR_OK);
@@ -860,9 +860,9 @@ static void test_datasets(void **state)
     wait_done(5);
     assert_int_equal(r[3].code, GR_OK);
     assert_int_equal(r[4].code, GR_ENOTFOUND);
-    assert_int_equal(gr_store_get_dataset(fx->s, id[1], &doc, &e), GR_ENOTFOUND);
+    assert_int_equal(gr_store_get_dataset(fx->s, id[1], NULL, &doc, &e), GR_ENOTFOUND);
     memset(&p, 0, sizeof p);
-    assert_int_equal(gr_store_list_datasets(fx->s, NULL, 10, on_ds_row, &p, &e), GR_OK);
+    assert_int_equal(gr_store_list_datasets(fx->s, NULL, NULL, 10, on_ds_row, &p, &e), GR_OK);
     assert_int_equal(p.n, 2);
 
     /* what a crash leaves, gone after the next open: an upload that never finished (.tmp), values
@@ -883,7 +883,7 @@ static void test_datasets(void **state)
     assert_int_equal(access(orphan, F_OK), -1);
     assert_int_equal(access(kept, F_OK), 0);
     assert_int_equal(unlink(kept), 0);
-    assert_int_equal(gr_store_get_dataset(fx->s, id[2], &doc, &e), GR_OK);
+    assert_int_equal(gr_store_get_dataset(fx->s, id[2], NULL, &doc, &e), GR_OK);
     free(doc);
 }
 
