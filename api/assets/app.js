@@ -1,5 +1,6 @@
 // app.js: the dashboard: polls the job list with If-None-Match (an idle page costs 304s), draws
-// the stage and throughput charts, lists the devices and submits jobs. Single-threaded (the page).
+// the stage and throughput charts, lists the devices and submits jobs; asks for a bearer token when
+// the API answers 401 and keeps it in the tab's sessionStorage. Single-threaded (the page).
 'use strict';
 
 const OPS = ['sum', 'prod', 'min', 'max', 'mean', 'argmin', 'argmax'];
@@ -8,8 +9,9 @@ const STAGES = [['queue', '#9aa5b1'], ['h2d', '#e0a030'], ['kernel', '#2a6fdb'],
 const POLL_MS = 1000;
 const WINDOW_S = 300, BIN_S = 10;
 const BENCH_N = 1 << 20, BENCH_REPEATS = 5;
+const TOKEN_KEY = 'gpured.token';
 
-const state = { etag: null, jobs: [], devices: null, algorithms: [] };
+const state = { etag: null, jobs: [], devices: null, algorithms: [], needToken: false };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, text, cls) {
@@ -46,8 +48,60 @@ function resultText(res) {
   return '[' + head + (vals.length > 4 ? ', … ' + vals.length + ' values' : '') + ']';
 }
 
+// --- the token ---
+
+// Every data call goes through here: the tab's token, if it holds one, goes in the Authorization
+// header (never in a URL, never logged); a 401 asks for a token.
+async function api(path, opts = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const headers = Object.assign({}, opts.headers, token ? { Authorization: 'Bearer ' + token } : {});
+  const r = await fetch(path, Object.assign({ cache: 'no-store' }, opts, { headers }));
+  if (r.status === 401) askToken(token);
+  return r;
+}
+
+// Show the token form. A 401 to a token other than the one held now (sent before a newer one was
+// entered) changes nothing; a refused token is dropped.
+function askToken(sent) {
+  if (sent !== sessionStorage.getItem(TOKEN_KEY)) return;
+  if (sent) sessionStorage.removeItem(TOKEN_KEY);
+  state.needToken = true;
+  state.etag = null;
+  $('token-msg').textContent = sent ? 'That token was refused: enter another.' : 'This server needs a token.';
+  $('token-card').hidden = false;
+  $('token-forget').hidden = true;
+  $('jobs-meta').textContent = '(needs a token)';
+}
+
+// The token form: keep the token for this tab, then load what the 401s held back.
+function useToken(ev) {
+  ev.preventDefault();
+  const box = $('token');
+  const token = box.value.trim();
+  box.value = '';
+  if (!token) return;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  state.needToken = false;
+  state.etag = null;
+  $('token-card').hidden = true;
+  $('token-forget').hidden = false;
+  if (!state.devices) loadDevices();
+  pollJobs();
+}
+
+// Forget the tab's token and what it showed; the next call's 401 brings the form back.
+function forgetToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  $('token-forget').hidden = true;
+  state.etag = null;
+  state.jobs = [];
+  renderAll();
+  for (const id of ['submit-result', 'bench-result']) $(id).textContent = '';
+  pollJobs();
+}
+
 async function getJSON(path) {
-  const r = await fetch(path, { cache: 'no-store' });
+  const r = await api(path);
   if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
   return r.json();
 }
@@ -173,9 +227,11 @@ function renderAll() {
 }
 
 async function pollJobs() {
+  if (state.needToken) return;
   try {
     const headers = state.etag ? { 'If-None-Match': state.etag } : {};
-    const r = await fetch('/v1/jobs?limit=100', { headers, cache: 'no-store' });
+    const r = await api('/v1/jobs?limit=100', { headers });
+    if (r.status === 401) return;
     if (r.status === 200) {
       const body = await r.json();
       state.etag = r.headers.get('ETag');
@@ -223,7 +279,7 @@ function renderDevices() {
 async function checkReady() {
   const badge = $('ready');
   try {
-    const r = await fetch('/readyz', { cache: 'no-store' });
+    const r = await api('/readyz');
     const body = await r.json();
     badge.textContent = r.ok ? 'ready · ' + body.queued + ' queued' : 'not ready: ' + body.detail;
     badge.className = 'badge ' + (r.ok ? 'ready' : 'down');
@@ -260,8 +316,8 @@ async function post(path, spec, waitS, btn, out) {
   out.className = '';
   out.textContent = 'running…';
   try {
-    const r = await fetch(path, {
-      method: 'POST', cache: 'no-store',
+    const r = await api(path, {
+      method: 'POST',
       headers: { 'Content-Type': 'application/json', Prefer: 'wait=' + waitS },
       body: JSON.stringify(spec),
     });
@@ -309,11 +365,7 @@ function runBenchmark() {
   post('/v1/benchmarks', spec, 60, $('bench-run'), $('bench-result'));
 }
 
-async function start() {
-  for (const op of OPS) option($('op'), op);
-  for (const dt of DTYPES) option($('dtype'), dt);
-  $('dtype').value = 'float64';
-  makeCharts();
+async function loadDevices() {
   try {
     const [devices, algos] = await Promise.all([getJSON('/v1/devices'), getJSON('/v1/algorithms')]);
     state.devices = devices;
@@ -322,8 +374,19 @@ async function start() {
   } catch (err) {
     $('devices').textContent = 'cannot read devices: ' + err.message;
   }
-  for (const id of ['op', 'dtype', 'axis', 'device']) $(id).addEventListener('change', refreshAlgorithms);
   refreshAlgorithms();
+}
+
+async function start() {
+  for (const op of OPS) option($('op'), op);
+  for (const dt of DTYPES) option($('dtype'), dt);
+  $('dtype').value = 'float64';
+  makeCharts();
+  $('token-form').addEventListener('submit', useToken);
+  $('token-forget').addEventListener('click', forgetToken);
+  $('token-forget').hidden = !sessionStorage.getItem(TOKEN_KEY);
+  for (const id of ['op', 'dtype', 'axis', 'device']) $(id).addEventListener('change', refreshAlgorithms);
+  await loadDevices();
   $('submit-form').addEventListener('submit', submitJob);
   $('bench-run').addEventListener('click', runBenchmark);
   checkReady();

@@ -2,10 +2,13 @@
 # python3-selenium): loads with no console errors and nothing fetched from elsewhere, a job
 # submitted from the form succeeds with the reference value, the charts draw (a benchmark from its
 # button too), an idle page polls into 304s, it fits 1280x800 and a phone; screenshots go to
-# <build>/artifacts/.
+# <build>/artifacts/. Then against a server with --tokens-file: the 401s bring up the token form, a
+# wrong token is refused, the right one loads the tenant's jobs (sent as a header, never in a URL,
+# kept in sessionStorage) and "Forget token" drops it.
 import json
 import math
 import os
+import tempfile
 import time
 
 import e2e_lib as L
@@ -16,6 +19,9 @@ O.cpu_label_only("test_dashboard")
 O.with_debian_python("selenium")
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+TOKEN_KEY = "gpured.token"
+TOKEN_UI = ("return [!document.getElementById('token-card').hidden, !document.getElementById('token-forget').hidden,"
+            " sessionStorage.getItem('%s')]" % TOKEN_KEY)
 
 
 def browser():
@@ -48,9 +54,11 @@ def wait_for(driver, js, what, timeout=20):
     return None
 
 
-def console_errors(driver, what):
+def console_errors(driver, what, allow=()):
+    """Errors in the console, less those whose message holds one of allow."""
     logs = driver.get_log("browser")
-    bad = [e for e in logs if e.get("level") in ("SEVERE", "ERROR") or "Uncaught" in e.get("message", "")]
+    bad = [e for e in logs if (e.get("level") in ("SEVERE", "ERROR") or "Uncaught" in e.get("message", ""))
+           and not any(a in e.get("message", "") for a in allow)]
     CHECK.ok(not bad, "%s: console errors: %s" % (what, [e.get("message") for e in bad][:5]))
     return logs
 
@@ -215,6 +223,8 @@ def main():
         urls = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         foreign = [u for u in urls if not u.startswith(srv.base)]
         CHECK.ok(not foreign, "resources fetched from elsewhere: %r" % foreign[:5])
+        # no tokens on this server: the token form never showed, nothing asks to be forgotten
+        CHECK.eq(driver.execute_script(TOKEN_UI), [False, False, None], "no tokens: [form shown, forget shown, token]")
         console_errors(driver, "desktop")
         screenshots(driver, art, "dashboard-1280x800")
 
@@ -225,11 +235,102 @@ def main():
         CHECK.ok(widths[0] <= widths[1], "phone width: page is %dpx wide in a %dpx window" % tuple(widths))
         st, jid3, line = submit(driver, "argmax", "int32", [3, 9, 2, 9, 1])
         CHECK.ok(st == "succeeded" and "9 @1" in line, "phone: argmax from the form: %r" % line)
+        CHECK.eq(driver.execute_script(TOKEN_UI), [False, False, None], "no tokens, phone: [form shown, forget shown, token]")
         console_errors(driver, "phone")
         screenshots(driver, art, "dashboard-phone")
+        driver.set_window_size(1280, 800)
+        L.check_stop(srv)
+        with_tokens(driver, art, rng)
     finally:
         driver.quit()
-    L.check_stop(srv)
+
+
+def use_token(driver, token):
+    from selenium.webdriver.common.by import By
+    box = driver.find_element(By.ID, "token")
+    CHECK.eq(box.get_attribute("type"), "password", "the token box is a password input")
+    box.clear()
+    box.send_keys(token)
+    driver.find_element(By.ID, "token-use").click()
+
+
+def with_tokens(driver, art, rng):
+    """The dashboard against a server that needs `Authorization: Bearer TOKEN`."""
+    from selenium.webdriver.common.by import By
+    token = "%032x" % rng.getrandbits(128)
+    wrong = "%032x" % rng.getrandbits(128)
+    fd, path = tempfile.mkstemp(prefix="gpured-tokens-")
+    with os.fdopen(fd, "w") as f:
+        f.write("# TENANT TOKEN\nalice %s\n" % token)
+    try:
+        srv = L.Server(args=["--tokens-file", path], name="gpured-tokens").start()
+        auth = {"Authorization": "Bearer " + token}
+        CHECK.eq(srv.req("GET", "/v1/jobs").status, 401, "tokens: GET /v1/jobs without a token")
+        r = srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int64", "data": [5, 6, 7], "device": "cpu"},
+                    dict(auth, Prefer="wait=10"))
+        if not CHECK.eq(r.status, 200, "tokens: seed job with the token"):
+            return
+        seeded = r.json()["id"]
+
+        driver.get(srv.base + "/")
+        wait_for(driver, "return !document.getElementById('token-card').hidden", "the token form after the 401s")
+        CHECK.eq(driver.execute_script(TOKEN_UI), [True, False, None], "tokens, loaded: [form shown, forget shown, token]")
+        CHECK.eq(driver.execute_script("return document.querySelectorAll('#jobs tbody tr').length"), 0,
+                 "tokens: no jobs before a token")
+
+        # a wrong token: refused, dropped, the form again
+        use_token(driver, wrong)
+        msg = wait_for(driver, "const m = document.getElementById('token-msg').textContent;"
+                       "return !document.getElementById('token-card').hidden && m.includes('refused') && m",
+                       "the form again after a wrong token")
+        CHECK.ok(msg, "a wrong token is said to be refused: %r" % msg)
+        CHECK.eq(driver.execute_script(TOKEN_UI), [True, False, None], "tokens, wrong one: [form shown, forget shown, token]")
+        CHECK.eq(driver.execute_script("return document.querySelectorAll('#jobs tbody tr').length"), 0,
+                 "tokens: no jobs after a wrong token")
+
+        # the right one: the seeded job, the devices, a job from the form, idle polls into 304s
+        use_token(driver, token)
+        cells = row_of(driver, seeded)
+        CHECK.ok(cells and cells[-1] == "18", "tokens: the seeded job's row: %r" % cells)
+        CHECK.eq(driver.execute_script(TOKEN_UI), [False, True, token], "tokens, right one: [form shown, forget shown, token]")
+        wait_for(driver, "return document.querySelector('#devices .device')", "the device panel with a token")
+        st, jid, line = submit(driver, "max", "int32", [4, 11, -2])
+        CHECK.ok(st == "succeeded" and ": 11 " in line, "tokens: a job from the form: %r" % line)
+        if st == "succeeded":
+            r = srv.req("GET", "/v1/jobs/" + jid, headers=auth)
+            CHECK.eq((r.status, r.status == 200 and r.json().get("tenant")), (200, "alice"), "tokens: the form's job is alice's")
+            row_of(driver, jid)
+
+        def polls(code):
+            m = O.Metrics(srv.req("GET", "/metrics", headers=auth).body.decode("utf-8"))
+            return m.get("gpured_http_requests_total", code=code, route="/v1/jobs", method="GET")
+        before = (polls("304"), polls("200"))
+        time.sleep(3.5)
+        n304, n200 = polls("304") - before[0], polls("200") - before[1]
+        CHECK.ok(n304 >= 2 and n200 == 0, "tokens, idle page: %d polls answered 304, %d answered 200" % (n304, n200))
+
+        # the token is in no URL the page fetched or showed
+        urls = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        urls.append(driver.current_url)
+        CHECK.ok(any("/v1/jobs" in u for u in urls), "tokens: the resource list holds the job polls: %r" % urls[:5])
+        leaked = [u for u in urls if token in u or wrong in u]
+        CHECK.ok(not leaked, "tokens in URLs: %r" % leaked[:3])
+        screenshots(driver, art, "dashboard-token")
+
+        # forget: the token is gone, the table is empty, the form is back
+        driver.find_element(By.ID, "token-forget").click()
+        wait_for(driver, "return !document.getElementById('token-card').hidden", "the token form after forgetting")
+        CHECK.eq(driver.execute_script(TOKEN_UI), [True, False, None], "tokens, forgotten: [form shown, forget shown, token]")
+        CHECK.eq(driver.execute_script("return document.querySelectorAll('#jobs tbody tr').length"), 0,
+                 "tokens: no jobs after forgetting")
+        time.sleep(1.5)
+        CHECK.eq(driver.execute_script(TOKEN_UI), [True, False, None], "tokens, forgotten, later: [form shown, forget shown, token]")
+        screenshots(driver, art, "dashboard-token-form")
+        console_errors(driver, "tokens", allow=(" 401 ",))
+        L.check_stop(srv)
+        CHECK.ok(not [ln for ln in srv.log if token in ln or wrong in ln], "tokens: a token in the server's log")
+    finally:
+        os.unlink(path)
 
 
 if __name__ == "__main__":
