@@ -26,6 +26,8 @@ int gr_idem_hold(struct gr_req *r, struct gr_err *e)
     if (!key)
         return GR_OK;
     size_t n = strlen(key);
+    while (n && (key[n - 1] == ' ' || key[n - 1] == '\t')) /* HTTP: a field value's trailing space is not part of it */
+        n--;
     for (size_t i = 0; i < n; i++)
         if (key[i] < 0x20 || key[i] > 0x7e)
             n = 0;
@@ -36,7 +38,7 @@ int gr_idem_hold(struct gr_req *r, struct gr_err *e)
     struct held *h = malloc(sizeof *h + tn + 1 + n + 1);
     if (!h)
         return gr_fail(e, GR_ENOMEM, NULL, "out of memory");
-    snprintf(h->name, tn + 1 + n + 1, "%s %s", r->who.tenant, key);
+    snprintf(h->name, tn + 1 + n + 1, "%s %.*s", r->who.tenant, (int)n, key);
     pthread_mutex_lock(&mu);
     struct held *x = held;
     while (x && strcmp(x->name, h->name))

@@ -151,7 +151,9 @@ static void replay_job(struct gr_req *r, const char *id)
     }
     snprintf(loc, sizeof loc, "/v1/jobs/%s", id);
     const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, "Idempotent-Replayed", "true", NULL};
-    gr_respond(r, GR_TERMINAL(gr_status_parse(status)) ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
+    /* as a new submission is answered: 200 only to a client that asked to wait for the end */
+    int done = GR_TERMINAL(gr_status_parse(status)) && prefer_wait(r) > 0;
+    gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
 }
 
 /* The Idempotency-Key of a job's submission: GR_OK to go on (the key, if any, into j), else

@@ -6,6 +6,9 @@ wrk.method = "POST"
 wrk.path = "/v1/jobs"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Prefer"] = "wait=5"
+if os.getenv("GPURED_BENCH_TOKEN") then -- a server with --tokens-file: every request carries the token
+  wrk.headers["Authorization"] = "Bearer " .. os.getenv("GPURED_BENCH_TOKEN")
+end
 wrk.body = '{"op":"sum","dtype":"float32","device":"' .. (os.getenv("GPURED_DEVICE") or "auto") ..
            '","data":[' .. table.concat(vals, ",") .. ']}'
 

@@ -3,6 +3,8 @@
 # Prefer: wait=5) to a fresh gpured at 1, 16 and 64 connections. Prints a table and writes
 # bench/results/http_load-<host>-<date>.json. Not a test: it measures, it does not judge.
 #   bench/http_load.sh [path/to/gpured] [seconds per run] [device]   (GPURED_BENCH_OUT: results folder)
+# GPURED_BENCH_TOKEN=... runs the server with a tokens file holding that token (tenant bench) and
+# sends it on every request, to measure what authentication costs.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/gpured}
@@ -11,14 +13,19 @@ export GPURED_DEVICE=${3:-auto}
 threads=${GPURED_BENCH_HTTP_THREADS:-$(nproc)}
 data=$(mktemp -d)
 log=$data/server.log
-"$bin" serve --port 0 --data-dir "$data" --threads "$threads" --log-level warn 2>"$log" &
+auth=()
+if [ -n "${GPURED_BENCH_TOKEN:-}" ]; then
+  echo "bench $GPURED_BENCH_TOKEN" > "$data/tokens"
+  auth=(--tokens-file "$data/tokens")
+fi
+"$bin" serve --port 0 --data-dir "$data" --threads "$threads" --log-level warn "${auth[@]}" 2>"$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do grep -q 'listening on' "$log" && break; sleep 0.05; done
 url=$(grep -o 'http://[0-9.]*:[0-9]*' "$log" | head -1)
-device=$(curl -s "$url/v1/devices")
+device=$(curl -s ${GPURED_BENCH_TOKEN:+-H "Authorization: Bearer $GPURED_BENCH_TOKEN"} "$url/v1/devices")
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
-out=${GPURED_BENCH_OUT:-$here/results}/http_load-$GPURED_DEVICE-$(hostname -s)-$(date -u +%Y%m%d).json
+out=${GPURED_BENCH_OUT:-$here/results}/http_load-$GPURED_DEVICE${GPURED_BENCH_TOKEN:+-token}-$(hostname -s)-$(date -u +%Y%m%d).json
 rows=()
 printf '%-6s %10s %9s %9s %9s %8s\n' conns jobs/s p50_ms p90_ms p99_ms errors
 for c in 1 16 64; do

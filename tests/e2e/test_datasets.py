@@ -76,7 +76,8 @@ def check_record(what, doc, a):
     CHECK.eq(doc.get("sha256"), hashlib.sha256(a.tobytes()).hexdigest(), what + ": sha256 (hashlib's)")
     CHECK.ok(isinstance(doc.get("created_at"), str) and L.RFC3339.match(doc["created_at"]),
              "%s: created_at %r" % (what, doc.get("created_at")))
-    CHECK.eq(sorted(doc), ["bytes", "created_at", "dtype", "id", "sha256", "shape"], what + ": members")
+    CHECK.eq(sorted(doc), ["bytes", "created_at", "dtype", "id", "sha256", "shape", "tenant"], what + ": members")
+    CHECK.eq(doc.get("tenant"), "default", what + ": without tokens, the one tenant")
 
 
 def check_download(srv, what, ds_id, a):
