@@ -72,7 +72,7 @@ typedef void (*gr_store_row)(void *ctx, const char *id, const char *doc);
 int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *status, const char *op,
                        const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e);
 
-/* Oldest first: finished jobs with id < before, at most limit (1..1000) rows (the sweep). */
+/* Finished jobs with id < before, in no set order, at most limit (1..1000) rows (the sweep). */
 int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
                           struct gr_err *e);
 

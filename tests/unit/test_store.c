@@ -894,7 +894,10 @@ static void test_query_plans(void **state)
     open_store(fx);
     sqlite3 *db = raw_open(fx);
     const int ids[] = {GR_SQL_LIST_ALL, GR_SQL_LIST_STATUS, GR_SQL_LIST_OP,  GR_SQL_LIST_OP_STATUS, GR_SQL_GET,
-                       GR_SQL_PENDING,  GR_SQL_UPDATE,      GR_SQL_DS_LIST, GR_SQL_DS_GET,         GR_SQL_DS_DELETE};
+                       GR_SQL_PENDING,  GR_SQL_UPDATE,      GR_SQL_DS_LIST, GR_SQL_DS_GET,         GR_SQL_DS_DELETE,
+                       GR_SQL_LIST_TENANT, GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS, GR_SQL_LIST_TENANT | GR_SQL_LIST_OP,
+                       GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS, GR_SQL_DS_LIST_TENANT, GR_SQL_KEY_GET,
+                       GR_SQL_EXPIRED, GR_SQL_JOB_DELETE, GR_SQL_KEYS_EXPIRE};
     for (size_t q = 0; q < sizeof ids / sizeof ids[0]; q++) {
         char sql[512];
         snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", gr_sql[ids[q]]);
