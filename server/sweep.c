@@ -123,10 +123,12 @@ static void *sweep_main(void *arg)
         pthread_mutex_unlock(&mu);
         int n = 0;
         struct gr_err e = {0};
+        double t0 = gr_mono_ms();
         if (gr_sweep_once(store, result_ttl, key_ttl, &n, &e) != GR_OK)
             gr_log(GR_LOG_WARN, "retention sweep: %s", e.msg);
         else if (n)
-            gr_log(GR_LOG_INFO, "retention sweep: %d finished job(s) past --result-ttl deleted", n);
+            gr_log(GR_LOG_INFO, "retention sweep: %d finished job(s) past --result-ttl deleted in %.0f ms", n,
+                   gr_mono_ms() - t0);
         pthread_mutex_lock(&mu);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
