@@ -254,9 +254,26 @@ static int parse_benchmark(struct gr_req *r, struct gr_job *j, struct gr_err *e)
     return gr_parse_benchmark(r->body ? r->body : "", r->len, j, e);
 }
 
+static enum MHD_Result first_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    *(const char **)cls = key;
+    return MHD_NO;
+}
+
 static void post_job(struct gr_req *r)
 {
     int json = gr_ctype_is(gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), "application/json");
+    const char *arg = NULL;
+    if (json)
+        MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, first_arg, &arg);
+    if (arg) { /* it would be ignored: say so rather than run a job the client did not describe */
+        struct gr_err e;
+        gr_fail(&e, GR_EINVAL, NULL, "?%.64s= belongs to the one-shot form (a raw or .npy body); with a JSON body put "
+                                     "every member in the JSON",
+                arg);
+        gr_respond_problem(r, &e);
+        return;
+    }
     submit(r, json ? parse_json_job : parse_binary_job);
 }
 
