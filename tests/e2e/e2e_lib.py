@@ -248,7 +248,7 @@ class Server:
                 time.sleep(0.2)
                 raise RuntimeError("%s exited with %d before listening" % (self.name, self.proc.returncode))
             if time.time() > deadline:
-                raise RuntimeError("%s: no 'listening on http://127.0.0.1:PORT' line in %ds" % (self.name, timeout))
+                raise RuntimeError("%s: no 'listening on http://ADDRESS:PORT' line in %ds" % (self.name, timeout))
         while True:
             if http(self.base, "GET", "/healthz", timeout=5, may_fail=True).status == 200:
                 return self
@@ -257,7 +257,8 @@ class Server:
             time.sleep(0.05)
 
     def _drain(self, stream, found):
-        pat = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+        # any address: a server bound to 0.0.0.0 (as in the image) is reached on 127.0.0.1 too
+        pat = re.compile(r"listening on http://[0-9.]+:(\d+)")
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self.log.append(line)

@@ -286,22 +286,11 @@ def check_readme():
 
 
 class AnyBindServer(L.Server):
-    """A Server whose bind, port and data dir come from the environment, as in the image; it
-    finds its port in 'listening on http://ADDRESS:PORT' whatever the address."""
+    """A Server whose bind, port and data dir come from the environment, as in the image."""
 
     def __init__(self, env, name):
         super().__init__(name=name, flags=False)
         self.env = dict(clean_env(), GPURED_PORT="0", GPURED_DATA_DIR=self.data_dir, **env)
-
-    def _drain(self, stream, found):
-        pat = re.compile(r"listening on http://[0-9.]+:(\d+)")
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.log.append(line)
-            m = pat.search(line)
-            if m and self.port is None:
-                self.port = int(m.group(1))
-                found.set()
 
 
 def clean_env():
