@@ -4,6 +4,7 @@
 #include "http.h"
 
 #include "config.h"
+#include "connections.h"
 #include "idempotency.h"
 #include "log.h"
 #include "metrics.h"
@@ -292,6 +293,15 @@ static int take_stream(struct gr_req *r, const char *data, size_t n)
     return (r->len += n) <= DISCARD_MAX;
 }
 
+/* A body still arriving more slowly than --min-body-rate on average, once --conn-timeout has
+ * passed since the request began: a client that holds a connection by trickling bytes. */
+static int too_slow(const struct gr_req *r)
+{
+    double s = (gr_mono_ms() - r->t0) / 1000;
+    return gr_api_cfg->min_body_rate && s > (double)gr_api_cfg->conn_timeout_s &&
+           (double)r->got < (double)gr_api_cfg->min_body_rate * s;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -308,6 +318,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_size) {
+        r->got += *upload_size;
+        if (too_slow(r)) {
+            gr_metrics_slow_body();
+            gr_conn_log_limited("a request body slower than --min-body-rate was cut off");
+            return MHD_NO;
+        }
         int ok = r->status || (r->streaming ? take_stream(r, upload, *upload_size) : take_body(r, upload, *upload_size));
         *upload_size = 0;
         return ok ? MHD_YES : MHD_NO;
@@ -378,11 +394,17 @@ int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port,
      * way would stay open (its file, its buffer) until the connection timeout */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
-    daemon_ = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
-                               on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
-                               (unsigned)cfg->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                               MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-                               MHD_OPTION_END);
+    /* The caps are ours (gr_conn_accept: counted, logged); libmicrohttpd's own limit, which it
+     * splits between its threads, sits above them as a backstop. Its timeout closes a connection
+     * idle that long; a parked (suspended) one never times out: its wait has its own deadline. */
+    gr_conn_limits(cfg->max_connections, cfg->max_connections_per_ip);
+    daemon_ = MHD_start_daemon(flags, (uint16_t)cfg->port, gr_conn_accept, NULL, on_request, NULL,
+                               MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa,
+                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_NOTIFY_COMPLETED,
+                               on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, gr_conn_notify, NULL,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections + 64u * (unsigned)cfg->threads,
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
+                               MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_END);
     if (!daemon_)
         return gr_fail(e, GR_EIO, "port", "cannot listen on %s:%d (in use, or not allowed)", cfg->bind, cfg->port);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);

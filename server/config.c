@@ -48,6 +48,14 @@ static const struct opt {
      (long long)1 << 50, "bytes of datasets and kept results per tenant (0: no limit)"},
     {"--result-ttl", "GPURED_RESULT_TTL", K_DURATION, offsetof(struct gr_config, result_ttl_s), 0, 0,
      (long long)1 << 40, "delete finished jobs and their results after this (e.g. 7d; 0: never)"},
+    {"--max-connections", "GPURED_MAX_CONNECTIONS", K_INT, offsetof(struct gr_config, max_connections), 0, 16, 1000000,
+     "client connections open at once (the file limit is raised to fit, or this fitted to it)"},
+    {"--max-connections-per-ip", "GPURED_MAX_CONNECTIONS_PER_IP", K_INT,
+     offsetof(struct gr_config, max_connections_per_ip), 0, 1, 1000000, "client connections open at once from one address"},
+    {"--conn-timeout", "GPURED_CONN_TIMEOUT", K_DURATION, offsetof(struct gr_config, conn_timeout_s), 0, 1, 86400,
+     "close a connection that sends nothing for this long (waiting requests excepted)"},
+    {"--min-body-rate", "GPURED_MIN_BODY_RATE", K_INT, offsetof(struct gr_config, min_body_rate), 0, 0, 1 << 30,
+     "bytes/s a request body must average after --conn-timeout (0: no minimum)"},
     {"--idempotency-ttl", "GPURED_IDEMPOTENCY_TTL", K_DURATION, offsetof(struct gr_config, idempotency_ttl_s), 0, 1,
      (long long)1 << 40, "how long an Idempotency-Key is remembered"},
 };
@@ -134,7 +142,11 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .log_level = GR_LOG_INFO,
                             .streams = 4,
                             .gpu_cache_bytes = -1,
-                            .idempotency_ttl_s = 86400};
+                            .idempotency_ttl_s = 86400,
+                            .max_connections = 10000,
+                            .max_connections_per_ip = 256,
+                            .conn_timeout_s = 30,
+                            .min_body_rate = 1024};
     struct gr_config defaults = *c;
     for (size_t i = 0; i < NOPTS; i++) {
         const char *v = getenv(opts[i].env);

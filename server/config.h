@@ -23,6 +23,10 @@ struct gr_config {
     size_t tenant_max_bytes; /* datasets and kept results per tenant; 0: no limit */
     int64_t result_ttl_s;    /* finished jobs and their results are deleted after this; 0: never */
     int64_t idempotency_ttl_s;
+    int max_connections;        /* open at once, in all */
+    int max_connections_per_ip; /* open at once from one client address */
+    int64_t conn_timeout_s;     /* a connection that sends nothing for this long is closed */
+    int min_body_rate;          /* bytes/s a body must average once conn_timeout_s have passed; 0: any */
 };
 
 /* 1 if the IPv4 address text is in 127.0.0.0/8. */

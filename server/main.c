@@ -11,6 +11,7 @@
 #include "tokens.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,9 +48,32 @@ static int trust(const struct gr_config *cfg)
     return 0;
 }
 
+/* Room for --max-connections: the open-file limit raised to its hard ceiling, or the cap lowered
+ * to what fits under it (logged), keeping some descriptors for the store, datasets and GPUs. */
+static void fit_connections(struct gr_config *cfg)
+{
+    const rlim_t spare = 256;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)cfg->max_connections + spare;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < want) {
+        int fit = rl.rlim_cur > spare + 16 ? (int)(rl.rlim_cur - spare) : 16;
+        gr_log(GR_LOG_WARN, "--max-connections %d does not fit the open-file limit %llu: serving at most %d "
+                            "(raise the limit, e.g. ulimit -n or LimitNOFILE=)",
+               cfg->max_connections, (unsigned long long)rl.rlim_cur, fit);
+        cfg->max_connections = fit;
+    }
+}
+
 static void count_bytes(void *ctx, const char *tenant, uint64_t bytes) { gr_tenant_add_bytes(tenant, bytes, 0, 1, NULL); }
 
-static int serve(const struct gr_config *cfg)
+static int serve(struct gr_config *cfg)
 {
     /* signals are taken by sigwait below; every thread started from here inherits the mask */
     sigset_t sigs;
@@ -62,6 +86,7 @@ static int serve(const struct gr_config *cfg)
 
     if (trust(cfg))
         return 1;
+    fit_connections(cfg);
     struct gr_err e = {0};
     struct gr_store *store;
     if (gr_store_open(&store, cfg->data_dir, &e) != GR_OK)

@@ -55,6 +55,8 @@ static counter jobs[GR_METRICS_DEVICES][NOPS][NFINAL];
 static struct hist stages[GR_METRICS_DEVICES][NSTAGES];
 static counter bytes_done[GR_METRICS_DEVICES];
 static _Atomic int64_t queued[GR_METRICS_DEVICES], running[GR_METRICS_DEVICES];
+static _Atomic int64_t connections;
+static counter refused[2], slow_bodies; /* refused: over the total, over the per-address cap */
 
 static void add(counter *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 static uint64_t get(counter *c) { return atomic_load_explicit(c, memory_order_relaxed); }
@@ -145,6 +147,10 @@ static void render_hist(struct gr_buf *b, const char *dev, const char *stage, st
     gr_buf_printf(b, "gpured_job_stage_seconds_count{device=\"%s\",stage=\"%s\"} %llu\n", dev, stage, (unsigned long long)cum);
 }
 
+void gr_metrics_connection(int delta) { atomic_fetch_add_explicit(&connections, delta, memory_order_relaxed); }
+void gr_metrics_refused(int per_ip) { add(&refused[per_ip != 0], 1); }
+void gr_metrics_slow_body(void) { add(&slow_bodies, 1); }
+
 int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
 {
     struct gr_buf b = {0};
@@ -196,6 +202,15 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
             (long long)atomic_load_explicit(&running[d], memory_order_relaxed));
     family(&b, "gpured_parked_requests", "gauge", "HTTP requests held open waiting for a job (Prefer: wait, ?wait=).");
     gr_buf_printf(&b, "gpured_parked_requests %d\n", gr_jobs_parked());
+
+    family(&b, "gpured_connections_open", "gauge", "Client connections open (parked ones included).");
+    gr_buf_printf(&b, "gpured_connections_open %lld\n", (long long)atomic_load_explicit(&connections, memory_order_relaxed));
+    family(&b, "gpured_connections_refused_total", "counter",
+           "Connections closed as they were accepted: over --max-connections (total) or --max-connections-per-ip (per_ip).");
+    gr_buf_printf(&b, "gpured_connections_refused_total{reason=\"total\"} %llu\n", (unsigned long long)get(&refused[0]));
+    gr_buf_printf(&b, "gpured_connections_refused_total{reason=\"per_ip\"} %llu\n", (unsigned long long)get(&refused[1]));
+    family(&b, "gpured_slow_bodies_cut_total", "counter", "Requests cut off for sending their body slower than --min-body-rate.");
+    gr_buf_printf(&b, "gpured_slow_bodies_cut_total %llu\n", (unsigned long long)get(&slow_bodies));
 
     family(&b, "gpured_device_info", "gauge", "Each device in use, with its name; always 1.");
     for (int d = 0; d < ndev; d++) {

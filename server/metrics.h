@@ -19,6 +19,13 @@ void gr_metrics_job_end(int dev, int op, int status, const struct gr_timings *t,
 void gr_metrics_queued(int dev, int delta);
 void gr_metrics_running(int dev, int delta);
 
+/* Connections: one opened (+1) or closed (-1); one refused at accept (per_ip: over
+ * --max-connections-per-ip, else over --max-connections); one cut for a body slower than
+ * --min-body-rate. */
+void gr_metrics_connection(int delta);
+void gr_metrics_refused(int per_ip);
+void gr_metrics_slow_body(void);
+
 /* The text exposition (format 0.0.4) into *out (malloc'd, *len bytes). GR_OK or GR_ENOMEM. */
 int gr_metrics_render(char **out, size_t *len, struct gr_err *e);
 

@@ -1,0 +1,21 @@
+/* connections.h: caps on open client connections, in all and per client address, applied as
+ * libmicrohttpd accepts each one (any of its threads), with refusals counted and logged at most
+ * once a second. */
+#ifndef GR_CONNECTIONS_H
+#define GR_CONNECTIONS_H
+
+#include <microhttpd.h>
+
+/* The caps (set before the daemon starts). */
+void gr_conn_limits(int max_total, int max_per_ip);
+
+/* MHD_AcceptPolicyCallback: MHD_NO for a connection over a cap. */
+enum MHD_Result gr_conn_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+
+/* MHD_NotifyConnectionCallback: counts connections as they start and close. */
+void gr_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code);
+
+/* A once-a-second log of what was refused or cut since the last one (why: what happened). */
+void gr_conn_log_limited(const char *why);
+
+#endif
