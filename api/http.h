@@ -27,6 +27,7 @@ struct gr_req {
     int store_code;    /* outcome of a store write the request was suspended for */
     double t0;     /* gr_mono_ms() at arrival, for the request log */
     uint64_t got;  /* body bytes received, for --min-body-rate */
+    uint64_t clen; /* Content-Length, 0 when not sent */
     struct gr_principal who; /* the token's tenant; without tokens "default", admin */
     char *idem;    /* the Idempotency-Key this request holds in flight (idempotency.h), or NULL */
     int replayed;  /* the answer is an earlier request's resource (Idempotent-Replayed: true) */
