@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpured.sh: the two commands of the README. Installs what is missing (Debian 12), builds, then
 #   ./gpured.sh serve [gpured serve options]   starts the service (CPU backend without a GPU)
-#   ./gpured.sh test                           runs every test (ctest: unit, e2e, gpu-labelled)
+#   ./gpured.sh test                           runs every test (ctest: unit, e2e, gpu-labelled, fuzz), then
+#                                              the unit and CPU e2e suites again under ASan+UBSan
 #   ./gpured.sh build                          only builds (what the Dockerfile runs)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,8 +27,8 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-build() {
-  local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+build() { # [extra cmake arguments]
+  local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "$@")
   # CUDA for sm_90 only (the H100/H200 gpured runs on); without nvcc the build is CPU-only.
   if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
     args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
@@ -54,8 +55,13 @@ case "${1:-}" in
   test)
     install_missing "${PKGS[@]}" "${TEST_PKGS[@]}"
     build
-    cd "${BUILD_DIR:-build}"
-    exec ctest --output-on-failure -j"$(nproc)" --timeout 900
+    (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j"$(nproc)" --timeout 900)
+    # every unit and CPU end-to-end suite once more, built with AddressSanitizer and UBSan: a report
+    # (a leak at exit included) stops the program, and the suite fails
+    BUILD_DIR=${BUILD_DIR:-build}-asan build -DGPURED_CUDA=OFF -DGPURED_SANITIZE=address,undefined
+    cd "${BUILD_DIR:-build}-asan"
+    ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      exec ctest --output-on-failure -j"$(nproc)" --timeout 900 -L 'unit|cpu' -LE fuzz
     ;;
   *)
     echo "usage: ./gpured.sh serve [options] | ./gpured.sh test | ./gpured.sh build" >&2
