@@ -285,7 +285,9 @@ static void answer_upload(struct gr_req *r)
 {
     struct upload *u = r->state;
     if (!u->stored) {
-        problem(r, GR_EIO, NULL, "the store could not keep this dataset; nothing was kept");
+        problem(r, r->store_code == GR_ENOMEM ? GR_ENOMEM : GR_EIO, NULL,
+                r->store_code == GR_ENOMEM ? "the server's disk is full: nothing was kept"
+                                           : "the store could not keep this dataset; nothing was kept");
         return;
     }
     answer_created(r, u->id, u->doc);

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <sys/statvfs.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +70,10 @@ static void answer_job(struct gr_req *r)
     int committed, st;
     char *doc = gr_jobs_render(j, &committed, &st);
     if (committed == -2) {
-        problem(r, GR_EIO, NULL, "the store could not keep this job; it was not accepted");
+        problem(r, j->refused == GR_ENOMEM ? GR_ENOMEM : GR_EIO, NULL,
+                j->refused == GR_ENOMEM ? "the server's disk is full, so this job was not accepted; retry once space "
+                                          "is freed (delete datasets you no longer need)"
+                                        : "the store could not keep this job; it was not accepted");
         free(doc);
         return;
     }
@@ -502,13 +506,25 @@ static void list_jobs(struct gr_req *r)
 
 static void healthz(struct gr_req *r) { gr_respond_json(r, 200, json_pack("{s:s}", "status", "ok")); }
 
+/* Free bytes under which the data directory counts as full: a job insert or a WAL commit
+ * needs a few pages, an upload more. */
+#define MIN_FREE_BYTES ((uint64_t)1 << 20)
+
 static void readyz(struct gr_req *r)
 {
     struct gr_err e = {0};
+    struct statvfs sv;
     if (gr_store_ping(gr_api_store, &e) != GR_OK) {
         struct gr_err u;
         gr_fail(&u, GR_EUNAVAIL, NULL, "the store is not answering: %s", e.msg);
         gr_respond_problem(r, &u);
+        return;
+    }
+    if (statvfs(gr_store_data_dir(gr_api_store), &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < MIN_FREE_BYTES) {
+        gr_fail(&e, GR_EUNAVAIL, NULL, "the data directory's disk has %llu bytes free: jobs and uploads fail until "
+                                       "space is freed",
+                (unsigned long long)sv.f_bavail * sv.f_frsize);
+        gr_respond_problem(r, &e);
         return;
     }
     for (int i = 0; i < gr_jobs_nbackends(); i++) {

@@ -357,15 +357,20 @@ static void rollback(struct gr_store *s)
 static int begin(struct gr_store *s) { return step_done(s->w[GR_SQL_BEGIN - GR_SQL_NREAD]) == SQLITE_OK; }
 static int commit(struct gr_store *s) { return step_done(s->w[GR_SQL_COMMIT - GR_SQL_NREAD]) == SQLITE_OK; }
 
+/* The code of the writer's last failure: a full disk is the client's 507, the rest the store's. */
+static int failed(struct gr_store *s) { return (sqlite3_extended_errcode(s->wdb) & 0xff) == SQLITE_FULL ? GR_ENOMEM : GR_EIO; }
+
 static void commit_alone(struct gr_store *s, struct op *o)
 {
     o->code = GR_EIO;
-    if (!begin(s))
+    if (!begin(s)) {
+        o->code = failed(s);
         return;
+    }
     apply(s, o);
     if (o->code != GR_OK || !commit(s)) {
-        if (o->code == GR_OK)
-            o->code = GR_EIO;
+        if (o->code == GR_OK || o->code == GR_EIO)
+            o->code = failed(s);
         rollback(s);
     }
 }

@@ -20,8 +20,8 @@ int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e)
  * connection. Safe on NULL. Not while a thread that has read from the store is exiting. */
 void gr_store_close(struct gr_store *s);
 
-/* Called on the writer thread after the write is committed (code GR_OK) or failed
- * (GR_EIO; nothing of it was stored). Must not block. */
+/* Called on the writer thread after the write is committed (code GR_OK) or failed (GR_ENOMEM:
+ * the disk is full; GR_EIO: another store failure; nothing of it was stored). Must not block. */
 typedef void (*gr_store_done)(void *ctx, int code);
 
 /* Who a new row belongs to, and the Idempotency-Key it was made under (key NULL: none): the

@@ -62,7 +62,8 @@ struct gr_job {
     /* state (jobs lock) */
     int status;    /* in memory */
     int counted;   /* held in its tenant's count of queued and running jobs until its final state is stored */
-    int committed; /* last status the store has committed; -1: not yet stored */
+    int committed; /* last status the store has committed; -1: not yet stored; -2: refused */
+    int refused;   /* why the store refused it (GR_ENOMEM: the disk is full) */
     double started_at, finished_at;
     struct gr_result result;
     /* a large result's datasets ("" when inline): the worker sets them before the final status */

@@ -331,9 +331,12 @@ static void committed(struct gr_job *j, int status, int code)
         if (status > j->committed)
             j->committed = status;
     } else {
-        gr_log(GR_LOG_ERROR, "job %s: the store did not keep status %s", j->id, gr_status_name(status));
-        if (j->committed < 0)
+        gr_log(GR_LOG_ERROR, "job %s: the store did not keep status %s%s", j->id, gr_status_name(status),
+               code == GR_ENOMEM ? " (the disk is full)" : "");
+        if (j->committed < 0) {
             j->committed = -2;
+            j->refused = code;
+        }
     }
     /* the dataset is free to delete, and the tenant's count lower, before anyone hears that the
      * job ended */
