@@ -67,6 +67,7 @@ struct gr_store {
     pthread_t checkpointer;
     int have_checkpointer, checkpoint_wanted;
     pthread_cond_t ckpt_cv; /* with mu */
+    struct stat file;       /* gpured.db as opened: a file removed or replaced since is noticed */
 };
 
 #define CHECKPOINT_PAGES 4096 /* WAL size (pages) that asks for a checkpoint */
@@ -175,6 +176,8 @@ static int open_writer(struct gr_store *s, const char *data_dir, struct gr_err *
         return db_fail(e, s->wdb, "setting WAL mode");
     if (strcmp(mode, "wal") != 0)
         return gr_fail(e, GR_EIO, NULL, "store: %s stays in journal mode %s, not wal", s->path, mode);
+    if (stat(s->path, &s->file) != 0)
+        return gr_fail(e, GR_EIO, NULL, "store: cannot stat %s: %s", s->path, strerror(errno));
     if (exec(s->wdb, "PRAGMA synchronous = NORMAL", e) != GR_OK ||
         exec(s->wdb, "PRAGMA foreign_keys = ON", e) != GR_OK || migrate(s->wdb, e) != GR_OK ||
         gr_dsfile_init(data_dir, has_dataset, s, e) != GR_OK)
@@ -377,8 +380,25 @@ static void commit_alone(struct gr_store *s, struct op *o)
 
 /* One transaction for the whole batch: this is what keeps many small jobs from costing a
  * transaction each. */
+/* GR_OK while gpured.db is still the file the store opened. Removed (or replaced), SQLite would
+ * go on writing to an inode no path names: commits would "succeed" and vanish at the next start. */
+static int same_file(const struct gr_store *s, struct gr_err *e)
+{
+    struct stat now;
+    if (stat(s->path, &now) != 0 || now.st_ino != s->file.st_ino || now.st_dev != s->file.st_dev)
+        return gr_fail(e, GR_EIO, NULL, "store: %s was removed or replaced under the running server; restart gpured "
+                                        "once it is back",
+                       s->path);
+    return GR_OK;
+}
+
 static void commit_batch(struct gr_store *s, struct op *batch)
 {
+    if (same_file(s, NULL) != GR_OK) { /* nothing is written: every write of the batch fails */
+        for (struct op *o = batch; o; o = o->next)
+            o->code = GR_EIO;
+        goto done;
+    }
     int ok = begin(s);
     for (struct op *o = batch; ok && o; o = o->next)
         ok = apply(s, o) == 0;
@@ -391,6 +411,7 @@ static void commit_batch(struct gr_store *s, struct op *batch)
         for (struct op *o = batch; o; o = o->next)
             commit_alone(s, o);
     }
+done:
     atomic_fetch_add(&s->version, 1);
     while (batch) {
         struct op *next = batch->next;
@@ -802,7 +823,7 @@ const char *gr_store_data_dir(struct gr_store *s) { return s->dir; }
 
 int gr_store_ping(struct gr_store *s, struct gr_err *e)
 {
-    struct reader *r = reader(s, e);
+    struct reader *r = same_file(s, e) == GR_OK ? reader(s, e) : NULL;
     if (!r)
         return GR_EIO;
     sqlite3_stmt *st = r->st[GR_SQL_PING];
