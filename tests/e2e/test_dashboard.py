@@ -273,6 +273,8 @@ def with_tokens(driver, art, rng):
         seeded = r.json()["id"]
 
         driver.get(srv.base + "/")
+        # the log so far belongs to the page before: it went on polling the server stopped after it
+        driver.get_log("browser")
         wait_for(driver, "return !document.getElementById('token-card').hidden", "the token form after the 401s")
         CHECK.eq(driver.execute_script(TOKEN_UI), [True, False, None], "tokens, loaded: [form shown, forget shown, token]")
         CHECK.eq(driver.execute_script("return document.querySelectorAll('#jobs tbody tr').length"), 0,

@@ -247,12 +247,7 @@ def gone_half_way(srv):
         s = socket.create_connection(("127.0.0.1", srv.port))
         s.sendall(head + b"\1" * (2 * n + attempt * 977))
         s.close()
-        t0 = time.time()
-        while files(srv) != before_files and time.time() - t0 < 5:
-            time.sleep(0.01)
-        CHECK.eq(files(srv), before_files, "client %d gone with its last bytes: nothing left (waited %.2fs)"
-                 % (attempt, time.time() - t0))
-    time.sleep(0.5)  # one still unread when the loop above looked would show as a .tmp now
+    time.sleep(0.5)  # each is read and seen gone at once, or lingers as a .tmp until --conn-timeout (30 s)
     t0 = time.time()
     while files(srv) != before_files and time.time() - t0 < 5:
         time.sleep(0.01)
