@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "config.h"
 #include "datasets.h"
+#include "headers.h"
 #include "id.h"
 #include "idempotency.h"
 #include "parse.h"
@@ -15,13 +16,10 @@
 #include "routes_ops.h"
 #include "store.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <sys/statvfs.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_WAIT_S 60
 
 static void problem(struct gr_req *r, int code, const char *field, const char *msg)
 {
@@ -30,35 +28,7 @@ static void problem(struct gr_req *r, int code, const char *field, const char *m
     gr_respond_problem(r, &e);
 }
 
-/* A whole number 0..max from text; -1 if it is not one. */
-static int64_t parse_uint(const char *s, int64_t max)
-{
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    return errno || *end || v > max ? -1 : v;
-}
-
-/* Prefer: wait=N (RFC 7240), possibly among other preferences; -1 when absent or unreadable. */
-static int64_t prefer_wait(struct gr_req *r)
-{
-    const char *p = gr_header(r, "Prefer");
-    for (const char *s = p; s && (s = strstr(s, "wait")); s += 4) {
-        if ((s != p && s[-1] != ' ' && s[-1] != ',' && s[-1] != ';') || s[4] != '=')
-            continue;
-        char num[16];
-        size_t n = strcspn(s + 5, " ,;");
-        if (n == 0 || n >= sizeof num)
-            return -1;
-        memcpy(num, s + 5, n);
-        num[n] = 0;
-        int64_t v = parse_uint(num, INT32_MAX);
-        return v < 0 ? -1 : v > MAX_WAIT_S ? MAX_WAIT_S : v;
-    }
-    return -1;
-}
+static int64_t prefer_wait(struct gr_req *r) { return gr_prefer_wait(gr_header(r, "Prefer")); }
 
 /* --- jobs --- */
 
@@ -338,13 +308,13 @@ static void get_job(struct gr_req *r)
         return;
     }
     const char *w = gr_query(r, "wait");
-    r->wait_s = w ? parse_uint(w, INT32_MAX) : 0;
+    r->wait_s = w ? gr_parse_uint(w, INT32_MAX) : 0;
     if (r->wait_s < 0) {
         problem(r, GR_EINVAL, "wait", "?wait= must be a whole number of seconds (at most 60 are honoured)");
         return;
     }
-    if (r->wait_s > MAX_WAIT_S)
-        r->wait_s = MAX_WAIT_S;
+    if (r->wait_s > GR_MAX_WAIT_S)
+        r->wait_s = GR_MAX_WAIT_S;
     get_job_answer(r, 1);
 }
 
@@ -424,7 +394,7 @@ static void list_row(void *ctx, const char *id, const char *doc)
 void gr_respond_page(struct gr_req *r, const char *key, char prefix, gr_page_fetch fetch, void *args)
 {
     const char *lim = gr_query(r, "limit"), *cursor = gr_query(r, "cursor");
-    int64_t limit = lim ? parse_uint(lim, 1000) : 50;
+    int64_t limit = lim ? gr_parse_uint(lim, 1000) : 50;
     if (limit < 1) {
         problem(r, GR_EINVAL, "limit", "limit must be a whole number from 1 to 1000");
         return;
