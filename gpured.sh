@@ -13,7 +13,7 @@ PKGS=(build-essential cmake pkg-config curl python3 libmicrohttpd-dev libjansson
       libssl-dev libjs-chart.js python3-yaml)
 # Only the tests need these: the dashboard runs in headless Chromium; schemathesis goes in a venv;
 # NumPy writes the .npy files uploaded and reads the downloads back.
-TEST_PKGS=(chromium chromium-driver python3-selenium python3-venv python3-numpy)
+TEST_PKGS=(chromium chromium-driver python3-selenium python3-venv python3-numpy clang libclang-rt-14-dev)
 
 install_missing() {
   local missing=()

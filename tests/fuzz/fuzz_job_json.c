@@ -1,0 +1,77 @@
+/* fuzz_job_json.c: libFuzzer target: the input as the JSON body of POST /v1/jobs (gr_parse_job,
+ * datasets looked up by a fake of api/datasets.c gr_dataset_for_job) and of POST /v1/benchmarks
+ * (gr_parse_benchmark); every job freed by gr_job_unref, every dataset hold given back. */
+#include "fuzz.h"
+#include "id.h"
+#include "jobs.h"
+#include "parse.h"
+
+#include <string.h>
+
+static int hex(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
+
+/* A dataset for every valid id, what it holds read from the id's 16 hex digits h[0..15]:
+ * h0 'f' none (404), h1 the dtype, h2 the dimensions (0, 1, 2), rows (h4..h7 + 1) << h3,
+ * cols (h9..h12 + 1) << h8. As gr_dataset_for_job: pinned first, given back on failure; a dataset
+ * over 2^40 bytes is refused as unreadable (none that large can be stored). */
+static int lookup(void *ctx, struct gr_job *j, const char *id, struct gr_source *src, struct gr_err *e)
+{
+    if (!gr_id_valid(id, 'd'))
+        return gr_fail(e, GR_ENOTFOUND, "dataset", "no dataset with that id (ids look like d_0123456789abcdef)");
+    fuzz_pins++;
+    const char *h = id + 2;
+    int64_t rows = (int64_t)((hex(h[4]) << 12 | hex(h[5]) << 8 | hex(h[6]) << 4 | hex(h[7])) + 1) << hex(h[3]);
+    int64_t cols = (int64_t)((hex(h[9]) << 12 | hex(h[10]) << 8 | hex(h[11]) << 4 | hex(h[12])) + 1) << hex(h[8]);
+    int ndim = hex(h[2]) % 3;
+    *src = (struct gr_source){.dtype = hex(h[1]) % GR_NDTYPES, .ndim = ndim,
+                              .shape = {ndim > 0 ? rows : 1, ndim > 1 ? cols : 1}};
+    src->count = src->shape[0] * src->shape[1];
+    int rc = GR_OK;
+    if (h[0] == 'f')
+        rc = gr_fail(e, GR_ENOTFOUND, "dataset", "no dataset %s (GET /v1/datasets lists them)", id);
+    else if ((double)src->count * (double)gr_dtype_size(src->dtype) > 0x1p40)
+        rc = gr_fail(e, GR_EIO, NULL, "a stored dataset's record is unreadable");
+    if (rc) {
+        gr_jobs_unpin_dataset(id);
+        return rc;
+    }
+    snprintf(j->dataset, sizeof j->dataset, "%s", id);
+    j->dataset_pinned = 1;
+    return GR_OK;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    json_object_seed(1); /* the same member order every run: reproducible coverage */
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct gr_err e = {0};
+    struct gr_job *j = gr_job_new();
+    int rc = gr_parse_job((const char *)data, size, lookup, NULL, j, &e);
+    if (rc)
+        fuzz_check_refusal(rc, &e);
+    else
+        fuzz_check_job(j);
+    gr_job_unref(j);
+    FUZZ_CHECK(fuzz_pins == 0);
+
+    e = (struct gr_err){0};
+    j = gr_job_new();
+    rc = gr_parse_benchmark((const char *)data, size, j, &e);
+    if (rc) {
+        fuzz_check_refusal(rc, &e);
+    } else {
+        FUZZ_CHECK(j->kind == GR_JOB_BENCH && j->shape[0] >= 1 && j->repeats >= 1 && j->dtype >= 0);
+        FUZZ_CHECK(j->nalgos >= 0 && j->nalgos <= 64 && !j->algos == !j->nalgos);
+        for (int k = 0; k < j->nalgos; k++)
+            FUZZ_CHECK(j->algos[k][0] && memchr(j->algos[k], 0, sizeof j->algos[k]));
+        char *doc = gr_job_render(j);
+        FUZZ_CHECK(doc);
+        free(doc);
+    }
+    gr_job_unref(j);
+    return 0;
+}
