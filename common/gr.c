@@ -34,7 +34,13 @@ int gr_fail(struct gr_err *e, int code, const char *field, const char *fmt, ...)
     if (!e)
         return code;
     e->code = code;
-    snprintf(e->field, sizeof e->field, "%s", field ? field : "");
+    /* a name too long is cut on a character boundary: half a UTF-8 character is no JSON string */
+    size_t n = field ? strlen(field) : 0;
+    if (n >= sizeof e->field)
+        for (n = sizeof e->field - 1; n > 0 && ((unsigned char)field[n] & 0xC0) == 0x80;)
+            n--;
+    memcpy(e->field, field ? field : "", n);
+    e->field[n] = 0;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
