@@ -333,7 +333,7 @@ static void committed(struct gr_job *j, int status, int code)
     } else {
         gr_log(GR_LOG_ERROR, "job %s: the store did not keep status %s%s", j->id, gr_status_name(status),
                code == GR_ENOMEM ? " (the disk is full)" : "");
-        if (j->committed < 0) {
+        if (j->committed == -1) { /* the first refusal says why: later writes fail for want of the row */
             j->committed = -2;
             j->refused = code;
         }
