@@ -474,7 +474,27 @@ static void list_jobs(struct gr_req *r)
 
 /* --- service --- */
 
-static void healthz(struct gr_req *r) { gr_respond_json(r, 200, json_pack("{s:s}", "status", "ok")); }
+/* GR_OK, or GR_EUNAVAIL naming the first GPU a kernel fault broke: only a restart repairs it. */
+static int devices_work(struct gr_err *e)
+{
+    for (int i = 0; i < gr_jobs_nbackends(); i++) {
+        const struct gr_backend *b = gr_jobs_backend(i);
+        if (__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE))
+            return gr_fail(e, GR_EUNAVAIL, NULL, "device %s is broken (%s); restart gpured", b->name, b->broken_why);
+    }
+    return GR_OK;
+}
+
+/* Alive is "can do its work without a restart": a lost GPU context fails the liveness probe, so that
+ * k8s restarts the container (its jobs are in the store and run again after the restart). */
+static void healthz(struct gr_req *r)
+{
+    struct gr_err e;
+    if (devices_work(&e) != GR_OK)
+        gr_respond_problem(r, &e);
+    else
+        gr_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
 
 /* Free bytes under which the data directory counts as full: a job insert or a WAL commit
  * needs a few pages, an upload more. */
@@ -497,14 +517,9 @@ static void readyz(struct gr_req *r)
         gr_respond_problem(r, &e);
         return;
     }
-    for (int i = 0; i < gr_jobs_nbackends(); i++) {
-        const struct gr_backend *b = gr_jobs_backend(i);
-        if (__atomic_load_n(&b->broken, __ATOMIC_ACQUIRE)) {
-            struct gr_err u;
-            gr_fail(&u, GR_EUNAVAIL, NULL, "device %s is broken (%s); restart gpured", b->name, b->broken_why);
-            gr_respond_problem(r, &u);
-            return;
-        }
+    if (devices_work(&e) != GR_OK) {
+        gr_respond_problem(r, &e);
+        return;
     }
     gr_respond_json(r, 200, json_pack("{s:s, s:i}", "status", "ready", "queued", gr_jobs_queued()));
 }

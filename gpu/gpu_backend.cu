@@ -288,6 +288,43 @@ static double elapsed(const struct lane *l, int a, int b)
     return cudaEventElapsedTime(&ms, l->ev[a], l->ev[b]) == cudaSuccess ? ms : 0;
 }
 
+#ifdef GR_TEST_FAULTS
+/* Test builds only (cmake -DGPURED_TEST_FAULTS=ON; never a release): GPURED_TEST_KERNEL_FAULT=N
+ * makes the N-th reduction this process launches trap instead (after about a second). A trap
+ * loses the context as a real kernel fault does: tests/e2e/test_gpu_faults.py watches the
+ * backend break. */
+__global__ void k_trap()
+{
+    /* about a second of spinning first: a test queues jobs behind it on the lane meanwhile */
+    for (long long t0 = clock64(); clock64() - t0 < 2000000000LL;)
+        ;
+    __trap();
+}
+
+static bool fault_due()
+{
+    static long due = -1, launched;
+    long armed = __atomic_load_n(&due, __ATOMIC_ACQUIRE);
+    if (armed < 0) {
+        const char *v = getenv("GPURED_TEST_KERNEL_FAULT");
+        armed = v ? atol(v) : 0;
+        __atomic_store_n(&due, armed, __ATOMIC_RELEASE);
+    }
+    return armed > 0 && __atomic_add_fetch(&launched, 1, __ATOMIC_ACQ_REL) == armed;
+}
+#endif
+
+static cudaError_t launch(const struct gr_kjob *j, struct lane *l)
+{
+#ifdef GR_TEST_FAULTS
+    if (fault_due()) {
+        k_trap<<<1, 1, 0, l->st>>>();
+        return cudaGetLastError();
+    }
+#endif
+    return gr_k_launch(j, l->scratch.p, l->scratch.bytes, l->tickets, l->st);
+}
+
 /* Buffers, input (cached, or uploaded), kernel, results. *cache says where the input came from;
  * x (when the dataset cache holds or takes the input) is released by the caller. */
 static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *req, struct gr_kjob *j,
@@ -317,7 +354,7 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     if (t->cache != GR_CACHE_HIT && (rc = upload(g, l, req, const_cast<void *>(j->x), in_bytes, e)) != GR_OK)
         return rc;
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
-    GR_CUDA_TRY(gr_k_launch(j, l->scratch.p, l->scratch.bytes, l->tickets, l->st), "launching the kernel");
+    GR_CUDA_TRY(launch(j, l), "launching the kernel");
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
     int64_t count = req->axis == GR_AXIS_ALL ? req->rows * req->cols : req->axis == 0 ? req->rows : req->cols;
     return download(l, j, count, r, e);
@@ -527,6 +564,11 @@ static int gpu_init(struct gr_backend *b, struct gpu *g, int streams, int64_t ca
     GR_CUDA_TRY(cudaMemPoolSetAttribute(g->pool, cudaMemPoolAttrReleaseThreshold, &keep), "setting up the memory pool");
     GR_CUDA_TRY(cudaDeviceSynchronize(), "initialising the device");
     measure_ceilings(g, &b->info);
+#ifdef GR_TEST_FAULTS
+    if (getenv("GPURED_TEST_KERNEL_FAULT"))
+        fprintf(stderr, "gpured: test build: reduction launch %s (GPURED_TEST_KERNEL_FAULT) will trap\n",
+                getenv("GPURED_TEST_KERNEL_FAULT"));
+#endif
     size_t free_b = 0, total = 0;
     GR_CUDA_TRY(cudaMemGetInfo(&free_b, &total), "reading the free memory");
     g->cap = cache_bytes == GR_CACHE_DEFAULT ? free_b / 2 : (size_t)cache_bytes;

@@ -393,6 +393,9 @@ static struct queue *queue_of(const struct gr_backend *b)
 
 static int dev_of(const struct queue *q) { return q ? (int)(q - queues) : -1; } /* metrics index */
 
+/* A GPU whose context a kernel fault lost (gpu_backend.cu): nothing runs there until a restart. */
+static int broken(const struct queue *q) { return __atomic_load_n(&q->backend->broken, __ATOMIC_ACQUIRE); }
+
 static void push(struct queue *q, struct gr_job *j)
 {
     j->qnext = NULL;
@@ -495,7 +498,11 @@ static void run(struct worker *w, struct gr_job *j)
     struct gr_bench_row *rows = NULL;
     int nrows = 0, rc;
     char used[32] = "";
-    if (j->kind == GR_JOB_BENCH) {
+    if (broken(q)) { /* asked for this GPU by name, so not moved (moved()) */
+        rc = gr_fail(&e, GR_EUNAVAIL, "device", "%s broke before this job ran (%s); restart gpured, or submit with "
+                                                "\"device\": \"auto\"",
+                     q->backend->name, q->backend->broken_why);
+    } else if (j->kind == GR_JOB_BENCH) {
         double t0 = gr_mono_ms();
         /* the CPU backend is the reference every answer is checked against */
         rc = gr_bench_run(q->backend, w->lane, queues[0].backend, j->op, j->dtype, j->shape[0], j->algos, j->nalgos,
@@ -538,6 +545,22 @@ static void run(struct worker *w, struct gr_job *j)
            gr_status_name(j->status), q->backend->name, j->algorithm, t.total, rc ? ": " : "", rc ? e.msg : "");
 }
 
+/* A job queued on a broken GPU goes where its "device" sends it now (auto: another GPU, else the
+ * CPU), with the queue's reference. 0 when that is nowhere else: run() then fails it. */
+static int moved(struct queue *from, struct gr_job *j)
+{
+    struct gr_backend *to;
+    if (gr_jobs_route(j->device, &to, NULL) != GR_OK || to == from->backend)
+        return 0;
+    pthread_mutex_lock(&mu);
+    j->backend = to;
+    gr_job_ref(j);
+    push(queue_of(to), j);
+    pthread_mutex_unlock(&mu);
+    gr_log(GR_LOG_WARN, "job %s moved from %s (broken) to %s", j->id, from->backend->name, to->name);
+    return 1;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -556,7 +579,7 @@ static void *worker_main(void *arg)
         gr_metrics_queued(dev_of(q), -1);
         int skip = j->status != GR_QUEUED || j->committed == -2; /* canceled, or never stored */
         pthread_mutex_unlock(&mu);
-        if (!skip)
+        if (!skip && !(broken(q) && moved(q, j)))
             run(w, j);
         gr_job_unref(j);
         pthread_mutex_lock(&mu);
@@ -621,13 +644,18 @@ int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
                            "device 'gpu' was asked for but this server has no GPU (GET /v1/devices); "
                            "use \"device\": \"cpu\" or \"auto\"");
         }
-        /* the GPU with the shortest queue */
+        /* the working GPU with the shortest queue; auto falls back to the CPU when none works */
         pthread_mutex_lock(&mu);
-        int best = 1;
-        for (int i = 2; i < nqueues; i++)
-            if (queues[i].count + queues[i].reserved < queues[best].count + queues[best].reserved)
+        int best = 0;
+        for (int i = 1; i < nqueues; i++)
+            if (!broken(&queues[i]) &&
+                (!best || queues[i].count + queues[i].reserved < queues[best].count + queues[best].reserved))
                 best = i;
         pthread_mutex_unlock(&mu);
+        if (!best && !auto_dev)
+            return gr_fail(e, GR_EUNAVAIL, "device",
+                           "every GPU of this server is broken (%s); restart gpured, or use \"device\": \"auto\"",
+                           queues[1].backend->broken_why);
         *out = queues[best].backend;
         return GR_OK;
     }
@@ -637,6 +665,10 @@ int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
         if (n + 1 >= nqueues)
             return gr_fail(e, GR_EUNPROC, "device", "device '%s' does not exist: this server has %d GPU(s)",
                            device, nqueues - 1);
+        if (broken(&queues[n + 1]))
+            return gr_fail(e, GR_EUNAVAIL, "device", "device '%s' is broken (%s); restart gpured, or use \"device\": "
+                                                     "\"auto\"",
+                           device, queues[n + 1].backend->broken_why);
         *out = queues[n + 1].backend;
         return GR_OK;
     }
