@@ -59,9 +59,16 @@ case "${1:-}" in
     # every unit and CPU end-to-end suite once more, built with AddressSanitizer and UBSan: a report
     # (a leak at exit included) stops the program, and the suite fails
     BUILD_DIR=${BUILD_DIR:-build}-asan build -DGPURED_CUDA=OFF -DGPURED_SANITIZE=address,undefined
-    cd "${BUILD_DIR:-build}-asan"
-    ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      exec ctest --output-on-failure -j"$(nproc)" --timeout 900 -L 'unit|cpu' -LE fuzz
+    (cd "${BUILD_DIR:-build}-asan" &&
+      ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        ctest --output-on-failure -j"$(nproc)" --timeout 900 -L 'unit|cpu' -LE fuzz)
+    # the suites where threads meet (label race) once more with ThreadSanitizer: a report stops the
+    # program. OpenMP stays single-threaded there: libgomp is not instrumented, and its own
+    # synchronisation would read as races in the CPU backend's loops.
+    BUILD_DIR=${BUILD_DIR:-build}-tsan build -DGPURED_CUDA=OFF -DGPURED_SANITIZE=thread
+    cd "${BUILD_DIR:-build}-tsan"
+    OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      exec ctest --output-on-failure -j"$(nproc)" --timeout 900 -L race
     ;;
   *)
     echo "usage: ./gpured.sh serve [options] | ./gpured.sh test | ./gpured.sh build" >&2

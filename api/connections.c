@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define NBUCKETS 4096
 
@@ -64,6 +65,15 @@ void gr_conn_log_limited(const char *why)
     }
 }
 
+static void refused(int over_ip)
+{
+    gr_metrics_refused(over_ip);
+    gr_conn_log_limited(over_ip ? "connection refused: its address holds --max-connections-per-ip already"
+                                : "connection refused: --max-connections are open");
+}
+
+/* The fast refusal, before libmicrohttpd sets the connection up. Connections accepted at once on
+ * other threads can all pass it: gr_conn_notify counts them and closes those past a cap. */
 enum MHD_Result gr_conn_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     unsigned char key[16];
@@ -74,15 +84,14 @@ enum MHD_Result gr_conn_accept(void *cls, const struct sockaddr *addr, socklen_t
     pthread_mutex_unlock(&mu);
     if (!over_total && !over_ip)
         return MHD_YES;
-    gr_metrics_refused(over_ip);
-    gr_conn_log_limited(over_ip ? "connection refused: its address holds --max-connections-per-ip already"
-                                : "connection refused: --max-connections are open");
+    refused(over_ip);
     return MHD_NO;
 }
 
 void gr_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code)
 {
     unsigned char key[16];
+    int over_ip = 0, over_total = 0;
     pthread_mutex_lock(&mu);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -91,9 +100,9 @@ void gr_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, 
         if (!*p && (*p = calloc(1, sizeof **p)))
             memcpy((*p)->key, key, 16);
         if (*p)
-            (*p)->open++;
+            over_ip = ++(*p)->open > max_per_ip;
         *socket_context = *p;
-        total++;
+        over_total = ++total > max_total;
     } else if (*socket_context) { /* an address's slot lives while it has connections */
         struct addr *a = *socket_context, **p = link_of(a->key);
         if (--a->open == 0) {
@@ -106,4 +115,10 @@ void gr_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, 
     }
     pthread_mutex_unlock(&mu);
     gr_metrics_connection(code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    if (over_ip || over_total) { /* past a cap after all: libmicrohttpd reads the EOF and closes it */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci)
+            shutdown(ci->connect_fd, SHUT_RDWR);
+        refused(over_ip);
+    }
 }

@@ -531,3 +531,24 @@ def dataset_ids(srv, page):
             return ids
     raise RuntimeError("the dataset list's pages never end")
 
+
+
+
+def cpu_blocker(srv, seconds):
+    """POST (202) a CPU benchmark that keeps a CPU worker busy for about `seconds` in this build.
+    It is sized from smaller ones timed first (each 4x the last until one takes seconds/8), since a
+    sanitizer build runs it many times slower and a fixed size would hold a TSan run for minutes."""
+    body = {"op": "sum", "dtype": "float32", "n": 1 << 14, "repeats": 8, "device": "cpu"}
+    while True:
+        t0 = time.monotonic()
+        r = srv.req("POST", "/v1/benchmarks", body, {"Prefer": "wait=300"}, timeout=310)
+        took = time.monotonic() - t0
+        if r.status != 200 or r.json().get("status") != "succeeded":
+            raise RuntimeError("a timing benchmark: %r" % r)
+        if took >= seconds / 8 or body["n"] >= 1 << 26:
+            break
+        body["n"] = min(body["n"] * 4, 1 << 26)
+    want = body["n"] * seconds / took  # elements x 8 repeats for `seconds`
+    body["n"] = int(min(want, 1 << 26))
+    body["repeats"] = int(min(32, max(1, 8 * want / body["n"])))  # n x repeats stays within 2^31
+    return srv.req("POST", "/v1/benchmarks", body)
