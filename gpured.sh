@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # gpured.sh: the two commands of the README. Installs what is missing (Debian 12), builds, then
 #   ./gpured.sh serve [gpured serve options]   starts the service (CPU backend without a GPU)
-#   ./gpured.sh test                           runs every test (ctest: unit, e2e, gpu-labelled, fuzz), then
-#                                              the unit and CPU e2e suites again under ASan+UBSan
+#   ./gpured.sh test                           runs every test (ctest: unit, e2e on SQLite and PostgreSQL,
+#                                              gpu-labelled, fuzz), then the unit and CPU e2e suites again
+#                                              under ASan+UBSan, and the race-labelled ones under TSan
 #   ./gpured.sh build                          only builds (what the Dockerfile runs)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 # Debian packages the build and tests need (versions checked by CMakeLists.txt's minimums).
 # libjs-chart.js and python3-yaml: the dashboard's Chart.js and the OpenAPI spec are embedded at build time.
+# libpq-dev: the PostgreSQL store (--store postgresql://...).
 PKGS=(build-essential cmake pkg-config curl python3 libmicrohttpd-dev libjansson-dev libsqlite3-dev libcmocka-dev
-      libssl-dev libjs-chart.js python3-yaml)
+      libssl-dev libjs-chart.js python3-yaml libpq-dev)
 # Only the tests need these: the dashboard runs in headless Chromium; schemathesis goes in a venv;
-# NumPy writes the .npy files uploaded and reads the downloads back.
-TEST_PKGS=(chromium chromium-driver python3-selenium python3-venv python3-numpy clang libclang-rt-14-dev)
+# NumPy writes the .npy files uploaded and reads the downloads back; postgresql: the suites' own
+# throwaway cluster (initdb + pg_ctl, tests/pg_cluster.py) for the e2e.pg copies.
+TEST_PKGS=(chromium chromium-driver python3-selenium python3-venv python3-numpy clang libclang-rt-14-dev
+           postgresql)
 
 install_missing() {
   local missing=()

@@ -1,11 +1,13 @@
-/* schema.h: the store's SQL text, private to db/ and its tests (which check the plans).
+/* schema.h: the store's statements, named by gr_sql_id for both backends, and their SQL text
+ * for each (sqlite_schema.c, pg_schema.c); private to db/ and its tests (which check the plans).
  * Constant data; safe from any thread. */
 #ifndef GR_SCHEMA_H
 #define GR_SCHEMA_H
 
-/* Migration i takes the database from PRAGMA user_version i to i + 1. */
-extern const char *const gr_schema_steps[];
-extern const int gr_schema_nsteps;
+/* Migration i takes the database from version i to i + 1: SQLite's PRAGMA user_version,
+ * PostgreSQL's gpured_schema table. */
+extern const char *const gr_schema_steps[], *const gr_pg_schema_steps[];
+extern const int gr_schema_nsteps, gr_pg_schema_nsteps;
 
 /* Every statement the store prepares: a reader connection prepares [0, GR_SQL_NREAD), the
  * writer [GR_SQL_NREAD, GR_SQL_N). The list bits: GR_SQL_LIST_ALL | 1 (status) | 2 (op) |
@@ -13,7 +15,8 @@ extern const int gr_schema_nsteps;
  * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op, ?5 tenant. The writes
  * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
  * ?8 idempotency key, ?9 its fingerprint, each naming those it needs (GR_SQL_INPUT, bound
- * apart, is the exception). */
+ * apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
+ * parameter (cast where it is not) but GR_SQL_INPUT's $2 (bytea). */
 enum gr_sql_id {
     GR_SQL_LIST_ALL = 0,
     GR_SQL_LIST_STATUS = 1,
@@ -43,6 +46,6 @@ enum gr_sql_id {
     GR_SQL_ROLLBACK,
     GR_SQL_N
 };
-extern const char *const gr_sql[GR_SQL_N];
+extern const char *const gr_sql[GR_SQL_N], *const gr_pg_sql[GR_SQL_N];
 
 #endif

@@ -1,5 +1,6 @@
-/* store.h: the SQLite store (one file, WAL). Writes go through one writer thread that
- * commits whatever is pending as one transaction (group commit) and then calls each
+/* store.h: where jobs, datasets' rows and idempotency keys are kept: SQLite (one file, WAL) by
+ * default, or PostgreSQL (a store several replicas share). Writes go through one writer thread
+ * that commits whatever is pending as one transaction (group commit) and then calls each
  * write's done callback; reads use a connection owned by the calling thread. */
 #ifndef GR_STORE_H
 #define GR_STORE_H
@@ -10,11 +11,17 @@
 
 struct gr_store;
 
-/* Open (creating) <data_dir>/gpured.db: WAL, synchronous=NORMAL, busy_timeout, schema
- * migrated through PRAGMA user_version; start the writer thread. Creates data_dir (and its
- * datasets/ folder, emptied of interrupted uploads) if missing. Returns GR_OK or GR_EIO with
- * e filled and *out NULL. */
-int gr_store_open(struct gr_store **out, const char *data_dir, struct gr_err *e);
+/* Open the store url names: NULL, "" or "sqlite:" for <data_dir>/gpured.db, "sqlite:DIR" for
+ * DIR/gpured.db (WAL, synchronous=NORMAL, busy_timeout, schema migrated through PRAGMA
+ * user_version), or "postgresql://..." (libpq's URI; PG* variables fill what it leaves out; schema
+ * migrated under an advisory lock, so replicas may start at once). Datasets' values stay files
+ * under data_dir, which is created (with its datasets/ folder, emptied of interrupted uploads) if
+ * missing. Starts the writer thread. Returns GR_OK, or GR_EINVAL (url) or GR_EIO with e filled
+ * and *out NULL. */
+int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, struct gr_err *e);
+
+/* "sqlite" or "postgresql". */
+const char *gr_store_backend_name(struct gr_store *s);
 
 /* Commit everything still pending (running its callbacks), stop the writer, close every
  * connection. Safe on NULL. Not while a thread that has read from the store is exiting. */

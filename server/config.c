@@ -38,6 +38,9 @@ static const struct opt {
      "CUDA streams per GPU (each runs one job at a time)"},
     {"--gpu-cache-bytes", "GPURED_GPU_CACHE_BYTES", K_I64, offsetof(struct gr_config, gpu_cache_bytes), 0, -1,
      (long long)1 << 46, "datasets kept on each GPU (LRU); 0 none, -1 half the memory free at start"},
+    {"--store", "GPURED_STORE", K_STR, offsetof(struct gr_config, store), sizeof((struct gr_config *)0)->store, 0, 0,
+     "sqlite:DIR (default: the data dir's gpured.db) or postgresql://USER@HOST/DB (PG* variables and "
+     "sslmode work as in psql)"},
     {"--tokens-file", "GPURED_TOKENS_FILE", K_STR, offsetof(struct gr_config, tokens_file),
      sizeof((struct gr_config *)0)->tokens_file, 0, 0, "bearer tokens, one 'TENANT TOKEN [admin]' per line"},
     {"--insecure-no-auth", "GPURED_INSECURE_NO_AUTH", K_FLAG, offsetof(struct gr_config, insecure_no_auth), 0, 0, 1,

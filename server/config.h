@@ -17,6 +17,7 @@ struct gr_config {
     int log_level;
     int streams;             /* CUDA streams per GPU */
     int64_t gpu_cache_bytes; /* datasets kept on each GPU; -1: half the free memory (GR_CACHE_DEFAULT) */
+    char store[4096];        /* "" : sqlite in data_dir; or a postgresql:// URL (it may hold a password) */
     char tokens_file[4096];  /* "" : no tokens (one tenant, "default") */
     int insecure_no_auth;    /* serve on a non-loopback address without tokens */
     int tenant_max_queued;   /* jobs queued or running per tenant; 0: queue_capacity */

@@ -1,6 +1,7 @@
-# e2e_lib.py: shared by the end-to-end suites: start and stop the real gpured binary, HTTP
-# through the real curl binary, a plain-Python reduction reference, checks of the job resource.
-# Single-threaded except for the reader threads that drain each server's output.
+# e2e_lib.py: shared by the end-to-end suites: start and stop the real gpured binary (on SQLite,
+# or with GPURED_TEST_STORE=postgresql on a throwaway PostgreSQL cluster, a database per server),
+# HTTP through the real curl binary, a plain-Python reduction reference, checks of the job
+# resource. Single-threaded except for the reader threads that drain each server's output.
 import atexit
 import json
 import math
@@ -9,6 +10,7 @@ import random
 import re
 import shutil
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import traceback
 
 BIN = os.environ.get("GPURED_BIN", "")
 DEVICE = os.environ.get("GPURED_TEST_DEVICE", "cpu")
+STORE = os.environ.get("GPURED_TEST_STORE", "sqlite")  # or postgresql
 SKIP = 77
 
 OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax"]
@@ -30,6 +33,31 @@ RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$
 TERMINAL = ("succeeded", "failed", "canceled")
 
 _servers = []
+_cluster = None  # the suite's PostgreSQL cluster, started with its first server
+
+
+def pg_cluster():
+    """The suite's PostgreSQL cluster (pg_cluster.py), started on first use, removed at exit."""
+    global _cluster
+    if _cluster is None:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        import pg_cluster
+        _cluster = pg_cluster.Cluster().start()
+        atexit.register(_cluster.remove)
+    return _cluster
+
+
+def store_only(what):
+    """For a suite about the SQLite file itself: under GPURED_TEST_STORE=postgresql it skips."""
+    if STORE != "sqlite":
+        raise Skip("%s is about the SQLite store; it runs with GPURED_TEST_STORE=sqlite" % what)
+
+
+def store_independent(what):
+    """A suite the store does not change: its PostgreSQL copy skips, saying so."""
+    if STORE != "sqlite":
+        print("SKIPPED: %s does not depend on the store; it runs on SQLite" % what, flush=True)
+        sys.exit(SKIP)
 
 
 class Skip(Exception):
@@ -215,6 +243,8 @@ class Server:
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="gpured-e2e-")
         self.args = list(args)
         self.env = dict(os.environ, **(env or {}))
+        if STORE == "postgresql" and "GPURED_STORE" not in self.env:  # a database of its own
+            self.env["GPURED_STORE"] = pg_cluster().create_db("e2e_%d" % len(_servers))
         self.flags = flags
         self.name = name
         self.proc = None
@@ -552,3 +582,16 @@ def cpu_blocker(srv, seconds):
     body["n"] = int(min(want, 1 << 26))
     body["repeats"] = int(min(32, max(1, 8 * want / body["n"])))  # n x repeats stays within 2^31
     return srv.req("POST", "/v1/benchmarks", body)
+
+
+def store_rows(srv, sql):
+    """Rows of a read-only query on srv's store (its gpured.db, or its PostgreSQL database)."""
+    if STORE == "postgresql":
+        p = subprocess.run(["psql", "-X", "-At", "-F", "\t", "-v", "ON_ERROR_STOP=1", srv.env["GPURED_STORE"], "-c", sql],
+                           capture_output=True, text=True, check=True)
+        return [tuple(line.split("\t")) for line in p.stdout.splitlines()]
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(srv.data_dir, "gpured.db"), uri=True)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()

@@ -123,6 +123,7 @@ def screenshots(driver, art, name):
 
 
 def main():
+    L.store_independent("test_dashboard")
     srv = L.start_suite()
     rng = L.rng_for("test_dashboard")
     art = os.path.join(O.build_dir(), "artifacts")

@@ -359,6 +359,7 @@ def check_binary(tokens_file, toks):
 
 
 def main():
+    L.store_independent("test_deploy")
     import yaml
     toks = check_tokens_example()
     data_dir, tokens_file = check_dockerfile()

@@ -41,6 +41,7 @@ def tmp_files(srv):
 
 
 def main():
+    L.store_only("test_disk_full (SQLite on a full tmpfs)")
     if L.DEVICE == "gpu":
         raise L.Skip("disk handling is device-independent; covered by the cpu run")
     mnt = tempfile.mkdtemp(prefix="gpured-full-")

@@ -346,6 +346,7 @@ def run_schemathesis(venv, srv, spec):
 
 
 def main():
+    L.store_independent("test_openapi")
     srv = TokenServer(args=["--tokens-file", tokens_file()]).start()     # cpu only: no GPU check
     r = srv.req("GET", "/healthz", headers=NO_TOKEN)
     CHECK.eq((r.status, r.json() if r.status == 200 else r.body), (200, {"status": "ok"}), "/healthz without a token")

@@ -206,6 +206,7 @@ def parked_not_idle(srv):
 
 
 def main():
+    L.store_independent("test_slow_clients")
     if L.DEVICE == "gpu":
         raise L.Skip("connection handling is device-independent; covered by the cpu run")
     have = raise_nofile(HOLD + 1000)

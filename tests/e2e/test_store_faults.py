@@ -8,6 +8,7 @@ from e2e_lib import CHECK
 
 
 def main():
+    L.store_only("test_store_faults (the gpured.db file renamed away)")
     if L.DEVICE == "gpu":
         raise L.Skip("store faults are device-independent; covered by the cpu run")
     srv = L.start_suite()

@@ -107,7 +107,7 @@ static void test_queue_cancel_wait_recover(void **state)
     assert_non_null(mkdtemp(dir));
     struct gr_store *store;
     struct gr_err e = {0};
-    assert_int_equal(gr_store_open(&store, dir, &e), GR_OK);
+    assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
     struct gr_backend *bs[] = {&gated};
     assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
     gate(0);
@@ -151,7 +151,7 @@ static void test_queue_cancel_wait_recover(void **state)
     gr_jobs_stop();
 
     /* restart on the same store: c and d run, a and b do not run again */
-    assert_int_equal(gr_store_open(&store, dir, &e), GR_OK);
+    assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
     assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
     assert_int_equal(gr_jobs_recover(&e), 2);
     struct gr_job *again = gr_jobs_find(d->id, NULL);

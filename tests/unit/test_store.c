@@ -1,5 +1,7 @@
-/* test_store.c: the SQLite store against plain in-test references, each test in its own
- * temporary directory. The main thread drives; done callbacks run on the store's writer. */
+/* test_store.c: the store against plain in-test references, each test in its own temporary
+ * directory: on SQLite, or with GPURED_TEST_PG_URL_FILE (a file naming a PostgreSQL server, from
+ * ctest's pg fixture) on a database of its own there. The main thread drives; done callbacks run
+ * on the store's writer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <libpq-fe.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -25,8 +28,23 @@ struct fixture {
     char dir[64];
     char data[96];
     char db[128];
+    /* on PostgreSQL: the server's URL, this test's database and its URL ("" on SQLite) */
+    char pg[512], pgname[64], url[600];
     struct gr_store *s;
 };
+
+/* Run sql on the PostgreSQL server's own database (CREATE and DROP DATABASE). */
+static int pg_admin(const struct fixture *fx, const char *sql)
+{
+    PGconn *c = PQconnectdb(fx->pg);
+    PGresult *r = PQexec(c, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        print_message("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return ok ? 0 : -1;
+}
 
 /* One per queued write: done must run exactly once. */
 struct rec {
@@ -91,7 +109,24 @@ static int setup(void **state)
     snprintf(fx->db, sizeof fx->db, "%s/gpured.db", fx->data);
     ndone = 0;
     *state = fx;
-    return 0;
+    const char *file = getenv("GPURED_TEST_PG_URL_FILE");
+    if (!file)
+        return 0;
+    FILE *f = fopen(file, "r");
+    if (!f || !fgets(fx->pg, sizeof fx->pg, f)) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    fclose(f);
+    fx->pg[strcspn(fx->pg, "\n")] = '\0';
+    static int made;
+    snprintf(fx->pgname, sizeof fx->pgname, "gr_store_%d_%d", (int)getpid(), made++);
+    char sql[128];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", fx->pgname);
+    const char *db = strrchr(fx->pg, '/'); /* postgresql://USER@HOST:PORT/DB */
+    snprintf(fx->url, sizeof fx->url, "%.*s/%s", db ? (int)(db - fx->pg) : 0, fx->pg, fx->pgname);
+    return pg_admin(fx, sql);
 }
 
 static void remove_in(const char *dir, const char *name)
@@ -114,6 +149,11 @@ static int teardown(void **state)
     rmdir(fx->data);
     remove_in(fx->dir, "data"); /* the plain file of test_open_fails */
     int rc = rmdir(fx->dir);
+    if (fx->pg[0]) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "DROP DATABASE %s", fx->pgname);
+        rc |= pg_admin(fx, sql);
+    }
     free(fx);
     return rc;
 }
@@ -121,32 +161,73 @@ static int teardown(void **state)
 static void open_store(struct fixture *fx)
 {
     struct gr_err e = {0};
-    int rc = gr_store_open(&fx->s, fx->data, &e);
+    int rc = gr_store_open(&fx->s, fx->url, fx->data, &e);
     if (rc != GR_OK)
         fail_msg("gr_store_open: %s", e.msg);
     assert_non_null(fx->s);
 }
 
-static sqlite3 *raw_open(struct fixture *fx)
+/* A connection of the test's own to the store's database, beside the store. */
+struct raw {
+    sqlite3 *sq;
+    PGconn *pg;
+};
+
+static struct raw raw_open(struct fixture *fx)
 {
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(fx->db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(db, 5000);
+    struct raw db = {0};
+    if (fx->pg[0]) {
+        db.pg = PQconnectdb(fx->url);
+        assert_int_equal(PQstatus(db.pg), CONNECTION_OK);
+        return db;
+    }
+    assert_int_equal(sqlite3_open_v2(fx->db, &db.sq, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db.sq, 5000);
     return db;
 }
 
-static void raw_text(sqlite3 *db, const char *sql, char *buf, size_t n)
+static void raw_close(struct raw db)
 {
+    sqlite3_close(db.sq);
+    PQfinish(db.pg);
+}
+
+/* The first column of sql's first row as text into buf. */
+static void raw_text(struct raw db, const char *sql, char *buf, size_t n)
+{
+    if (db.pg) {
+        PGresult *r = PQexec(db.pg, sql);
+        assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+        assert_true(PQntuples(r) > 0);
+        snprintf(buf, n, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+        return;
+    }
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db.sq, sql, -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
 }
 
-static void raw_exec(sqlite3 *db, const char *sql)
+static void raw_exec(struct raw db, const char *sql)
 {
-    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    if (db.pg) {
+        PGresult *r = PQexec(db.pg, sql);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            fail_msg("%s: %s", sql, PQerrorMessage(db.pg));
+        PQclear(r);
+        return;
+    }
+    assert_int_equal(sqlite3_exec(db.sq, sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
+/* Hold the store's writer until raw_exec(db, "COMMIT"): its job inserts wait for this lock. */
+static void raw_hold_writer(struct raw db)
+{
+    raw_exec(db, db.pg ? "BEGIN" : "BEGIN IMMEDIATE");
+    if (db.pg)
+        raw_exec(db, "LOCK TABLE jobs IN EXCLUSIVE MODE");
 }
 
 static void insert(struct fixture *fx, unsigned long long n, int op, const char *status, const void *input,
@@ -182,21 +263,21 @@ static void test_open_close(void **state)
     struct gr_err e = {0};
     assert_int_equal(gr_store_ping(fx->s, &e), GR_OK);
 
-    /* The -wal file exists while the store is open and has written. */
     struct rec r = {0};
     insert(fx, 1, GR_SUM, "queued", NULL, 0, &r);
     wait_done(1);
-    char wal[160];
-    snprintf(wal, sizeof wal, "%s-wal", fx->db);
-    assert_int_equal(access(wal, F_OK), 0);
-
     char v[32];
-    sqlite3 *db = raw_open(fx);
-    raw_text(db, "PRAGMA journal_mode", v, sizeof v);
-    assert_string_equal(v, "wal");
-    raw_text(db, "PRAGMA user_version", v, sizeof v);
-    assert_int_equal(atoi(v), gr_schema_nsteps);
-    sqlite3_close(db);
+    struct raw db = raw_open(fx);
+    if (!fx->pg[0]) { /* the -wal file exists while the store is open and has written */
+        char wal[160];
+        snprintf(wal, sizeof wal, "%s-wal", fx->db);
+        assert_int_equal(access(wal, F_OK), 0);
+        raw_text(db, "PRAGMA journal_mode", v, sizeof v);
+        assert_string_equal(v, "wal");
+    }
+    raw_text(db, fx->pg[0] ? "SELECT version FROM gpured_schema" : "PRAGMA user_version", v, sizeof v);
+    assert_int_equal(atoi(v), fx->pg[0] ? gr_pg_schema_nsteps : gr_schema_nsteps);
+    raw_close(db);
 
     gr_store_close(fx->s);
     fx->s = NULL;
@@ -206,11 +287,11 @@ static void test_open_close(void **state)
     gr_store_close(fx->s);
     fx->s = NULL;
     db = raw_open(fx);
-    raw_text(db, "PRAGMA user_version", v, sizeof v);
-    assert_int_equal(atoi(v), gr_schema_nsteps);
+    raw_text(db, fx->pg[0] ? "SELECT version FROM gpured_schema" : "PRAGMA user_version", v, sizeof v);
+    assert_int_equal(atoi(v), fx->pg[0] ? gr_pg_schema_nsteps : gr_schema_nsteps);
     raw_text(db, "SELECT count(*) FROM jobs", v, sizeof v);
     assert_string_equal(v, "1");
-    sqlite3_close(db);
+    raw_close(db);
     gr_store_close(NULL);
 }
 
@@ -220,12 +301,12 @@ static void test_newer_schema_refused(void **state)
     open_store(fx);
     gr_store_close(fx->s);
     fx->s = NULL;
-    sqlite3 *db = raw_open(fx);
-    raw_exec(db, "PRAGMA user_version = 99");
-    sqlite3_close(db);
+    struct raw db = raw_open(fx);
+    raw_exec(db, fx->pg[0] ? "UPDATE gpured_schema SET version = 99" : "PRAGMA user_version = 99");
+    raw_close(db);
     struct gr_err e = {0};
     struct gr_store *s = (struct gr_store *)&e; /* poison: must come back NULL */
-    assert_int_equal(gr_store_open(&s, fx->data, &e), GR_EIO);
+    assert_int_equal(gr_store_open(&s, fx->url, fx->data, &e), GR_EIO);
     assert_null(s);
     assert_int_equal(e.code, GR_EIO);
     assert_non_null(strstr(e.msg, "99"));
@@ -240,7 +321,7 @@ static void test_open_fails(void **state)
     fclose(f);
     struct gr_err e = {0};
     struct gr_store *s = NULL;
-    assert_int_equal(gr_store_open(&s, fx->data, &e), GR_EIO);
+    assert_int_equal(gr_store_open(&s, fx->url, fx->data, &e), GR_EIO);
     assert_null(s);
     assert_true(e.msg[0] != '\0');
 }
@@ -329,10 +410,17 @@ static void test_failed_write_isolated(void **state)
 {
     struct fixture *fx = *state;
     open_store(fx);
-    sqlite3 *db = raw_open(fx);
-    raw_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON job_inputs WHEN NEW.id = 'j_0000000000000002'"
-                 " BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
-    raw_exec(db, "BEGIN IMMEDIATE"); /* hold the writer so the four land in one or two batches */
+    struct raw db = raw_open(fx);
+    if (fx->pg[0]) {
+        raw_exec(db, "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+                     " $$BEGIN RAISE EXCEPTION 'refused by test'; END$$");
+        raw_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON job_inputs FOR EACH ROW"
+                     " WHEN (NEW.id = 'j_0000000000000002') EXECUTE FUNCTION refuse()");
+    } else {
+        raw_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON job_inputs WHEN NEW.id = 'j_0000000000000002'"
+                     " BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
+    }
+    raw_hold_writer(db); /* so the four land in one or two batches */
     struct rec r[4] = {{0}};
     static const unsigned char input[] = {9, 8, 7};
     for (int n = 0; n < 4; n++)
@@ -349,7 +437,7 @@ static void test_failed_write_isolated(void **state)
     char v[32];
     raw_text(db, "SELECT count(*) FROM job_inputs", v, sizeof v);
     assert_string_equal(v, "3");
-    sqlite3_close(db);
+    raw_close(db);
 }
 
 /* 250 jobs; n's status and op cycle so every filter matches a different subset. */
@@ -728,8 +816,8 @@ static void test_group_commit(void **state)
     struct fixture *fx = *state;
     open_store(fx);
     struct rec r[100] = {{0}};
-    sqlite3 *db = raw_open(fx);
-    raw_exec(db, "BEGIN IMMEDIATE");
+    struct raw db = raw_open(fx);
+    raw_hold_writer(db);
     uint64_t v0 = gr_store_version(fx->s);
     for (int n = 0; n < 100; n++)
         insert(fx, (unsigned long long)n, GR_PROD, "queued", NULL, 0, &r[n]);
@@ -740,7 +828,7 @@ static void test_group_commit(void **state)
     assert_true(commits >= 1 && commits <= 2);
     for (int n = 0; n < 100; n++)
         assert_int_equal(r[n].code, GR_OK);
-    sqlite3_close(db);
+    raw_close(db);
 }
 
 struct closer {
@@ -762,8 +850,8 @@ static void test_close_drains(void **state)
     enum { N = 500, MAXPROBE = 5000 };
     struct rec *r = calloc(N + MAXPROBE, sizeof *r);
     assert_non_null(r);
-    sqlite3 *db = raw_open(fx);
-    raw_exec(db, "BEGIN IMMEDIATE");
+    struct raw db = raw_open(fx);
+    raw_hold_writer(db);
     for (int n = 0; n < N; n++)
         insert(fx, (unsigned long long)n, GR_MEAN, "queued", NULL, 0, &r[n]);
     struct closer c = {fx->s};
@@ -795,7 +883,7 @@ static void test_close_drains(void **state)
     char v[32];
     raw_text(db, "SELECT count(*) FROM jobs", v, sizeof v);
     assert_int_equal(atoi(v), accepted);
-    sqlite3_close(db);
+    raw_close(db);
 }
 
 struct ds_page {
@@ -891,8 +979,10 @@ static void test_datasets(void **state)
 static void test_query_plans(void **state)
 {
     struct fixture *fx = *state;
+    if (fx->pg[0])
+        skip(); /* SQLite's planner; PostgreSQL's plans depend on its statistics */
     open_store(fx);
-    sqlite3 *db = raw_open(fx);
+    struct raw db = raw_open(fx);
     const int ids[] = {GR_SQL_LIST_ALL, GR_SQL_LIST_STATUS, GR_SQL_LIST_OP,  GR_SQL_LIST_OP_STATUS, GR_SQL_GET,
                        GR_SQL_PENDING,  GR_SQL_UPDATE,      GR_SQL_DS_LIST, GR_SQL_DS_GET,         GR_SQL_DS_DELETE,
                        GR_SQL_LIST_TENANT, GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS, GR_SQL_LIST_TENANT | GR_SQL_LIST_OP,
@@ -902,7 +992,7 @@ static void test_query_plans(void **state)
         char sql[512];
         snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", gr_sql[ids[q]]);
         sqlite3_stmt *st;
-        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db.sq, sql, -1, &st, NULL), SQLITE_OK);
         int indexed = 0, scans = 0;
         while (sqlite3_step(st) == SQLITE_ROW) {
             const char *d = (const char *)sqlite3_column_text(st, 3);
@@ -914,7 +1004,7 @@ static void test_query_plans(void **state)
         assert_true(indexed > 0);
         assert_int_equal(scans, 0);
     }
-    sqlite3_close(db);
+    raw_close(db);
 }
 
 int main(void)

@@ -1,5 +1,5 @@
-/* schema.c: the store's SQL: migrations on PRAGMA user_version and every statement it
- * prepares. Constant data; safe from any thread. */
+/* sqlite_schema.c: the SQLite store's SQL: migrations on PRAGMA user_version and every
+ * statement it prepares. Constant data; safe from any thread. */
 #include "schema.h"
 
 /* jobs holds only small rows (the job's JSON) keyed by a time-ordered id, so it is

@@ -1,0 +1,71 @@
+/* pg_schema.c: the PostgreSQL store's SQL: migrations on the gpured_schema table and every
+ * statement it prepares, named and numbered as sqlite_schema.c's. Constant data; safe from any
+ * thread. */
+#include "schema.h"
+
+/* Ids are compared as bytes (COLLATE "C"): they are time-ordered, and a list's first page
+ * starts below U+10FFFF, which a locale's collation would not put last. */
+const char *const gr_pg_schema_steps[] = {
+    "CREATE TABLE jobs(id text COLLATE \"C\" PRIMARY KEY, status text NOT NULL, op text NOT NULL,"
+    "                  doc text NOT NULL, created double precision NOT NULL, tenant text NOT NULL);"
+    "CREATE INDEX jobs_status ON jobs(status, id);"
+    "CREATE INDEX jobs_op ON jobs(op, id);"
+    "CREATE INDEX jobs_op_status ON jobs(op, status, id);"
+    "CREATE INDEX jobs_tenant ON jobs(tenant, id);"
+    "CREATE INDEX jobs_tenant_status ON jobs(tenant, status, id);"
+    "CREATE INDEX jobs_tenant_op ON jobs(tenant, op, id);"
+    "CREATE TABLE job_inputs(id text COLLATE \"C\" PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,"
+    "                        data bytea NOT NULL);"
+    /* an input is only needed to run its job again: it goes with the final status, as in SQLite */
+    "CREATE FUNCTION gpured_input_done() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$BEGIN DELETE FROM job_inputs WHERE id = NEW.id; RETURN NULL; END$$;"
+    "CREATE TRIGGER job_inputs_done AFTER UPDATE OF status ON jobs FOR EACH ROW"
+    " WHEN (NEW.status IN ('succeeded', 'failed', 'canceled')) EXECUTE FUNCTION gpured_input_done();"
+    "CREATE TABLE datasets(id text COLLATE \"C\" PRIMARY KEY, doc text NOT NULL, created double precision NOT NULL,"
+    "                      tenant text NOT NULL, bytes bigint NOT NULL);"
+    "CREATE INDEX datasets_tenant ON datasets(tenant, id);"
+    "CREATE TABLE idempotency(tenant text NOT NULL, key text NOT NULL, fingerprint text NOT NULL,"
+    "                         resource text NOT NULL, created double precision NOT NULL, PRIMARY KEY(tenant, key));"
+    "CREATE INDEX idempotency_created ON idempotency(created);",
+};
+const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
+
+#define LIST_SQL(where) "SELECT id, doc FROM jobs WHERE " where "id < $1 ORDER BY id DESC LIMIT $2::int"
+#define FINAL "('succeeded', 'failed', 'canceled')"
+
+const char *const gr_pg_sql[GR_SQL_N] = {
+    [GR_SQL_LIST_ALL] = LIST_SQL(""),
+    [GR_SQL_LIST_STATUS] = LIST_SQL("status = $3 AND "),
+    [GR_SQL_LIST_OP] = LIST_SQL("op = $4 AND "),
+    [GR_SQL_LIST_OP_STATUS] = LIST_SQL("op = $4 AND status = $3 AND "),
+    [GR_SQL_LIST_TENANT] = LIST_SQL("tenant = $5 AND "),
+    [GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS] = LIST_SQL("tenant = $5 AND status = $3 AND "),
+    [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP] = LIST_SQL("tenant = $5 AND op = $4 AND "),
+    [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS] = LIST_SQL("tenant = $5 AND op = $4 AND status = $3 AND "),
+    [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+    [GR_SQL_PENDING] = "SELECT j.id, j.doc, i.data FROM jobs j LEFT JOIN job_inputs i ON i.id = j.id"
+                       " WHERE j.status IN ('queued', 'running') ORDER BY j.id",
+    [GR_SQL_PING] = "SELECT 1",
+    [GR_SQL_DS_LIST] = "SELECT id, doc FROM datasets WHERE id < $1 ORDER BY id DESC LIMIT $2::int",
+    [GR_SQL_DS_LIST_TENANT] = "SELECT id, doc FROM datasets WHERE tenant = $5 AND id < $1 ORDER BY id DESC"
+                              " LIMIT $2::int",
+    [GR_SQL_DS_GET] = "SELECT doc FROM datasets WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+    [GR_SQL_KEY_GET] = "SELECT fingerprint, resource FROM idempotency WHERE tenant = $1 AND key = $2"
+                       " AND created >= $3::float8",
+    [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
+    [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < $1 AND status IN " FINAL " LIMIT $2::int",
+    [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant) VALUES ($1, $2, $3, $4, $5::float8, $6)",
+    [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",
+    [GR_SQL_KEY_INSERT] = "INSERT INTO idempotency(tenant, key, fingerprint, resource, created)"
+                          " VALUES ($6, $8, $9, $1, $5::float8) ON CONFLICT (tenant, key) DO UPDATE SET"
+                          " fingerprint = EXCLUDED.fingerprint, resource = EXCLUDED.resource, created = EXCLUDED.created",
+    [GR_SQL_UPDATE] = "UPDATE jobs SET status = $2, doc = $3 WHERE id = $1",
+    [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES ($1, $3, $5::float8, $6, $7::bigint)",
+    [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = $1",
+    [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = $1",
+    [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
+                           " (SELECT tenant, key FROM idempotency WHERE created < $5::float8 LIMIT 1000)",
+    [GR_SQL_BEGIN] = "BEGIN",
+    [GR_SQL_COMMIT] = "COMMIT",
+    [GR_SQL_ROLLBACK] = "ROLLBACK",
+};

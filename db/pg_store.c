@@ -1,0 +1,468 @@
+/* pg_store.c: the PostgreSQL backend (libpq) of the store interface (store_backend.h), for a
+ * store several replicas share. The store's writer thread owns the write connection; each
+ * reading thread owns its read connection (a thread-specific). A connection the server dropped
+ * (a restart) is reset on its next use. */
+#include "store_backend.h"
+
+#include "schema.h"
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NPARAMS 9  /* schema.h's numbering */
+#define TEXTOID 25 /* pg_type.h's, which libpq's headers do not carry */
+#define BYTEAOID 17
+/* any constant: the advisory lock every replica takes while it migrates */
+#define MIGRATE_LOCK "7468207579"
+
+/* Sorts after every text id under COLLATE "C", so one list statement serves the first page too. */
+static const char no_cursor[] = "\xf4\x8f\xbf\xbf";
+
+struct pg;
+
+struct reader {
+    struct reader *prev, *next;
+    struct pg *s;
+    PGconn *db;
+};
+
+struct pg {
+    char *url;
+    PGconn *wdb; /* the writer thread's */
+    char state[6], msg[256]; /* the writer's last failure: SQLSTATE and text */
+    int have_key;
+    pthread_key_t key;   /* this thread's struct reader */
+    pthread_mutex_t rmu; /* readers list: taken only when a thread opens or drops one */
+    struct reader *readers;
+};
+
+static int db_fail(struct gr_err *e, PGconn *db, const char *what)
+{
+    const char *m = db ? PQerrorMessage(db) : "out of memory";
+    int n = (int)strlen(m);
+    while (n > 0 && m[n - 1] == '\n')
+        n--;
+    return gr_fail(e, GR_EIO, NULL, "store: %s: %.*s", what, n, m);
+}
+
+/* The highest $N statement sql names: how many parameters it takes. */
+static int nparams(int sql)
+{
+    int n = 0;
+    for (const char *p = gr_pg_sql[sql]; (p = strchr(p, '$'));)
+        if (*++p >= '1' && *p <= '9' && *p - '0' > n)
+            n = *p - '0';
+    return n;
+}
+
+/* Prepare the statements a reader (from 0) or the writer (from GR_SQL_NREAD) runs, as "s<N>",
+ * every parameter text but GR_SQL_INPUT's bytes. */
+static int prepare_all(PGconn *db, int from, int to, struct gr_err *e)
+{
+    for (int i = from; i < to; i++) {
+        if (i == GR_SQL_BEGIN || i == GR_SQL_COMMIT || i == GR_SQL_ROLLBACK)
+            continue;
+        Oid types[NPARAMS];
+        for (int k = 0; k < NPARAMS; k++)
+            types[k] = TEXTOID;
+        if (i == GR_SQL_INPUT)
+            types[1] = BYTEAOID;
+        char name[16];
+        snprintf(name, sizeof name, "s%d", i);
+        PGresult *r = PQprepare(db, name, gr_pg_sql[i], nparams(i), types);
+        int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+        if (!ok)
+            return db_fail(e, db, gr_pg_sql[i]);
+    }
+    return GR_OK;
+}
+
+/* A new connection to url, its statements from..to prepared; NULL with e filled. */
+static PGconn *connect_db(const char *url, int from, int to, struct gr_err *e)
+{
+    PGconn *db = PQconnectdb(url);
+    if (!db || PQstatus(db) != CONNECTION_OK) {
+        db_fail(e, db, "connecting to PostgreSQL");
+        PQfinish(db);
+        return NULL;
+    }
+    if (prepare_all(db, from, to, e) != GR_OK) {
+        PQfinish(db);
+        return NULL;
+    }
+    return db;
+}
+
+/* The connection back after the server dropped it (restarted): reset and prepared again. */
+static int alive(PGconn *db, int from, int to, struct gr_err *e)
+{
+    if (PQstatus(db) == CONNECTION_OK)
+        return GR_OK;
+    PQreset(db);
+    if (PQstatus(db) != CONNECTION_OK)
+        return db_fail(e, db, "reconnecting to PostgreSQL");
+    return prepare_all(db, from, to, e);
+}
+
+static int exec_ok(PGconn *db, const char *sql)
+{
+    PGresult *r = PQexec(db, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    PQclear(r);
+    return ok;
+}
+
+/* Every step not yet applied, in one transaction under an advisory lock: replicas starting at
+ * once apply each step once, the later ones find them done. */
+static int migrate(PGconn *db, struct gr_err *e)
+{
+    if (!exec_ok(db, "BEGIN") || !exec_ok(db, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK ")") ||
+        !exec_ok(db, "CREATE TABLE IF NOT EXISTS gpured_schema(version integer NOT NULL)") ||
+        !exec_ok(db, "INSERT INTO gpured_schema SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM gpured_schema)"))
+        goto fail;
+    PGresult *r = PQexec(db, "SELECT version FROM gpured_schema");
+    long ver = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    if (ver < 0)
+        goto fail;
+    if (ver > gr_pg_schema_nsteps) {
+        exec_ok(db, "ROLLBACK");
+        return gr_fail(e, GR_EIO, NULL,
+                       "store: database schema version %ld is newer than this gpured knows (%d); run a newer gpured",
+                       ver, gr_pg_schema_nsteps);
+    }
+    for (; ver < gr_pg_schema_nsteps; ver++) {
+        char set[64];
+        snprintf(set, sizeof set, "UPDATE gpured_schema SET version = %ld", ver + 1);
+        if (!exec_ok(db, gr_pg_schema_steps[ver]) || !exec_ok(db, set))
+            goto fail;
+    }
+    if (exec_ok(db, "COMMIT"))
+        return GR_OK;
+fail:
+    db_fail(e, db, "migrating the schema");
+    exec_ok(db, "ROLLBACK");
+    return GR_EIO;
+}
+
+/* --- readers --- */
+
+static void close_reader(struct reader *r)
+{
+    PQfinish(r->db);
+    free(r);
+}
+
+/* Thread-exit destructor; as for SQLite, not while gr_store_close runs. */
+static void drop_reader(void *arg)
+{
+    struct reader *r = arg;
+    pthread_mutex_lock(&r->s->rmu);
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        r->s->readers = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    pthread_mutex_unlock(&r->s->rmu);
+    close_reader(r);
+}
+
+/* This thread's read connection, opened on first use and reset after a drop. */
+static PGconn *reader(struct pg *s, struct gr_err *e)
+{
+    struct reader *r = pthread_getspecific(s->key);
+    if (r)
+        return alive(r->db, 0, GR_SQL_NREAD, e) == GR_OK ? r->db : NULL;
+    if (!(r = calloc(1, sizeof *r))) {
+        gr_fail(e, GR_EIO, NULL, "store: out of memory");
+        return NULL;
+    }
+    r->s = s;
+    if (!(r->db = connect_db(s->url, 0, GR_SQL_NREAD, e)) || pthread_setspecific(s->key, r) != 0) {
+        if (r->db)
+            gr_fail(e, GR_EIO, NULL, "store: cannot keep a read connection for this thread");
+        close_reader(r);
+        return NULL;
+    }
+    pthread_mutex_lock(&s->rmu);
+    r->next = s->readers;
+    if (r->next)
+        r->next->prev = r;
+    s->readers = r;
+    pthread_mutex_unlock(&s->rmu);
+    return r->db;
+}
+
+/* Run read statement sql with the first of params it takes (text, NULL for SQL NULL); the result
+ * (caller clears) or NULL with e filled. */
+static PGresult *query(struct pg *s, int sql, const char *const *params, int binary, struct gr_err *e)
+{
+    PGconn *db = reader(s, e);
+    if (!db)
+        return NULL;
+    char name[16];
+    snprintf(name, sizeof name, "s%d", sql);
+    PGresult *r = PQexecPrepared(db, name, nparams(sql), params, NULL, NULL, binary);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK)
+        return r;
+    PQclear(r);
+    db_fail(e, db, "reading");
+    return NULL;
+}
+
+static int pg_get(void *impl, int sql, const char *id, const char *scope, char **doc, char status[16],
+                  struct gr_err *e)
+{
+    *doc = NULL;
+    const char *params[] = {id, scope};
+    PGresult *r = query(impl, sql, params, 0, e);
+    if (!r)
+        return GR_EIO;
+    int code;
+    if (PQntuples(r) == 0)
+        code = gr_fail(e, GR_ENOTFOUND, NULL, "no %s %s", sql == GR_SQL_GET ? "job" : "dataset", id ? id : "");
+    else if (!(*doc = strdup(PQgetvalue(r, 0, 0))))
+        code = gr_fail(e, GR_EIO, NULL, "store: out of memory");
+    else
+        code = GR_OK;
+    if (code == GR_OK && status)
+        snprintf(status, 16, "%s", PQgetvalue(r, 0, 1));
+    PQclear(r);
+    return code;
+}
+
+static int pg_get_key(void *impl, const char *tenant, const char *key, double since, char fingerprint[65],
+                      char resource[24], struct gr_err *e)
+{
+    char t[32];
+    snprintf(t, sizeof t, "%.17g", since);
+    const char *params[] = {tenant, key, t};
+    PGresult *r = query(impl, GR_SQL_KEY_GET, params, 0, e);
+    if (!r)
+        return GR_EIO;
+    int code = PQntuples(r) ? GR_OK : GR_ENOTFOUND;
+    if (code == GR_OK) {
+        snprintf(fingerprint, 65, "%s", PQgetvalue(r, 0, 0));
+        snprintf(resource, 24, "%s", PQgetvalue(r, 0, 1));
+    }
+    PQclear(r);
+    return code;
+}
+
+static int pg_list(void *impl, int sql, const char *before, int limit, const char *status, const char *op,
+                   const char *tenant, gr_store_row row, void *ctx, struct gr_err *e)
+{
+    if (limit < 1 || limit > 1000)
+        return gr_fail(e, GR_EINVAL, "limit", "limit must be 1 to 1000, not %d", limit);
+    char n[16];
+    snprintf(n, sizeof n, "%d", limit);
+    const char *params[] = {before ? before : no_cursor, n, status, op, tenant};
+    PGresult *r = query(impl, sql, params, 0, e);
+    if (!r)
+        return GR_EIO;
+    for (int i = 0; i < PQntuples(r); i++)
+        row(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+    PQclear(r);
+    return GR_OK;
+}
+
+static int pg_tenant_bytes(void *impl, gr_store_tenant tenant, void *ctx, struct gr_err *e)
+{
+    PGresult *r = query(impl, GR_SQL_TENANT_BYTES, NULL, 0, e);
+    if (!r)
+        return GR_EIO;
+    for (int i = 0; i < PQntuples(r); i++) {
+        long long bytes = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+        if (bytes > 0)
+            tenant(ctx, PQgetvalue(r, i, 0), (uint64_t)bytes);
+    }
+    PQclear(r);
+    return GR_OK;
+}
+
+/* In binary, so that inputs come as their bytes; text columns are their bytes too. */
+static int pg_load_pending(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e)
+{
+    PGresult *r = query(impl, GR_SQL_PENDING, NULL, 1, e);
+    if (!r)
+        return GR_EIO;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int none = PQgetisnull(r, i, 2);
+        pending(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), none ? NULL : PQgetvalue(r, i, 2),
+                none ? 0 : (size_t)PQgetlength(r, i, 2));
+    }
+    PQclear(r);
+    return GR_OK;
+}
+
+static int pg_ping(void *impl, struct gr_err *e)
+{
+    PGresult *r = query(impl, GR_SQL_PING, NULL, 0, e);
+    PQclear(r);
+    return r ? GR_OK : GR_EIO;
+}
+
+/* --- the writer --- */
+
+/* Keep the writer's failure (r NULL: the connection's) for failed and message; returns -1. */
+static int writer_failed(struct pg *s, PGresult *r)
+{
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    snprintf(s->state, sizeof s->state, "%s", st ? st : "");
+    snprintf(s->msg, sizeof s->msg, "%s", r && PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(s->wdb));
+    return -1;
+}
+
+/* Run writer statement sql with o's parameters; GR_OK (*changed: rows it touched) or -1. */
+static int run_op(struct pg *s, int sql, const struct gr_store_op *o, long *changed)
+{
+    char created[32], bytes[24], name[16];
+    snprintf(created, sizeof created, "%.17g", o->created);
+    snprintf(bytes, sizeof bytes, "%lld", (long long)o->bytes);
+    snprintf(name, sizeof name, "s%d", sql);
+    const char *v[NPARAMS] = {o->id, o->status, o->doc, o->opname, created, o->tenant, bytes, o->key, o->fingerprint};
+    int lengths[NPARAMS] = {0}, formats[NPARAMS] = {0};
+    if (sql == GR_SQL_INPUT) {
+        v[1] = o->input;
+        lengths[1] = (int)o->input_bytes;
+        formats[1] = 1;
+    }
+    PGresult *r = PQexecPrepared(s->wdb, name, nparams(sql), v, lengths, formats, 0);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (ok && changed)
+        *changed = strtol(PQcmdTuples(r), NULL, 10);
+    if (!ok)
+        writer_failed(s, r);
+    PQclear(r);
+    return ok ? GR_OK : -1;
+}
+
+/* Any error aborts a PostgreSQL transaction: the batch is retried op by op (-1). */
+static int pg_apply(void *impl, struct gr_store_op *o)
+{
+    struct pg *s = impl;
+    o->code = GR_EIO;
+    if (o->input_bytes > INT32_MAX) /* more than one bytea parameter carries */
+        return 0;
+    long changed = 1;
+    if (run_op(s, o->sql, o, &changed) != GR_OK)
+        return -1;
+    int changes_row = o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_DELETE || o->sql == GR_SQL_JOB_DELETE;
+    if (changes_row && changed == 0) {
+        o->code = GR_ENOTFOUND;
+        return 0;
+    }
+    if (o->sql == GR_SQL_INSERT && o->input && run_op(s, GR_SQL_INPUT, o, NULL) != GR_OK)
+        return -1;
+    if ((o->sql == GR_SQL_INSERT || o->sql == GR_SQL_DS_INSERT) && o->key && run_op(s, GR_SQL_KEY_INSERT, o, NULL) != GR_OK)
+        return -1;
+    o->code = GR_OK;
+    return 0;
+}
+
+static int pg_begin(void *impl)
+{
+    struct pg *s = impl;
+    struct gr_err e;
+    if (alive(s->wdb, GR_SQL_NREAD, GR_SQL_N, &e) != GR_OK) {
+        writer_failed(s, NULL);
+        return 0;
+    }
+    PGresult *r = PQexec(s->wdb, "BEGIN");
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        writer_failed(s, r);
+    PQclear(r);
+    return ok;
+}
+
+static int pg_commit(void *impl)
+{
+    struct pg *s = impl;
+    PGresult *r = PQexec(s->wdb, "COMMIT");
+    /* a COMMIT of an aborted transaction answers OK with ROLLBACK: it did not commit */
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT");
+    if (!ok)
+        writer_failed(s, r);
+    PQclear(r);
+    return ok;
+}
+
+static void pg_rollback(void *impl)
+{
+    struct pg *s = impl;
+    if (PQtransactionStatus(s->wdb) != PQTRANS_IDLE)
+        PQclear(PQexec(s->wdb, "ROLLBACK"));
+}
+
+/* disk_full (53100) is the client's 507, as SQLite's SQLITE_FULL; the rest the store's. */
+static int pg_failed(void *impl) { return !strcmp(((struct pg *)impl)->state, "53100") ? GR_ENOMEM : GR_EIO; }
+
+static const char *pg_message(void *impl) { return ((struct pg *)impl)->msg; }
+
+static int pg_usable(void *impl, struct gr_err *e) { return GR_OK; }
+
+static void pg_close(void *impl)
+{
+    struct pg *s = impl;
+    while (s->readers) {
+        struct reader *r = s->readers;
+        s->readers = r->next;
+        close_reader(r);
+    }
+    if (s->have_key)
+        pthread_key_delete(s->key);
+    PQfinish(s->wdb);
+    pthread_mutex_destroy(&s->rmu);
+    free(s->url);
+    free(s);
+}
+
+int gr_pg_store_open(const char *url, void **impl, struct gr_err *e)
+{
+    *impl = NULL;
+    struct pg *s = calloc(1, sizeof *s);
+    if (!s || !(s->url = strdup(url))) {
+        free(s);
+        return gr_fail(e, GR_EIO, NULL, "store: out of memory");
+    }
+    pthread_mutex_init(&s->rmu, NULL);
+    int code = GR_OK;
+    if (!(s->wdb = PQconnectdb(url)) || PQstatus(s->wdb) != CONNECTION_OK)
+        code = db_fail(e, s->wdb, "connecting to PostgreSQL");
+    if (code == GR_OK)
+        code = migrate(s->wdb, e);
+    if (code == GR_OK)
+        code = prepare_all(s->wdb, GR_SQL_NREAD, GR_SQL_N, e);
+    if (code == GR_OK && !(s->have_key = pthread_key_create(&s->key, drop_reader) == 0))
+        code = gr_fail(e, GR_EIO, NULL, "store: out of thread-specific keys");
+    if (code != GR_OK) {
+        pg_close(s);
+        return code;
+    }
+    *impl = s;
+    return GR_OK;
+}
+
+const struct gr_store_backend gr_pg_store = {
+    .name = "postgresql",
+    .begin = pg_begin,
+    .apply = pg_apply,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .failed = pg_failed,
+    .message = pg_message,
+    .usable = pg_usable,
+    .get = pg_get,
+    .get_key = pg_get_key,
+    .list = pg_list,
+    .tenant_bytes = pg_tenant_bytes,
+    .load_pending = pg_load_pending,
+    .ping = pg_ping,
+    .close = pg_close,
+};

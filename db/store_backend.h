@@ -1,0 +1,71 @@
+/* store_backend.h: what each store backend (sqlite_store.c, pg_store.c) gives store.c, private
+ * to db/ and its tests. store.c owns the queue of writes and the one writer thread that commits
+ * them in batches; the writer calls the write hooks, any thread the reads (each backend keeps a
+ * connection per reading thread). Statements are named by schema.h's gr_sql_id in both. */
+#ifndef GR_STORE_BACKEND_H
+#define GR_STORE_BACKEND_H
+
+#include "store.h"
+
+/* A queued write, allocated by the caller's thread and freed by the writer. Its fields are the
+ * statement's parameters, numbered as schema.h says. */
+struct gr_store_op {
+    struct gr_store_op *next;
+    int sql; /* GR_SQL_INSERT, _UPDATE, _DS_INSERT, _DS_DELETE, _JOB_DELETE or _KEYS_EXPIRE */
+    const char *opname;
+    char *doc;
+    const void *input;
+    size_t input_bytes;
+    double created;
+    gr_store_done done;
+    void *ctx;
+    int code;
+    char status[16];
+    char tenant[65];
+    int64_t bytes;
+    char *key; /* Idempotency-Key (malloc'd) or NULL */
+    char fingerprint[65];
+    char id[];
+};
+
+struct gr_store_backend {
+    const char *name; /* "sqlite" or "postgresql" */
+
+    /* The writer thread's. begin/commit: 1 on success. apply runs one op inside the open
+     * transaction and sets o->code (GR_OK, GR_ENOTFOUND for an update or delete of no row,
+     * GR_EIO); it returns 0, or -1 when the error may have ended the transaction or left half
+     * an op in it (the batch is then retried op by op). failed: the code of the last failure
+     * (GR_ENOMEM: the disk is full, else GR_EIO); message: its text. */
+    int (*begin)(void *impl);
+    int (*apply)(void *impl, struct gr_store_op *o);
+    int (*commit)(void *impl);
+    void (*rollback)(void *impl);
+    int (*failed)(void *impl);
+    const char *(*message)(void *impl);
+    /* GR_OK while the store can take a batch at all (before each one); else nothing is tried. */
+    int (*usable)(void *impl, struct gr_err *e);
+
+    /* Any thread's. As the gr_store_* functions of the same names; get reads GR_SQL_GET (doc and
+     * status) or GR_SQL_DS_GET (doc; status NULL); list runs one of the list statements with
+     * its parameters (NULL: not bound; before NULL: from the newest). */
+    int (*get)(void *impl, int sql, const char *id, const char *scope, char **doc, char status[16],
+               struct gr_err *e);
+    int (*get_key)(void *impl, const char *tenant, const char *key, double since, char fingerprint[65],
+                   char resource[24], struct gr_err *e);
+    int (*list)(void *impl, int sql, const char *before, int limit, const char *status, const char *op,
+                const char *tenant, gr_store_row row, void *ctx, struct gr_err *e);
+    int (*tenant_bytes)(void *impl, gr_store_tenant tenant, void *ctx, struct gr_err *e);
+    int (*load_pending)(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e);
+    int (*ping)(void *impl, struct gr_err *e);
+
+    /* Once the writer has stopped: every connection closed, impl freed. */
+    void (*close)(void *impl);
+};
+
+/* Open a backend (SQLite: dir/gpured.db; PostgreSQL: libpq's url), migrated to the schema this
+ * gpured knows: *impl for the backend's hooks. GR_OK, or GR_EIO with e filled. */
+int gr_sqlite_store_open(const char *dir, void **impl, struct gr_err *e);
+int gr_pg_store_open(const char *url, void **impl, struct gr_err *e);
+extern const struct gr_store_backend gr_sqlite_store, gr_pg_store;
+
+#endif
