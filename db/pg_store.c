@@ -208,6 +208,10 @@ static PGresult *query(struct pg *s, int sql, const char *const *params, int bin
     char name[16];
     snprintf(name, sizeof name, "s%d", sql);
     PGresult *r = PQexecPrepared(db, name, nparams(sql), params, NULL, NULL, binary);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK && PQstatus(db) != CONNECTION_OK && alive(db, 0, GR_SQL_NREAD, e) == GR_OK) {
+        PQclear(r); /* the server dropped the connection (a restart) since this thread's last read */
+        r = PQexecPrepared(db, name, nparams(sql), params, NULL, NULL, binary);
+    }
     if (PQresultStatus(r) == PGRES_TUPLES_OK)
         return r;
     PQclear(r);
@@ -315,6 +319,7 @@ static int writer_failed(struct pg *s, PGresult *r)
     const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     snprintf(s->state, sizeof s->state, "%s", st ? st : "");
     snprintf(s->msg, sizeof s->msg, "%s", r && PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(s->wdb));
+    s->msg[strcspn(s->msg, "\n")] = '\0'; /* libpq's text runs over lines; a log line is one */
     return -1;
 }
 
@@ -400,8 +405,15 @@ static void pg_rollback(void *impl)
         PQclear(PQexec(s->wdb, "ROLLBACK"));
 }
 
-/* disk_full (53100) is the client's 507, as SQLite's SQLITE_FULL; the rest the store's. */
-static int pg_failed(void *impl) { return !strcmp(((struct pg *)impl)->state, "53100") ? GR_ENOMEM : GR_EIO; }
+/* disk_full (53100) is the client's 507, as SQLite's SQLITE_FULL. A lost connection (class 08),
+ * or a server shutting down or starting (57P01 to 57P03), is a store out of reach for now. */
+static int pg_failed(void *impl)
+{
+    struct pg *s = impl;
+    if (PQstatus(s->wdb) != CONNECTION_OK || !strncmp(s->state, "08", 2) || !strncmp(s->state, "57P0", 4))
+        return GR_EUNAVAIL;
+    return !strcmp(s->state, "53100") ? GR_ENOMEM : GR_EIO;
+}
 
 static const char *pg_message(void *impl) { return ((struct pg *)impl)->msg; }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 typedef struct gr_store_op op_t;
 
@@ -46,8 +47,25 @@ static void commit_alone(struct gr_store *s, op_t *o)
     }
 }
 
+static int closing(struct gr_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int c = s->closing;
+    pthread_mutex_unlock(&s->mu);
+    return c;
+}
+
 /* One transaction for the whole batch: this is what keeps many small jobs from costing a
- * transaction each. */
+ * transaction each. 1 if it committed. */
+static int try_batch(struct gr_store *s, op_t *batch)
+{
+    const struct gr_store_backend *b = s->b;
+    int ok = b->begin(s->impl);
+    for (op_t *o = batch; ok && o; o = o->next)
+        ok = b->apply(s->impl, o) == 0;
+    return ok && b->commit(s->impl);
+}
+
 static void commit_batch(struct gr_store *s, op_t *batch)
 {
     const struct gr_store_backend *b = s->b;
@@ -56,11 +74,17 @@ static void commit_batch(struct gr_store *s, op_t *batch)
             o->code = GR_EIO;
         goto done;
     }
-    int ok = b->begin(s->impl);
-    for (op_t *o = batch; ok && o; o = o->next)
-        ok = b->apply(s->impl, o) == 0;
-    if (ok)
-        ok = b->commit(s->impl);
+    int ok = try_batch(s, batch);
+    /* A store out of reach (a PostgreSQL restart) comes back: its writes wait for it rather than
+     * fail, so a job's final state is not lost to a failover. Until gpured stops. */
+    for (int ms = 50; !ok && b->failed(s->impl) == GR_EUNAVAIL && !closing(s); ms = ms < 1000 ? 2 * ms : ms) {
+        if (ms == 50)
+            fprintf(stderr, "gpured: store: out of reach (%s); writes wait for it\n", b->message(s->impl));
+        b->rollback(s->impl);
+        struct timespec t = {0, ms * 1000000L};
+        nanosleep(&t, NULL);
+        ok = try_batch(s, batch);
+    }
     if (!ok) {
         fprintf(stderr, "gpured: store: batch commit failed (%s); retrying each write alone\n", b->message(s->impl));
         b->rollback(s->impl);

@@ -35,7 +35,8 @@ struct gr_store_backend {
      * transaction and sets o->code (GR_OK, GR_ENOTFOUND for an update or delete of no row,
      * GR_EIO); it returns 0, or -1 when the error may have ended the transaction or left half
      * an op in it (the batch is then retried op by op). failed: the code of the last failure
-     * (GR_ENOMEM: the disk is full, else GR_EIO); message: its text. */
+     * (GR_ENOMEM: the disk is full; GR_EUNAVAIL: the store is out of reach, the batch is tried
+     * again until it is back; else GR_EIO); message: its text. */
     int (*begin)(void *impl);
     int (*apply)(void *impl, struct gr_store_op *o);
     int (*commit)(void *impl);
