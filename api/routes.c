@@ -47,6 +47,17 @@ static void answer_job(struct gr_req *r)
         free(doc);
         return;
     }
+    if (committed == -3) { /* another replica claimed it: what the store has is its state */
+        char status[16] = "";
+        free(doc);
+        doc = NULL;
+        struct gr_err e;
+        if (gr_store_get_job(gr_api_store, j->id, NULL, &doc, status, &e) != GR_OK) {
+            gr_respond_problem(r, &e);
+            return;
+        }
+        committed = gr_status_parse(status);
+    }
     if (!doc) {
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the job");
         return;

@@ -27,9 +27,17 @@ const char *const gr_pg_schema_steps[] = {
     "CREATE TABLE idempotency(tenant text NOT NULL, key text NOT NULL, fingerprint text NOT NULL,"
     "                         resource text NOT NULL, created double precision NOT NULL, PRIMARY KEY(tenant, key));"
     "CREATE INDEX idempotency_created ON idempotency(created);",
+    /* Replicas: each queued or running job is held by one (owner) until its lease (the
+     * database's epoch seconds) runs out; then another claims it, and the claim's epoch fences
+     * the old holder's late final state out. */
+    "ALTER TABLE jobs ADD COLUMN owner text NOT NULL DEFAULT '', ADD COLUMN lease double precision NOT NULL DEFAULT 0,"
+    "                 ADD COLUMN epoch bigint NOT NULL DEFAULT 1;"
+    "CREATE INDEX jobs_held ON jobs(owner) WHERE status IN ('queued', 'running');"
+    "CREATE INDEX jobs_lease ON jobs(lease, id) WHERE status IN ('queued', 'running');",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
+#define NOW "extract(epoch FROM clock_timestamp())"
 #define LIST_SQL(where) "SELECT id, doc FROM jobs WHERE " where "id < $1 ORDER BY id DESC LIMIT $2::int"
 #define FINAL "('succeeded', 'failed', 'canceled')"
 
@@ -43,8 +51,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP] = LIST_SQL("tenant = $5 AND op = $4 AND "),
     [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS] = LIST_SQL("tenant = $5 AND op = $4 AND status = $3 AND "),
     [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
-    [GR_SQL_PENDING] = "SELECT j.id, j.doc, i.data FROM jobs j LEFT JOIN job_inputs i ON i.id = j.id"
-                       " WHERE j.status IN ('queued', 'running') ORDER BY j.id",
+    /* GR_SQL_PENDING: none; a replica claims what is left (GR_SQL_CLAIM) */
     [GR_SQL_PING] = "SELECT 1",
     [GR_SQL_DS_LIST] = "SELECT id, doc FROM datasets WHERE id < $1 ORDER BY id DESC LIMIT $2::int",
     [GR_SQL_DS_LIST_TENANT] = "SELECT id, doc FROM datasets WHERE tenant = $5 AND id < $1 ORDER BY id DESC"
@@ -54,12 +61,22 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                        " AND created >= $3::float8",
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < $1 AND status IN " FINAL " LIMIT $2::int",
-    [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant) VALUES ($1, $2, $3, $4, $5::float8, $6)",
+    [GR_SQL_RENEW] = "UPDATE jobs SET lease = " NOW " + $12::float8 WHERE owner = $11 AND status IN ('queued', 'running')",
+    /* SKIP LOCKED: replicas claiming at once take different jobs, none waits for another */
+    [GR_SQL_CLAIM] = "UPDATE jobs j SET owner = $11, lease = " NOW " + $12::float8, epoch = j.epoch + 1"
+                     " FROM (SELECT id FROM jobs WHERE status IN ('queued', 'running') AND lease < " NOW
+                     " ORDER BY lease, id LIMIT $2::int FOR UPDATE SKIP LOCKED) c WHERE j.id = c.id"
+                     " RETURNING j.id, j.doc, (SELECT data FROM job_inputs i WHERE i.id = j.id), j.epoch::text",
+    [GR_SQL_RELEASE] = "UPDATE jobs SET lease = 0 WHERE owner = $11 AND status = 'queued'",
+    [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease)"
+                      " VALUES ($1, $2, $3, $4, $5::float8, $6, $11, " NOW " + $12::float8)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",
     [GR_SQL_KEY_INSERT] = "INSERT INTO idempotency(tenant, key, fingerprint, resource, created)"
                           " VALUES ($6, $8, $9, $1, $5::float8) ON CONFLICT (tenant, key) DO UPDATE SET"
                           " fingerprint = EXCLUDED.fingerprint, resource = EXCLUDED.resource, created = EXCLUDED.created",
-    [GR_SQL_UPDATE] = "UPDATE jobs SET status = $2, doc = $3 WHERE id = $1",
+    /* fenced: a holder whose job was claimed away (its epoch passed) changes nothing */
+    [GR_SQL_UPDATE] = "UPDATE jobs SET status = $2, doc = $3 WHERE id = $1 AND epoch = $10::bigint"
+                      " AND status IN ('queued', 'running')",
     [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES ($1, $3, $5::float8, $6, $7::bigint)",
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = $1",
     [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = $1",

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NPARAMS 9  /* schema.h's numbering */
+#define NPARAMS 12 /* schema.h's numbering */
 #define TEXTOID 25 /* pg_type.h's, which libpq's headers do not carry */
 #define BYTEAOID 17
 /* any constant: the advisory lock every replica takes while it migrates */
@@ -52,9 +52,11 @@ static int db_fail(struct gr_err *e, PGconn *db, const char *what)
 static int nparams(int sql)
 {
     int n = 0;
-    for (const char *p = gr_pg_sql[sql]; (p = strchr(p, '$'));)
-        if (*++p >= '1' && *p <= '9' && *p - '0' > n)
-            n = *p - '0';
+    for (const char *p = gr_pg_sql[sql]; (p = strchr(p, '$'));) {
+        int k = (int)strtol(p + 1, (char **)&p, 10); /* $$ of a function body reads as 0 */
+        if (k > n)
+            n = k;
+    }
     return n;
 }
 
@@ -63,7 +65,7 @@ static int nparams(int sql)
 static int prepare_all(PGconn *db, int from, int to, struct gr_err *e)
 {
     for (int i = from; i < to; i++) {
-        if (i == GR_SQL_BEGIN || i == GR_SQL_COMMIT || i == GR_SQL_ROLLBACK)
+        if (!gr_pg_sql[i] || i == GR_SQL_BEGIN || i == GR_SQL_COMMIT || i == GR_SQL_ROLLBACK)
             continue;
         Oid types[NPARAMS];
         for (int k = 0; k < NPARAMS; k++)
@@ -289,19 +291,30 @@ static int pg_tenant_bytes(void *impl, gr_store_tenant tenant, void *ctx, struct
     return GR_OK;
 }
 
-/* In binary, so that inputs come as their bytes; text columns are their bytes too. */
-static int pg_load_pending(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e)
+/* Renew, claim or release (store_backend.h). A claim answers in binary, so that inputs come as
+ * their bytes; its text columns (the epoch cast to text too) are their bytes as well. */
+static int pg_lease(void *impl, int sql, const char *owner, double lease_s, int limit, gr_store_pending pending,
+                    void *ctx, int *n, struct gr_err *e)
 {
-    PGresult *r = query(impl, GR_SQL_PENDING, NULL, 1, e);
-    if (!r)
+    char lim[16], secs[32];
+    snprintf(lim, sizeof lim, "%d", limit);
+    snprintf(secs, sizeof secs, "%.17g", lease_s);
+    const char *params[NPARAMS] = {NULL, lim, [10] = owner, [11] = secs};
+    PGconn *db = reader(impl, e);
+    if (!db)
         return GR_EIO;
-    for (int i = 0; i < PQntuples(r); i++) {
+    char name[16];
+    snprintf(name, sizeof name, "s%d", sql);
+    PGresult *r = PQexecPrepared(db, name, nparams(sql), params, NULL, NULL, sql == GR_SQL_CLAIM);
+    int ok = PQresultStatus(r) == (sql == GR_SQL_CLAIM ? PGRES_TUPLES_OK : PGRES_COMMAND_OK);
+    *n = ok && sql == GR_SQL_CLAIM ? PQntuples(r) : 0;
+    for (int i = 0; i < *n; i++) {
         int none = PQgetisnull(r, i, 2);
         pending(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), none ? NULL : PQgetvalue(r, i, 2),
-                none ? 0 : (size_t)PQgetlength(r, i, 2));
+                none ? 0 : (size_t)PQgetlength(r, i, 2), strtoll(PQgetvalue(r, i, 3), NULL, 10));
     }
     PQclear(r);
-    return GR_OK;
+    return ok ? GR_OK : db_fail(e, db, sql == GR_SQL_CLAIM ? "claiming jobs" : "renewing leases");
 }
 
 static int pg_ping(void *impl, struct gr_err *e)
@@ -326,11 +339,14 @@ static int writer_failed(struct pg *s, PGresult *r)
 /* Run writer statement sql with o's parameters; GR_OK (*changed: rows it touched) or -1. */
 static int run_op(struct pg *s, int sql, const struct gr_store_op *o, long *changed)
 {
-    char created[32], bytes[24], name[16];
+    char created[32], bytes[24], epoch[24], lease[32], name[16];
     snprintf(created, sizeof created, "%.17g", o->created);
     snprintf(bytes, sizeof bytes, "%lld", (long long)o->bytes);
+    snprintf(epoch, sizeof epoch, "%lld", (long long)o->epoch);
+    snprintf(lease, sizeof lease, "%.17g", o->lease_s);
     snprintf(name, sizeof name, "s%d", sql);
-    const char *v[NPARAMS] = {o->id, o->status, o->doc, o->opname, created, o->tenant, bytes, o->key, o->fingerprint};
+    const char *v[NPARAMS] = {o->id,          o->status, o->doc, o->opname, created, o->tenant, bytes, o->key,
+                              o->fingerprint, epoch,     o->owner, lease};
     int lengths[NPARAMS] = {0}, formats[NPARAMS] = {0};
     if (sql == GR_SQL_INPUT) {
         v[1] = o->input;
@@ -474,7 +490,7 @@ const struct gr_store_backend gr_pg_store = {
     .get_key = pg_get_key,
     .list = pg_list,
     .tenant_bytes = pg_tenant_bytes,
-    .load_pending = pg_load_pending,
+    .lease = pg_lease,
     .ping = pg_ping,
     .close = pg_close,
 };

@@ -14,8 +14,8 @@ extern const int gr_schema_nsteps, gr_pg_schema_nsteps;
  * 4 (tenant), one statement per filter combination so each is served by its own index; their
  * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op, ?5 tenant. The writes
  * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
- * ?8 idempotency key, ?9 its fingerprint, each naming those it needs (GR_SQL_INPUT, bound
- * apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
+ * ?8 idempotency key, ?9 its fingerprint, ?10 the job's epoch, ?11 the replica, ?12 its lease
+ * seconds, each naming those it needs (GR_SQL_INPUT, bound apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
  * parameter (cast where it is not) but GR_SQL_INPUT's $2 (bytea). */
 enum gr_sql_id {
     GR_SQL_LIST_ALL = 0,
@@ -32,6 +32,11 @@ enum gr_sql_id {
     GR_SQL_KEY_GET,        /* ?1 tenant, ?2 key, ?3 oldest created -> fingerprint, resource */
     GR_SQL_TENANT_BYTES,   /* -> tenant, bytes */
     GR_SQL_EXPIRED,        /* ?1 before id, ?2 limit -> id, doc */
+    /* shared stores (PostgreSQL) only, on the cluster thread's connection: $11 owner, $12 lease
+     * seconds (from the database's clock), $2 limit */
+    GR_SQL_RENEW,   /* the owner's queued and running jobs held for another lease */
+    GR_SQL_CLAIM,   /* at most $2 jobs whose lease ran out, now the owner's -> id, doc, input, epoch */
+    GR_SQL_RELEASE, /* the owner's queued jobs let go now */
     GR_SQL_NREAD,
     GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant */
     GR_SQL_INPUT,                 /* ?1 id, ?2 data */

@@ -76,7 +76,7 @@ static int query1(sqlite3 *db, const char *sql, char *buf, size_t n, struct gr_e
 static int prepare_all(sqlite3 *db, int from, int to, sqlite3_stmt **st, struct gr_err *e)
 {
     for (int i = from; i < to; i++)
-        if (sqlite3_prepare_v3(db, gr_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &st[i - from], NULL) !=
+        if (gr_sql[i] && sqlite3_prepare_v3(db, gr_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &st[i - from], NULL) !=
             SQLITE_OK)
             return db_fail(e, db, gr_sql[i]);
     return GR_OK;
@@ -459,7 +459,7 @@ static int sq_load_pending(void *impl, gr_store_pending pending, void *ctx, stru
         size_t bytes = (size_t)sqlite3_column_bytes(st, 2);
         if (!id || !doc || (!input && bytes))
             break;
-        pending(ctx, id, doc, input, bytes);
+        pending(ctx, id, doc, input, bytes, 1); /* one gpured per file: nothing fences */
     }
     int code = rc == SQLITE_DONE ? GR_OK : db_fail(e, r->db, "loading pending jobs");
     sqlite3_reset(st);

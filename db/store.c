@@ -29,6 +29,8 @@ struct gr_store {
     op_t *head, **tail;
     int closing;
     _Atomic uint64_t version;
+    char owner[64]; /* this replica on a shared store (gr_store_join) */
+    double lease_s;
 };
 
 static void commit_alone(struct gr_store *s, op_t *o)
@@ -240,6 +242,8 @@ static int push(struct gr_store *s, op_t *o)
 {
     if (!o)
         return GR_EINVAL;
+    o->owner = s->owner;
+    o->lease_s = s->lease_s;
     pthread_mutex_lock(&s->mu);
     int closing = s->closing;
     if (!closing) {
@@ -274,14 +278,17 @@ int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *
     return push(s, owned(o, own));
 }
 
-int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc,
+int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc, int64_t epoch,
                         gr_store_done done, void *ctx)
 {
     if (!s) {
         free(doc);
         return GR_EINVAL;
     }
-    return push(s, new_op(GR_SQL_UPDATE, id, status, doc, done, ctx));
+    op_t *o = new_op(GR_SQL_UPDATE, id, status, doc, done, ctx);
+    if (o)
+        o->epoch = epoch;
+    return push(s, o);
 }
 
 int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_owner *own, uint64_t bytes,
@@ -360,7 +367,33 @@ int gr_store_tenant_bytes(struct gr_store *s, gr_store_tenant tenant, void *ctx,
 
 int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx, struct gr_err *e)
 {
-    return s->b->load_pending(s->impl, pending, ctx, e);
+    if (!s->b->lease)
+        return s->b->load_pending(s->impl, pending, ctx, e);
+    enum { BATCH = 256 }; /* a claim per batch: one round trip takes many small jobs */
+    int n = BATCH, rc = GR_OK;
+    while (rc == GR_OK && n == BATCH)
+        rc = s->b->lease(s->impl, GR_SQL_CLAIM, s->owner, s->lease_s, BATCH, pending, ctx, &n, e);
+    return rc;
+}
+
+void gr_store_join(struct gr_store *s, const char *replica, double lease_s)
+{
+    snprintf(s->owner, sizeof s->owner, "%s", replica);
+    s->lease_s = lease_s;
+}
+
+int gr_store_shared(struct gr_store *s) { return s->b->lease != NULL; }
+
+int gr_store_renew(struct gr_store *s, struct gr_err *e)
+{
+    int n;
+    return s->b->lease ? s->b->lease(s->impl, GR_SQL_RENEW, s->owner, s->lease_s, 0, NULL, NULL, &n, e) : GR_OK;
+}
+
+int gr_store_release(struct gr_store *s, struct gr_err *e)
+{
+    int n;
+    return s->b->lease ? s->b->lease(s->impl, GR_SQL_RELEASE, s->owner, s->lease_s, 0, NULL, NULL, &n, e) : GR_OK;
 }
 
 uint64_t gr_store_version(struct gr_store *s) { return atomic_load(&s->version); }

@@ -60,8 +60,10 @@ int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *
                         const void *input, size_t input_bytes, const struct gr_owner *own, gr_store_done done,
                         void *ctx);
 
-/* Queue an update of a job's status and doc (doc becomes the store's). done may be NULL. */
-int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc,
+/* Queue an update of a job's status and doc (doc becomes the store's). done may be NULL. On a
+ * shared store the update is fenced: it changes nothing (done gets GR_ENOTFOUND) unless the job
+ * is still queued or running under this epoch, the one its holder got with it (1 at insert). */
+int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc, int64_t epoch,
                         gr_store_done done, void *ctx);
 
 /* Read one job of tenant scope (NULL: any tenant's): *doc (malloc'd, caller frees) and status
@@ -83,10 +85,12 @@ int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *statu
 int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
                           struct gr_err *e);
 
-/* Jobs left queued or running (oldest first), with their input, for re-queueing at
- * start-up. pending(ctx, id, doc, input, bytes) for each. GR_OK or GR_EIO. */
-typedef void (*gr_store_pending)(void *ctx, const char *id, const char *doc, const void *input,
-                                 size_t bytes);
+/* Jobs left queued or running, with their input, for re-queueing: pending(ctx, id, doc, input,
+ * bytes, epoch) for each. SQLite: every one (oldest first), at start-up. A shared store: those
+ * whose holder's lease ran out (a replica gone), each claimed for this replica under a new epoch
+ * (gr_store_join). GR_OK or GR_EIO. */
+typedef void (*gr_store_pending)(void *ctx, const char *id, const char *doc, const void *input, size_t bytes,
+                                 int64_t epoch);
 int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx,
                           struct gr_err *e);
 
@@ -116,6 +120,18 @@ int gr_store_get_key(struct gr_store *s, const char *tenant, const char *key, do
                      char resource[24], struct gr_err *e);
 /* Forget up to a thousand keys stored before time `before`; done as for the other writes. */
 int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, void *ctx);
+
+/* Replicas on a shared store (PostgreSQL): this one is `replica`, and the jobs it inserts or
+ * claims are its own for lease_s seconds at a time (by the database's clock). Call before the
+ * first write. */
+void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
+/* 1 for a store several replicas share (PostgreSQL), 0 for SQLite's file. */
+int gr_store_shared(struct gr_store *s);
+/* This replica's queued and running jobs held for another lease (renew), or its queued ones let
+ * go at once for others to claim (release, at a graceful stop). GR_OK (nothing to do on SQLite)
+ * or GR_EIO. On the calling thread's connection, not the writer's. */
+int gr_store_renew(struct gr_store *s, struct gr_err *e);
+int gr_store_release(struct gr_store *s, struct gr_err *e);
 
 /* The data directory the store was opened on. */
 const char *gr_store_data_dir(struct gr_store *s);

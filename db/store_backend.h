@@ -23,6 +23,9 @@ struct gr_store_op {
     char status[16];
     char tenant[65];
     int64_t bytes;
+    int64_t epoch;     /* an update's fence */
+    const char *owner; /* the replica, and its lease (gr_store_join) */
+    double lease_s;
     char *key; /* Idempotency-Key (malloc'd) or NULL */
     char fingerprint[65];
     char id[];
@@ -56,7 +59,12 @@ struct gr_store_backend {
     int (*list)(void *impl, int sql, const char *before, int limit, const char *status, const char *op,
                 const char *tenant, gr_store_row row, void *ctx, struct gr_err *e);
     int (*tenant_bytes)(void *impl, gr_store_tenant tenant, void *ctx, struct gr_err *e);
+    /* SQLite's: every job left queued or running. */
     int (*load_pending)(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e);
+    /* A shared store's (NULL on SQLite): run GR_SQL_RENEW, _CLAIM (at most limit jobs, each to
+     * pending; *n how many) or _RELEASE for owner on the calling thread's connection. */
+    int (*lease)(void *impl, int sql, const char *owner, double lease_s, int limit, gr_store_pending pending,
+                 void *ctx, int *n, struct gr_err *e);
     int (*ping)(void *impl, struct gr_err *e);
 
     /* Once the writer has stopped: every connection closed, impl freed. */

@@ -49,6 +49,9 @@ static const struct opt {
      10000000, "jobs one tenant may have queued or running (0: --queue-capacity)"},
     {"--tenant-max-bytes", "GPURED_TENANT_MAX_BYTES", K_SIZE, offsetof(struct gr_config, tenant_max_bytes), 0, 0,
      (long long)1 << 50, "bytes of datasets and kept results per tenant (0: no limit)"},
+    {"--lease", "GPURED_LEASE", K_DURATION, offsetof(struct gr_config, lease_s), 0, 1, 3600,
+     "replicas on PostgreSQL: a replica's hold on its jobs, renewed every third of it; others run them "
+     "once it runs out"},
     {"--result-ttl", "GPURED_RESULT_TTL", K_DURATION, offsetof(struct gr_config, result_ttl_s), 0, 0,
      (long long)1 << 40, "delete finished jobs and their results after this (e.g. 7d; 0: never)"},
     {"--max-connections", "GPURED_MAX_CONNECTIONS", K_INT, offsetof(struct gr_config, max_connections), 0, 16, 1000000,
@@ -146,6 +149,7 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .streams = 4,
                             .gpu_cache_bytes = -1,
                             .idempotency_ttl_s = 86400,
+                            .lease_s = 10,
                             .max_connections = 10000,
                             .max_connections_per_ip = 256,
                             .conn_timeout_s = 30,

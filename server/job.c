@@ -48,6 +48,7 @@ struct gr_job *gr_job_new(void)
     j->shape[1] = 1;
     j->status = GR_QUEUED;
     j->committed = -1;
+    j->epoch = 1;
     j->created_at = gr_now();
     snprintf(j->tenant, sizeof j->tenant, "default");
     snprintf(j->algorithm, sizeof j->algorithm, "auto");

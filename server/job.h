@@ -62,8 +62,10 @@ struct gr_job {
     /* state (jobs lock) */
     int status;    /* in memory */
     int counted;   /* held in its tenant's count of queued and running jobs until its final state is stored */
-    int committed; /* last status the store has committed; -1: not yet stored; -2: refused */
+    int committed; /* last status the store has committed; -1: not yet stored; -2: refused; -3: another
+                    * replica claimed it (its lease ran out here) */
     int refused;   /* why the store refused it (GR_ENOMEM: the disk is full) */
+    int64_t epoch; /* this replica's claim on it (store.h: fences a late final state), 1 at submit */
     double started_at, finished_at;
     struct gr_result result;
     /* a large result's datasets ("" when inline): the worker sets them before the final status */

@@ -195,7 +195,7 @@ void gr_jobs_delete_dataset_end(const char *id)
 static int satisfied(const struct gr_waiter *w, double now)
 {
     const struct gr_job *j = w->job;
-    if (j->committed == -2) /* the store refused it: answer now, the handler reports it */
+    if (j->committed == -2 || j->committed == -3) /* refused, or claimed away: answer now */
         return 1;
     if (j->committed < 0)
         return 0;
@@ -317,6 +317,29 @@ static void *timer_main(void *arg)
 
 /* --- store commits --- */
 
+/* Kept results of runs fenced out: no job names them, the sweep deletes them (mu held). */
+#define MAX_ORPHANS 256
+static char orphans[MAX_ORPHANS][24];
+static int norphans;
+
+static void orphan(const char *dataset)
+{
+    if (dataset[0] && norphans < MAX_ORPHANS)
+        snprintf(orphans[norphans++], sizeof orphans[0], "%s", dataset);
+    else if (dataset[0])
+        gr_log(GR_LOG_WARN, "dataset %s of a fenced-out run is left: delete it by hand", dataset);
+}
+
+int gr_jobs_take_orphans(char ids[][24], int max)
+{
+    pthread_mutex_lock(&mu);
+    int n = norphans < max ? norphans : max;
+    memcpy(ids, orphans[norphans - n], (size_t)n * sizeof orphans[0]);
+    norphans -= n;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 struct commit {
     struct gr_job *job;
     int status;
@@ -330,6 +353,14 @@ static void committed(struct gr_job *j, int status, int code)
     if (code == GR_OK) {
         if (status > j->committed)
             j->committed = status;
+    } else if (code == GR_ENOTFOUND && j->committed >= 0 && gr_store_shared(store)) {
+        /* fenced (store.h): this replica's lease ran out and another claimed the job; the other's
+         * run is the one kept, and what this run made goes */
+        gr_log(GR_LOG_WARN, "job %s: another replica claimed it (this one's lease ran out); its %s here is dropped",
+               j->id, gr_status_name(status));
+        j->committed = -3;
+        orphan(j->result_dataset);
+        orphan(j->indices_dataset);
     } else {
         gr_log(GR_LOG_ERROR, "job %s: the store did not keep status %s%s", j->id, gr_status_name(status),
                code == GR_ENOMEM ? " (the disk is full)" : "");
@@ -340,14 +371,15 @@ static void committed(struct gr_job *j, int status, int code)
     }
     /* the dataset is free to delete, and the tenant's count lower, before anyone hears that the
      * job ended */
-    if (GR_TERMINAL(j->committed) || j->committed == -2) {
+    int gone = GR_TERMINAL(j->committed) || j->committed == -2 || j->committed == -3;
+    if (gone) {
         unpin_job(j);
         if (j->counted)
             gr_tenant_drop_job(j->tenant);
         j->counted = 0;
     }
     collect(j, gr_mono_ms(), &fired);
-    if (GR_TERMINAL(j->committed) || j->committed == -2)
+    if (gone)
         table_remove(j);
     pthread_mutex_unlock(&mu);
     wake_list(fired);
@@ -376,7 +408,8 @@ static void store_write(struct gr_job *j, char *doc, int status, int insert)
     struct gr_owner own = {j->tenant, j->idem_key, j->idem_fp};
     int rc = insert ? gr_store_insert_job(store, j->id, j->op, gr_status_name(status), doc, j->input,
                                           j->input ? j->input_bytes : 0, &own, on_commit, c)
-                    : gr_store_update_job(store, j->id, gr_status_name(status), doc, on_commit, c);
+                    : gr_store_update_job(store, j->id, gr_status_name(status), doc,
+                                          __atomic_load_n(&j->epoch, __ATOMIC_RELAXED), on_commit, c);
     if (rc != GR_OK)
         on_commit(c, rc);
 }
@@ -577,7 +610,8 @@ static void *worker_main(void *arg)
             q->tail = NULL;
         q->count--;
         gr_metrics_queued(dev_of(q), -1);
-        int skip = j->status != GR_QUEUED || j->committed == -2; /* canceled, or never stored */
+        /* canceled, never stored, or claimed away by another replica */
+        int skip = j->status != GR_QUEUED || j->committed == -2 || j->committed == -3;
         pthread_mutex_unlock(&mu);
         if (!skip && !(broken(q) && moved(q, j)))
             run(w, j);
@@ -712,15 +746,23 @@ struct recover_ctx {
     int count;
 };
 
-static void recover_one(void *ctx, const char *id, const char *doc, const void *input, size_t bytes)
+static void recover_one(void *ctx, const char *id, const char *doc, const void *input, size_t bytes, int64_t epoch)
 {
     struct recover_ctx *rc = ctx;
     struct gr_job *j;
     struct gr_err e = {0};
+    pthread_mutex_lock(&mu);
+    struct gr_job *held = table_find(id);
+    if (held) /* this replica's own lease ran out while the job waited or ran: the same job, claimed anew */
+        __atomic_store_n(&held->epoch, epoch, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&mu);
+    if (held)
+        return;
     if (gr_job_restore(id, doc, input, bytes, &j, &e) != GR_OK) {
         gr_log(GR_LOG_ERROR, "recovery: %s", e.msg);
         return;
     }
+    j->epoch = epoch;
     /* a job's device may be gone (a GPU job restarted on a CPU-only machine): run it on the CPU */
     if (gr_jobs_route(j->device, &j->backend, &e) != GR_OK)
         j->backend = queues[0].backend;

@@ -36,6 +36,10 @@ int gr_jobs_start(struct gr_store *store, struct gr_backend **backends, int nbac
  * re-queued, or -1 with e filled. */
 int gr_jobs_recover(struct gr_err *e);
 
+/* Up to max kept results of runs fenced out (another replica claimed their job), taken from the
+ * list jobs keeps of them, for the sweep to delete. How many. */
+int gr_jobs_take_orphans(char ids[][24], int max);
+
 /* The backend for a requested device ("auto", "cpu", "gpu", "gpu:N"): GR_OK with *out,
  * GR_EINVAL (not a device name) or GR_EUNPROC (no such device here). */
 int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e);

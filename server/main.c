@@ -1,6 +1,7 @@
 /* main.c: gpured's entry point: settings, start-up order, signals and the orderly stop.
  * The main thread only starts things and then waits for SIGINT/SIGTERM. */
 #include "backend.h"
+#include "cluster.h"
 #include "config.h"
 #include "http.h"
 #include "jobs.h"
@@ -111,6 +112,7 @@ static int serve(struct gr_config *cfg)
         gr_log(GR_LOG_INFO, "device %s: %s", backends[i]->name, backends[i]->info.name);
 
     int port = 0, rc = 1;
+    gr_cluster_join(store, cfg->lease_s);
     if (gr_jobs_start(store, backends, nb, cfg->queue_capacity, &e) != GR_OK) {
         die("cannot start the workers", &e);
         goto out;
@@ -124,6 +126,10 @@ static int serve(struct gr_config *cfg)
         gr_log(GR_LOG_INFO, "re-queued %d unfinished job(s) from the store", recovered);
     if (gr_sweep_start(store, cfg->result_ttl_s, cfg->idempotency_ttl_s, &e) != GR_OK) {
         die("cannot start the retention sweep", &e);
+        goto out;
+    }
+    if (gr_cluster_start(&e) != GR_OK) {
+        die("cannot start the cluster thread", &e);
         goto out;
     }
     if (gr_api_start(cfg, store, &port, &e) != GR_OK) {
@@ -146,6 +152,7 @@ static int serve(struct gr_config *cfg)
     gr_jobs_pause();
     rc = 0;
 out:
+    gr_cluster_stop(); /* the workers are paused: the queued jobs are the other replicas' to claim */
     gr_sweep_stop();
     gr_jobs_stop_workers();
     gr_jobs_wake_all();

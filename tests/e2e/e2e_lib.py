@@ -245,6 +245,9 @@ class Server:
         self.env = dict(os.environ, **(env or {}))
         if STORE == "postgresql" and "GPURED_STORE" not in self.env:  # a database of its own
             self.env["GPURED_STORE"] = pg_cluster().create_db("e2e_%d" % len(_servers))
+            # a restart is a new replica: it runs the jobs left by the one killed once their lease
+            # runs out, so the suites' restarts wait 2 s for that rather than the default 10
+            self.env.setdefault("GPURED_LEASE", "2")
         self.flags = flags
         self.name = name
         self.proc = None

@@ -364,7 +364,7 @@ static void test_update(void **state)
     uint64_t v0 = gr_store_version(fx->s);
     char id[24];
     make_id(id, 3);
-    assert_int_equal(gr_store_update_job(fx->s, id, "running", make_doc(3, "running"), on_done, &r[1]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, "running", make_doc(3, "running"), 1, on_done, &r[1]), GR_OK);
     wait_done(2);
     assert_int_equal(r[1].calls, 1);
     assert_int_equal(r[1].code, GR_OK);
@@ -372,9 +372,9 @@ static void test_update(void **state)
     expect_job(fx, 3, "running", "running");
 
     /* done may be NULL; a later write's callback shows the earlier one is committed. */
-    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(3, "final"), NULL, NULL), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(3, "final"), 1, NULL, NULL), GR_OK);
     make_id(id, 4);
-    assert_int_equal(gr_store_update_job(fx->s, id, "failed", make_doc(4, "x"), on_done, &r[2]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, "failed", make_doc(4, "x"), 1, on_done, &r[2]), GR_OK);
     wait_done(3);
     assert_int_equal(r[2].code, GR_ENOTFOUND);
     expect_job(fx, 3, "succeeded", "final");
@@ -530,14 +530,17 @@ static const char *const pend_status[] = {"queued", "running", "succeeded", "fai
 
 struct pending_seen {
     int n, bad;
+    int64_t epoch; /* the one every pending job must come with */
     unsigned long long got[NPEND];
     unsigned char *input[NPEND];
     size_t bytes[NPEND];
 };
 
-static void on_pending(void *ctx, const char *id, const char *doc, const void *input, size_t bytes)
+static void on_pending(void *ctx, const char *id, const char *doc, const void *input, size_t bytes, int64_t epoch)
 {
     struct pending_seen *p = ctx;
+    if (epoch != p->epoch)
+        p->bad++;
     unsigned long long n = strtoull(id + 2, NULL, 16);
     char want[64];
     doc_text(want, sizeof want, n, pend_status[n % 5]);
@@ -547,6 +550,12 @@ static void on_pending(void *ctx, const char *id, const char *doc, const void *i
         return;
     }
     p->got[p->n++] = n;
+}
+
+static int cmp_ull(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
 }
 
 static void test_load_pending(void **state)
@@ -569,10 +578,13 @@ static void test_load_pending(void **state)
         assert_int_equal(r[n].code, GR_OK);
 
     struct gr_err e = {0};
+    p.epoch = fx->pg[0] ? 2 : 1; /* PostgreSQL: claimed (no replica holds them: no lease), epoch 2 */
     int rc = gr_store_load_pending(fx->s, on_pending, &p, &e);
     if (rc != GR_OK)
         fail_msg("load_pending: %s", e.msg);
     assert_int_equal(p.bad, 0);
+    if (fx->pg[0]) /* claims come in lease order, which need not be the ids' */
+        qsort(p.got, (size_t)p.n, sizeof p.got[0], cmp_ull);
     int k = 0;
     for (int n = 0; n < NPEND; n++)
         if (n % 5 < 2) {
@@ -582,6 +594,58 @@ static void test_load_pending(void **state)
     assert_int_equal(k, p.n);
     for (int n = 0; n < NPEND; n++)
         free(p.input[n]);
+}
+
+struct claimed {
+    int n;
+    char id[24];
+    int64_t epoch;
+};
+
+static void on_claimed(void *ctx, const char *id, const char *doc, const void *input, size_t bytes, int64_t epoch)
+{
+    struct claimed *c = ctx;
+    c->n++;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    c->epoch = epoch;
+}
+
+/* A shared store: a job held under a lease is not claimed; released, or its lease run out, it is
+ * (epoch 2); the old holder's final state is then fenced out, the new holder's kept. */
+static void test_leases_and_fence(void **state)
+{
+    struct fixture *fx = *state;
+    if (!fx->pg[0])
+        skip(); /* one SQLite file has one gpured: nothing is leased */
+    open_store(fx);
+    assert_true(gr_store_shared(fx->s));
+    gr_store_join(fx->s, "replica-a", 60);
+    struct rec r[4] = {{0}};
+    insert(fx, 1, GR_SUM, "queued", NULL, 0, &r[0]);
+    wait_done(1);
+    struct claimed c = {0};
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_load_pending(fx->s, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 0); /* held for 60 s */
+    assert_int_equal(gr_store_renew(fx->s, &e), GR_OK);
+    assert_int_equal(gr_store_release(fx->s, &e), GR_OK);
+    gr_store_join(fx->s, "replica-b", 60);
+    assert_int_equal(gr_store_load_pending(fx->s, on_claimed, &c, &e), GR_OK);
+    char id[24];
+    make_id(id, 1);
+    assert_int_equal(c.n, 1); /* let go: b claims it, under epoch 2 */
+    assert_string_equal(c.id, id);
+    assert_int_equal(c.epoch, 2);
+    assert_int_equal(gr_store_load_pending(fx->s, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 1); /* b holds it now */
+    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "late"), 1, on_done, &r[1]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "final"), 2, on_done, &r[2]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, "failed", make_doc(1, "after"), 2, on_done, &r[3]), GR_OK);
+    wait_done(4);
+    assert_int_equal(r[1].code, GR_ENOTFOUND); /* a's epoch passed */
+    assert_int_equal(r[2].code, GR_OK);
+    assert_int_equal(r[3].code, GR_ENOTFOUND); /* final already */
+    expect_job(fx, 1, "succeeded", "final");
 }
 
 /* Concurrency: writers on many threads, readers beside them. */
@@ -1020,6 +1084,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_write_isolated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_paging_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leases_and_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_acked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),

@@ -1,0 +1,98 @@
+/* cluster.c: replicas on a shared store. The cluster thread owns the renewals and claims (on its
+ * own store connection); gr_cluster_join and _stop run on the main thread. */
+#include "cluster.h"
+
+#include "jobs.h"
+#include "log.h"
+#include "store.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct gr_store *store;
+static int64_t lease;
+static pthread_t thread;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int started, stopping;
+
+void gr_cluster_join(struct gr_store *s, int64_t lease_s)
+{
+    store = s;
+    lease = lease_s;
+    if (!gr_store_shared(s))
+        return;
+    /* host-pid-random: readable in the store's owner column, never reused by a restart */
+    char host[64] = "gpured", id[96];
+    gethostname(host, sizeof host - 1);
+    unsigned r;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    r = (unsigned)t.tv_nsec ^ (unsigned)getpid() * 2654435761u;
+    snprintf(id, sizeof id, "%s-%d-%04x", host, (int)getpid(), r & 0xffff);
+    gr_store_join(s, id, (double)lease_s);
+    gr_log(GR_LOG_INFO, "replica %s on a shared store: it holds its jobs %lld s at a time", id, (long long)lease_s);
+}
+
+static void *cluster_main(void *arg)
+{
+    double renew_every = (double)lease * 1000 / 3, renewed = gr_mono_ms();
+    double claim_every = renew_every < 1000 ? renew_every : 1000;
+    pthread_mutex_lock(&mu);
+    while (!stopping) {
+        pthread_mutex_unlock(&mu);
+        struct gr_err e = {0};
+        if (gr_mono_ms() - renewed >= renew_every) {
+            if (gr_store_renew(store, &e) != GR_OK)
+                gr_log(GR_LOG_WARN, "renewing this replica's leases: %s", e.msg);
+            else
+                renewed = gr_mono_ms();
+        }
+        int n = gr_jobs_recover(&e);
+        if (n < 0)
+            gr_log(GR_LOG_WARN, "claiming the jobs of replicas gone: %s", e.msg);
+        else if (n)
+            gr_log(GR_LOG_WARN, "claimed %d job(s) whose replica's lease ran out", n);
+        pthread_mutex_lock(&mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ns = ts.tv_nsec + (long)(claim_every * 1e6);
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        while (!stopping && pthread_cond_timedwait(&cv, &mu, &ts) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+int gr_cluster_start(struct gr_err *e)
+{
+    if (!store || !gr_store_shared(store))
+        return GR_OK;
+    stopping = 0;
+    if (pthread_create(&thread, NULL, cluster_main, NULL))
+        return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the cluster thread");
+    started = 1;
+    return GR_OK;
+}
+
+void gr_cluster_stop(void)
+{
+    if (!started)
+        return;
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+    pthread_join(thread, NULL);
+    started = 0;
+    struct gr_err e = {0};
+    if (gr_store_release(store, &e) != GR_OK)
+        gr_log(GR_LOG_WARN, "handing this replica's queued jobs back: %s (they wait for the lease to run out)", e.msg);
+    else
+        gr_log(GR_LOG_INFO, "this replica's queued jobs are handed back to the others");
+}
