@@ -14,8 +14,10 @@ typedef int (*gr_dsfile_tap)(void *ctx, const void *data, size_t n);
 
 /* Create <data_dir>/datasets/ if missing and remove what a crash left there: the .tmp files
  * of interrupted uploads, and each .bin whose dataset keep(ctx, id) says has no row (a crash
- * between a file and its row). At start-up only. GR_OK or GR_EIO. */
-int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, struct gr_err *e);
+ * between a file and its row); of those last changed min_age_s ago or more (0: all; a folder
+ * replicas share holds others' uploads under way). At start-up only. GR_OK or GR_EIO. */
+int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, int64_t min_age_s,
+                   struct gr_err *e);
 
 /* Start writing dataset id's values: GR_OK with *f writing its .tmp (a writer thread puts the
  * bytes on disk and a second thread hands them to tap, both behind the caller), or GR_EIO or

@@ -67,7 +67,9 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                      " FROM (SELECT id FROM jobs WHERE status IN ('queued', 'running') AND lease < " NOW
                      " ORDER BY lease, id LIMIT $2::int FOR UPDATE SKIP LOCKED) c WHERE j.id = c.id"
                      " RETURNING j.id, j.doc, (SELECT data FROM job_inputs i WHERE i.id = j.id), j.epoch::text",
-    [GR_SQL_RELEASE] = "UPDATE jobs SET lease = 0 WHERE owner = $11 AND status = 'queued'",
+    /* no owner either, so that the holder's next renewal does not take them back */
+    [GR_SQL_RELEASE] = "UPDATE jobs SET lease = 0, owner = '' WHERE owner = $11 AND status = 'queued'"
+                       " AND NOT id = ANY ($2::text[])",
     [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease)"
                       " VALUES ($1, $2, $3, $4, $5::float8, $6, $11, " NOW " + $12::float8)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",

@@ -293,13 +293,13 @@ static int pg_tenant_bytes(void *impl, gr_store_tenant tenant, void *ctx, struct
 
 /* Renew, claim or release (store_backend.h). A claim answers in binary, so that inputs come as
  * their bytes; its text columns (the epoch cast to text too) are their bytes as well. */
-static int pg_lease(void *impl, int sql, const char *owner, double lease_s, int limit, gr_store_pending pending,
-                    void *ctx, int *n, struct gr_err *e)
+static int pg_lease(void *impl, int sql, const char *owner, double lease_s, int limit, const char *keep,
+                    gr_store_pending pending, void *ctx, int *n, struct gr_err *e)
 {
     char lim[16], secs[32];
     snprintf(lim, sizeof lim, "%d", limit);
     snprintf(secs, sizeof secs, "%.17g", lease_s);
-    const char *params[NPARAMS] = {NULL, lim, [10] = owner, [11] = secs};
+    const char *params[NPARAMS] = {NULL, keep ? keep : lim, [10] = owner, [11] = secs};
     PGconn *db = reader(impl, e);
     if (!db)
         return GR_EIO;

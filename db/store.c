@@ -31,6 +31,7 @@ struct gr_store {
     _Atomic uint64_t version;
     char owner[64]; /* this replica on a shared store (gr_store_join) */
     double lease_s;
+    int64_t file_age_s; /* dataset files without a row older than this are a crash's leftovers */
 };
 
 static void commit_alone(struct gr_store *s, op_t *o)
@@ -176,8 +177,11 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
     const char *where = url && !strncmp(url, "sqlite:", 7) && url[7] ? url + 7 : data_dir;
     if (code == GR_OK)
         code = pg ? gr_pg_store_open(url, &s->impl, e) : gr_sqlite_store_open(where, &s->impl, e);
+    /* replicas share the folder: an hour-old .tmp is no upload still under way, an hour-old .bin
+     * without a row no row still coming; alone on SQLite's file, whatever a crash left is */
+    s->file_age_s = pg ? 3600 : 0;
     if (code == GR_OK)
-        code = gr_dsfile_init(data_dir, has_dataset, s, e);
+        code = gr_dsfile_init(data_dir, has_dataset, s, s->file_age_s, e);
     if (code == GR_OK && !(s->have_writer = pthread_create(&s->writer, NULL, writer_main, s) == 0))
         code = gr_fail(e, GR_EIO, NULL, "store: cannot start the writer thread");
     if (code != GR_OK) {
@@ -195,6 +199,11 @@ void gr_store_close(struct gr_store *s)
 }
 
 const char *gr_store_backend_name(struct gr_store *s) { return s->b->name; }
+
+int gr_store_clean_files(struct gr_store *s, struct gr_err *e)
+{
+    return gr_dsfile_init(s->dir, has_dataset, s, s->file_age_s, e);
+}
 
 /* A write of statement sql. Takes doc in every case (NULL only for a delete). NULL with doc
  * freed if the arguments are bad or memory is out. */
@@ -365,14 +374,16 @@ int gr_store_tenant_bytes(struct gr_store *s, gr_store_tenant tenant, void *ctx,
     return s->b->tenant_bytes(s->impl, tenant, ctx, e);
 }
 
-int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx, struct gr_err *e)
+int gr_store_load_pending(struct gr_store *s, int limit, gr_store_pending pending, void *ctx, struct gr_err *e)
 {
     if (!s->b->lease)
         return s->b->load_pending(s->impl, pending, ctx, e);
     enum { BATCH = 256 }; /* a claim per batch: one round trip takes many small jobs */
-    int n = BATCH, rc = GR_OK;
-    while (rc == GR_OK && n == BATCH)
-        rc = s->b->lease(s->impl, GR_SQL_CLAIM, s->owner, s->lease_s, BATCH, pending, ctx, &n, e);
+    int left = limit > 0 ? limit : INT32_MAX, rc = GR_OK;
+    for (int want = BATCH, n = BATCH; rc == GR_OK && n == want && left > 0; left -= n) {
+        want = left < BATCH ? left : BATCH;
+        rc = s->b->lease(s->impl, GR_SQL_CLAIM, s->owner, s->lease_s, want, NULL, pending, ctx, &n, e);
+    }
     return rc;
 }
 
@@ -387,13 +398,25 @@ int gr_store_shared(struct gr_store *s) { return s->b->lease != NULL; }
 int gr_store_renew(struct gr_store *s, struct gr_err *e)
 {
     int n;
-    return s->b->lease ? s->b->lease(s->impl, GR_SQL_RENEW, s->owner, s->lease_s, 0, NULL, NULL, &n, e) : GR_OK;
+    return s->b->lease ? s->b->lease(s->impl, GR_SQL_RENEW, s->owner, s->lease_s, 0, NULL, NULL, NULL, &n, e)
+                       : GR_OK;
 }
 
-int gr_store_release(struct gr_store *s, struct gr_err *e)
+int gr_store_release(struct gr_store *s, char keep[][24], int nkeep, struct gr_err *e)
 {
-    int n;
-    return s->b->lease ? s->b->lease(s->impl, GR_SQL_RELEASE, s->owner, s->lease_s, 0, NULL, NULL, &n, e) : GR_OK;
+    if (!s->b->lease)
+        return GR_OK;
+    /* an array literal: ids are letters, digits and '_', nothing to quote */
+    char *ids = malloc((size_t)nkeep * 25 + 3), *p = ids;
+    if (!ids)
+        return gr_fail(e, GR_EIO, NULL, "store: out of memory");
+    *p++ = '{';
+    for (int i = 0; i < nkeep; i++)
+        p += sprintf(p, "%s%s", i ? "," : "", keep[i]);
+    strcpy(p, "}");
+    int n, rc = s->b->lease(s->impl, GR_SQL_RELEASE, s->owner, s->lease_s, 0, ids, NULL, NULL, &n, e);
+    free(ids);
+    return rc;
 }
 
 uint64_t gr_store_version(struct gr_store *s) { return atomic_load(&s->version); }

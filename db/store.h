@@ -23,6 +23,11 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
 /* "sqlite" or "postgresql". */
 const char *gr_store_backend_name(struct gr_store *s);
 
+/* Remove the dataset files a crash left (as at open): on a shared store, those an hour old, since
+ * younger ones may be another replica's upload under way (the retention sweep calls this there).
+ * GR_OK or GR_EIO. */
+int gr_store_clean_files(struct gr_store *s, struct gr_err *e);
+
 /* Commit everything still pending (running its callbacks), stop the writer, close every
  * connection. Safe on NULL. Not while a thread that has read from the store is exiting. */
 void gr_store_close(struct gr_store *s);
@@ -88,11 +93,10 @@ int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_
 /* Jobs left queued or running, with their input, for re-queueing: pending(ctx, id, doc, input,
  * bytes, epoch) for each. SQLite: every one (oldest first), at start-up. A shared store: those
  * whose holder's lease ran out (a replica gone), each claimed for this replica under a new epoch
- * (gr_store_join). GR_OK or GR_EIO. */
+ * (gr_store_join), at most limit of them (0: every one). GR_OK or GR_EIO. */
 typedef void (*gr_store_pending)(void *ctx, const char *id, const char *doc, const void *input, size_t bytes,
                                  int64_t epoch);
-int gr_store_load_pending(struct gr_store *s, gr_store_pending pending, void *ctx,
-                          struct gr_err *e);
+int gr_store_load_pending(struct gr_store *s, int limit, gr_store_pending pending, void *ctx, struct gr_err *e);
 
 /* Datasets: a row per dataset (its rendered resource, doc, and its size in bytes), written like
  * jobs through the writer; the values are files (dsfile.h) under gr_store_data_dir. Insert
@@ -127,11 +131,12 @@ int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, 
 void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
 /* 1 for a store several replicas share (PostgreSQL), 0 for SQLite's file. */
 int gr_store_shared(struct gr_store *s);
-/* This replica's queued and running jobs held for another lease (renew), or its queued ones let
- * go at once for others to claim (release, at a graceful stop). GR_OK (nothing to do on SQLite)
- * or GR_EIO. On the calling thread's connection, not the writer's. */
+/* This replica's queued and running jobs held for another lease (renew), or all of them but the
+ * nkeep ids of keep (the running ones: the store does not know which) let go at once for others
+ * to claim (release, at a graceful stop). GR_OK (nothing to do on SQLite) or GR_EIO. On the
+ * calling thread's connection, not the writer's. */
 int gr_store_renew(struct gr_store *s, struct gr_err *e);
-int gr_store_release(struct gr_store *s, struct gr_err *e);
+int gr_store_release(struct gr_store *s, char keep[][24], int nkeep, struct gr_err *e);
 
 /* The data directory the store was opened on. */
 const char *gr_store_data_dir(struct gr_store *s);

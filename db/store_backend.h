@@ -62,9 +62,10 @@ struct gr_store_backend {
     /* SQLite's: every job left queued or running. */
     int (*load_pending)(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e);
     /* A shared store's (NULL on SQLite): run GR_SQL_RENEW, _CLAIM (at most limit jobs, each to
-     * pending; *n how many) or _RELEASE for owner on the calling thread's connection. */
-    int (*lease)(void *impl, int sql, const char *owner, double lease_s, int limit, gr_store_pending pending,
-                 void *ctx, int *n, struct gr_err *e);
+     * pending; *n how many) or _RELEASE (all but the ids of keep, an array literal) for owner on
+     * the calling thread's connection. */
+    int (*lease)(void *impl, int sql, const char *owner, double lease_s, int limit, const char *keep,
+                 gr_store_pending pending, void *ctx, int *n, struct gr_err *e);
     int (*ping)(void *impl, struct gr_err *e);
 
     /* Once the writer has stopped: every connection closed, impl freed. */

@@ -16,8 +16,13 @@ static struct gr_store *store;
 static int64_t lease;
 static pthread_t thread;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t claim_mu = PTHREAD_MUTEX_INITIALIZER; /* held over a claim; leaving waits for it */
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int started, stopping;
+static int started, stopping, leaving;
+
+/* Claimed while this replica's queues hold fewer: the others take the rest, so the jobs of a
+ * replica gone spread over the survivors' free devices rather than queue behind one. */
+#define CLAIM_AHEAD 8
 
 void gr_cluster_join(struct gr_store *s, int64_t lease_s)
 {
@@ -51,7 +56,10 @@ static void *cluster_main(void *arg)
             else
                 renewed = gr_mono_ms();
         }
-        int n = gr_jobs_recover(&e);
+        pthread_mutex_lock(&claim_mu);
+        int want = leaving ? 0 : CLAIM_AHEAD - gr_jobs_queued();
+        int n = want > 0 ? gr_jobs_recover(want, &e) : 0;
+        pthread_mutex_unlock(&claim_mu);
         if (n < 0)
             gr_log(GR_LOG_WARN, "claiming the jobs of replicas gone: %s", e.msg);
         else if (n)
@@ -73,11 +81,26 @@ int gr_cluster_start(struct gr_err *e)
 {
     if (!store || !gr_store_shared(store))
         return GR_OK;
-    stopping = 0;
+    stopping = leaving = 0;
     if (pthread_create(&thread, NULL, cluster_main, NULL))
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the cluster thread");
     started = 1;
     return GR_OK;
+}
+
+void gr_cluster_leave(void)
+{
+    if (!started)
+        return;
+    pthread_mutex_lock(&claim_mu);
+    leaving = 1; /* after the claim under way, if any: what it took is let go below too */
+    pthread_mutex_unlock(&claim_mu);
+    struct gr_err e = {0};
+    char running[256][24]; /* the store has them as queued: they stay this replica's */
+    if (gr_store_release(store, running, gr_jobs_taken(running, 256), &e) != GR_OK)
+        gr_log(GR_LOG_WARN, "handing this replica's queued jobs back: %s (they wait for the lease to run out)", e.msg);
+    else
+        gr_log(GR_LOG_INFO, "this replica's queued jobs are handed back to the others");
 }
 
 void gr_cluster_stop(void)
@@ -90,9 +113,4 @@ void gr_cluster_stop(void)
     pthread_mutex_unlock(&mu);
     pthread_join(thread, NULL);
     started = 0;
-    struct gr_err e = {0};
-    if (gr_store_release(store, &e) != GR_OK)
-        gr_log(GR_LOG_WARN, "handing this replica's queued jobs back: %s (they wait for the lease to run out)", e.msg);
-    else
-        gr_log(GR_LOG_INFO, "this replica's queued jobs are handed back to the others");
 }

@@ -12,12 +12,17 @@ struct gr_store;
  * call before the first job is submitted or recovered. */
 void gr_cluster_join(struct gr_store *s, int64_t lease_s);
 
-/* Start the thread (not on SQLite): renew every lease/3, claim every second at most. GR_OK or
- * GR_EINTERNAL. */
+/* Start the thread (not on SQLite): renew every lease/3; every second claim a few of the jobs
+ * replicas gone left, while this one's queues are short. GR_OK or GR_EINTERNAL. */
 int gr_cluster_start(struct gr_err *e);
 
-/* Stop the thread, then let this replica's queued jobs go for the others to claim at once (the
- * workers are paused: nothing more starts here). Safe if it never started. */
+/* A graceful stop: claim no more, and let this replica's queued jobs go for the others to claim
+ * at once (the workers are paused: nothing more starts here). Leases on running jobs are still
+ * renewed until gr_cluster_stop. */
+void gr_cluster_leave(void);
+
+/* Stop the thread (after the running jobs' final states are queued to the store). Safe if it
+ * never started. */
 void gr_cluster_stop(void);
 
 #endif

@@ -25,7 +25,8 @@
 struct queue;
 struct worker {
     struct queue *q;
-    int lane; /* the backend lane this thread alone uses */
+    int lane;                /* the backend lane this thread alone uses */
+    struct gr_job *current; /* the job it took (mu) */
     pthread_t thread;
     int started;
 };
@@ -330,6 +331,18 @@ static void orphan(const char *dataset)
         gr_log(GR_LOG_WARN, "dataset %s of a fenced-out run is left: delete it by hand", dataset);
 }
 
+int gr_jobs_taken(char ids[][24], int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nqueues; i++)
+        for (int k = 0; k < queues[i].nworkers; k++)
+            if (queues[i].workers[k].current && n < max)
+                snprintf(ids[n++], sizeof ids[0], "%s", queues[i].workers[k].current->id);
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 int gr_jobs_take_orphans(char ids[][24], int max)
 {
     pthread_mutex_lock(&mu);
@@ -612,9 +625,13 @@ static void *worker_main(void *arg)
         gr_metrics_queued(dev_of(q), -1);
         /* canceled, never stored, or claimed away by another replica */
         int skip = j->status != GR_QUEUED || j->committed == -2 || j->committed == -3;
+        w->current = j;
         pthread_mutex_unlock(&mu);
         if (!skip && !(broken(q) && moved(q, j)))
             run(w, j);
+        pthread_mutex_lock(&mu);
+        w->current = NULL;
+        pthread_mutex_unlock(&mu);
         gr_job_unref(j);
         pthread_mutex_lock(&mu);
     }
@@ -777,10 +794,10 @@ static void recover_one(void *ctx, const char *id, const char *doc, const void *
     rc->count++;
 }
 
-int gr_jobs_recover(struct gr_err *e)
+int gr_jobs_recover(int limit, struct gr_err *e)
 {
     struct recover_ctx rc = {0};
-    if (gr_store_load_pending(store, recover_one, &rc, e) != GR_OK)
+    if (gr_store_load_pending(store, limit, recover_one, &rc, e) != GR_OK)
         return -1;
     return rc.count;
 }

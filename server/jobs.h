@@ -32,9 +32,13 @@ struct gr_waiter {
 int gr_jobs_start(struct gr_store *store, struct gr_backend **backends, int nbackends, int queue_capacity,
                   struct gr_err *e);
 
-/* Queue again the jobs the store holds as queued or running (start-up). Returns the count
- * re-queued, or -1 with e filled. */
-int gr_jobs_recover(struct gr_err *e);
+/* Queue again the jobs the store holds as queued or running (start-up), or on a shared store
+ * those a replica gone left (cluster.c), at most limit (0: all). Returns the count re-queued,
+ * or -1 with e filled. */
+int gr_jobs_recover(int limit, struct gr_err *e);
+
+/* The ids of the jobs the workers have taken (running, or about to), at most max. How many. */
+int gr_jobs_taken(char ids[][24], int max);
 
 /* Up to max kept results of runs fenced out (another replica claimed their job), taken from the
  * list jobs keeps of them, for the sweep to delete. How many. */

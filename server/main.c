@@ -117,7 +117,7 @@ static int serve(struct gr_config *cfg)
         die("cannot start the workers", &e);
         goto out;
     }
-    int recovered = gr_jobs_recover(&e);
+    int recovered = gr_jobs_recover(0, &e);
     if (recovered < 0) {
         die("cannot read unfinished jobs", &e);
         goto out;
@@ -150,9 +150,9 @@ static int serve(struct gr_config *cfg)
     gr_log(GR_LOG_WARN, "%s: stopping (the running job finishes; queued jobs stay queued)", strsignal(sig));
     gr_api_quiesce();
     gr_jobs_pause();
+    gr_cluster_leave(); /* the workers are paused: the queued jobs are the other replicas' to claim */
     rc = 0;
 out:
-    gr_cluster_stop(); /* the workers are paused: the queued jobs are the other replicas' to claim */
     gr_sweep_stop();
     gr_jobs_stop_workers();
     gr_jobs_wake_all();
@@ -161,6 +161,7 @@ out:
     for (int i = 0; i < 500 && (gr_jobs_parked() > 0 || gr_api_suspended() > 0); i++)
         usleep(10000);
     gr_api_stop();
+    gr_cluster_stop(); /* the running job's lease held until here: its final state is queued */
     gr_store_close(store); /* commits what is pending; its callbacks still reach the job table */
     gr_jobs_stop();
     for (int i = 0; i < nb; i++)

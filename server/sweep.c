@@ -78,6 +78,8 @@ int gr_sweep_once(struct gr_store *s, int64_t result_ttl_s, int64_t key_ttl_s, i
     char orphans[64][24];
     for (int i = 0, n = gr_jobs_take_orphans(orphans, 64); i < n; i++)
         drop_dataset(orphans[i]);
+    if (gr_store_shared(s) && gr_store_clean_files(s, e) != GR_OK)
+        return e ? e->code : GR_EIO;
     struct gr_store_wait w = GR_STORE_WAIT_INIT;
     gr_store_wait_add(&w, gr_store_expire_keys(s, gr_now() - (double)key_ttl_s, gr_store_wait_done, &w));
     int rc = gr_store_wait_all(&w);

@@ -153,7 +153,7 @@ static void test_queue_cancel_wait_recover(void **state)
     /* restart on the same store: c and d run, a and b do not run again */
     assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
     assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
-    assert_int_equal(gr_jobs_recover(&e), 2);
+    assert_int_equal(gr_jobs_recover(0, &e), 2);
     struct gr_job *again = gr_jobs_find(d->id, NULL);
     assert_non_null(again);
     wait_for(again, committed_of, GR_SUCCEEDED);

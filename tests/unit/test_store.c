@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -579,7 +580,7 @@ static void test_load_pending(void **state)
 
     struct gr_err e = {0};
     p.epoch = fx->pg[0] ? 2 : 1; /* PostgreSQL: claimed (no replica holds them: no lease), epoch 2 */
-    int rc = gr_store_load_pending(fx->s, on_pending, &p, &e);
+    int rc = gr_store_load_pending(fx->s, 0, on_pending, &p, &e);
     if (rc != GR_OK)
         fail_msg("load_pending: %s", e.msg);
     assert_int_equal(p.bad, 0);
@@ -625,18 +626,18 @@ static void test_leases_and_fence(void **state)
     wait_done(1);
     struct claimed c = {0};
     struct gr_err e = {0};
-    assert_int_equal(gr_store_load_pending(fx->s, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 0); /* held for 60 s */
     assert_int_equal(gr_store_renew(fx->s, &e), GR_OK);
-    assert_int_equal(gr_store_release(fx->s, &e), GR_OK);
+    assert_int_equal(gr_store_release(fx->s, NULL, 0, &e), GR_OK);
     gr_store_join(fx->s, "replica-b", 60);
-    assert_int_equal(gr_store_load_pending(fx->s, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
     char id[24];
     make_id(id, 1);
     assert_int_equal(c.n, 1); /* let go: b claims it, under epoch 2 */
     assert_string_equal(c.id, id);
     assert_int_equal(c.epoch, 2);
-    assert_int_equal(gr_store_load_pending(fx->s, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 1); /* b holds it now */
     assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "late"), 1, on_done, &r[1]), GR_OK);
     assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "final"), 2, on_done, &r[2]), GR_OK);
@@ -1027,6 +1028,9 @@ static void test_datasets(void **state)
         FILE *f = fopen(*name, "w");
         assert_non_null(f);
         fclose(f);
+        /* two hours old: on PostgreSQL younger ones may be another replica's, and stay */
+        struct timespec old[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+        assert_int_equal(utimensat(AT_FDCWD, *name, old, 0), 0);
     }
     gr_store_close(fx->s);
     fx->s = NULL;
@@ -1035,6 +1039,16 @@ static void test_datasets(void **state)
     assert_int_equal(access(orphan, F_OK), -1);
     assert_int_equal(access(kept, F_OK), 0);
     assert_int_equal(unlink(kept), 0);
+    if (fx->pg[0]) { /* a young .tmp in a shared folder may be another replica's upload: it stays */
+        FILE *f = fopen(tmp, "w");
+        assert_non_null(f);
+        fclose(f);
+        gr_store_close(fx->s);
+        fx->s = NULL;
+        open_store(fx);
+        assert_int_equal(access(tmp, F_OK), 0);
+        assert_int_equal(unlink(tmp), 0);
+    }
     assert_int_equal(gr_store_get_dataset(fx->s, id[2], NULL, &doc, &e), GR_OK);
     free(doc);
 }

@@ -1,0 +1,139 @@
+# test_cluster.py: three replicas on one PostgreSQL database and one data directory (label pg
+# only), as a Deployment with replicas: 3 runs them. What one replica accepted reads the same
+# through the others (jobs, lists, datasets and the jobs on them). A replica killed with -9 while
+# it holds a running job and a queue of others loses none of them: once its lease runs out the
+# survivors claim and run them, each ends succeeded with the right answer, one final state each,
+# and no dataset file lacks its row. A replica stopped with SIGTERM hands its queued jobs back at
+# once: the others finish them while its own running job still runs.
+import os
+import random
+import time
+
+import e2e_lib as L
+from e2e_lib import CHECK
+
+LEASE = "2"
+
+
+def replicas(n):
+    first = L.Server(name="replica-0", env={"GPURED_LEASE": LEASE}).start()
+    shared = {"GPURED_STORE": first.env["GPURED_STORE"], "GPURED_LEASE": LEASE}
+    return [first] + [L.Server(data_dir=first.data_dir, name="replica-%d" % k, env=shared).start()
+                      for k in range(1, n)]
+
+
+def small_jobs(rng, n):
+    out = []
+    for _ in range(n):
+        xs = [rng.randrange(-10**6, 10**6) for _ in range(rng.randrange(1, 300))]
+        out.append(({"op": "sum", "dtype": "int64", "data": xs, "device": "cpu"}, sum(xs)))
+    return out
+
+
+def submit(srv, jobs):
+    """Accepted ids -> expected sum."""
+    answers = srv.batch([dict(method="POST", path="/v1/jobs", body=b) for b, _ in jobs], parallel=4)
+    CHECK.eq([a.status for a in answers], [202] * len(jobs), "%s accepts every job" % srv.name)
+    return {a.json()["id"]: want for (_, want), a in zip(jobs, answers) if a.status == 202}
+
+
+def finish_through(srv, expect, what):
+    done = {}
+    for jid in sorted(expect):
+        job = {}
+        for _ in range(12):  # ?wait= answers at once for a job another replica holds: poll
+            r = srv.req("GET", "/v1/jobs/%s?wait=5" % jid)
+            job = r.json() if r.status == 200 else {}
+            if job.get("status") in L.TERMINAL:
+                break
+            time.sleep(0.5)
+        CHECK.eq((job.get("status"), (job.get("result") or {}).get("value")), ("succeeded", expect[jid]),
+                 "%s: job %s" % (what, jid))
+        done[jid] = job
+    return done
+
+
+def cross_replica(rs, rng):
+    a, b, c = rs
+    body, want = small_jobs(rng, 1)[0]
+    r = a.req("POST", "/v1/jobs", body, {"Prefer": "wait=10"})
+    CHECK.eq((r.status, r.json().get("result", {}).get("value")), (200, want), "a job through replica 0")
+    jid = r.json()["id"]
+    for other in (b, c):
+        g = other.req("GET", "/v1/jobs/" + jid)
+        CHECK.eq((g.status, g.json().get("result")), (200, r.json().get("result")), "the job read through %s" % other.name)
+        ids = [j["id"] for j in other.get_json("/v1/jobs?limit=10")["jobs"]]
+        CHECK.ok(jid in ids, "listed by %s" % other.name)
+    values = [rng.randrange(-1000, 1000) for _ in range(1000)]
+    up = b.req("POST", "/v1/datasets?dtype=int32&shape=1000", b"".join(v.to_bytes(4, "little", signed=True) for v in values),
+               {"Content-Type": "application/octet-stream"})
+    CHECK.eq(up.status, 201, "a dataset through replica 1")
+    ds = up.json().get("id", "d_0")
+    r = c.req("POST", "/v1/jobs", {"op": "max", "dataset": ds, "device": "cpu"}, {"Prefer": "wait=10"})
+    CHECK.eq((r.status, r.json().get("result", {}).get("value")), (200, max(values)),
+             "a job through replica 2 on replica 1's dataset")
+    CHECK.eq(a.req("GET", "/v1/datasets/" + ds).json().get("sha256"), up.json().get("sha256"),
+             "the dataset read through replica 0")
+
+
+def killed(rs, rng):
+    a, b, c = rs
+    blocker = L.cpu_blocker(a, 6)
+    CHECK.eq(blocker.status, 202, "a long job holds replica 0's CPU")
+    expect = submit(a, small_jobs(rng, 30))  # queued behind it, held by replica 0
+    a.kill9()
+    t0 = time.monotonic()
+    done = finish_through(b, expect, "after replica 0 was killed")
+    print("the survivors finished the killed replica's %d queued jobs %.1f s after the kill (lease %s s)"
+          % (len(expect), time.monotonic() - t0, LEASE), flush=True)
+    bench = b.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"]).json()
+    for _ in range(120):
+        if bench.get("status") in L.TERMINAL:
+            break
+        time.sleep(0.5)
+        bench = b.req("GET", "/v1/jobs/" + blocker.json()["id"]).json()
+    CHECK.eq(bench.get("status"), "succeeded", "the job running on the killed replica ran again elsewhere")
+    rows = L.store_rows(b, "SELECT id, status, owner, epoch FROM jobs WHERE id IN (%s)"
+                        % ",".join("'%s'" % j for j in list(expect) + [blocker.json()["id"]]))
+    CHECK.eq(len(rows), len(expect) + 1, "one row each")
+    CHECK.ok(all(r[1] == "succeeded" and int(r[3]) >= 2 for r in rows),
+             "each claimed anew (epoch 2 or more) and succeeded once")
+    return done
+
+
+def handed_back(rs, rng):
+    b, c = rs[1], rs[2]
+    blocker = L.cpu_blocker(b, 8)
+    expect = submit(b, small_jobs(rng, 20))
+    b.proc.send_signal(15)
+    done = finish_through(c, expect, "after replica 1 got SIGTERM")
+    rc = b.proc.wait(120)
+    CHECK.eq(rc, 0, "replica 1 exits 0 once its running job is done")
+    bench = c.get_json("/v1/jobs/" + blocker.json()["id"])
+    last = max(j.get("finished_at") or "" for j in done.values())
+    CHECK.ok(bench.get("finished_at") and last < bench["finished_at"],
+             "the queued jobs finished elsewhere before replica 1's running job did (%s < %s)"
+             % (last, bench.get("finished_at")))
+    CHECK.ok(any("handed back" in line for line in b.log), "replica 1 says it handed its queued jobs back")
+
+
+def no_orphans(srv):
+    rows = {r[0] for r in L.store_rows(srv, "SELECT id FROM datasets")}
+    files = {f[:-4] for f in os.listdir(os.path.join(srv.data_dir, "datasets")) if f.endswith(".bin")}
+    CHECK.eq(sorted(files - rows), [], "no dataset file without its row")
+    CHECK.eq(sorted(rows - files), [], "no dataset row without its file")
+
+
+def main():
+    if L.STORE != "postgresql":
+        raise L.Skip("replicas share a PostgreSQL store; this suite runs with GPURED_TEST_STORE=postgresql")
+    rng = random.Random(7)
+    rs = replicas(3)
+    cross_replica(rs, rng)
+    killed(rs, rng)
+    handed_back(rs, rng)
+    no_orphans(rs[2])
+    L.check_stop(rs[2])
+
+
+L.run_suite(main)
