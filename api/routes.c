@@ -11,6 +11,7 @@
 #include "headers.h"
 #include "id.h"
 #include "idempotency.h"
+#include "log.h"
 #include "parse.h"
 #include "results.h"
 #include "routes_ops.h"
@@ -344,9 +345,17 @@ static void cancel_job(struct gr_req *r)
         gr_park(r, answer_job);
         return;
     }
-    if (rc == GR_ENOTFOUND) { /* not in flight: finished long ago, or never existed */
-        char *doc = NULL, status[16];
-        rc = gr_store_get_job(gr_api_store, r->id, gr_scope(r), &doc, status, &e);
+    if (rc == GR_ENOTFOUND) { /* not in flight here: another replica's, finished, or never existed */
+        char *doc = NULL, status[16], now[40];
+        gr_rfc3339(gr_now(), now, sizeof now);
+        rc = gr_store_cancel_job(gr_api_store, r->id, gr_scope(r), now, &doc, &e);
+        if (rc == GR_OK) {
+            gr_log(GR_LOG_INFO, "job %s canceled (another replica held it)", r->id);
+            gr_respond(r, 200, "application/json", doc, strlen(doc), NULL);
+            return;
+        }
+        if (rc == GR_ENOTFOUND)
+            rc = gr_store_get_job(gr_api_store, r->id, gr_scope(r), &doc, status, &e);
         free(doc);
         if (rc == GR_OK)
             gr_fail(&e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled", r->id, status);

@@ -70,6 +70,10 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     /* no owner either, so that the holder's next renewal does not take them back */
     [GR_SQL_RELEASE] = "UPDATE jobs SET lease = 0, owner = '' WHERE owner = $11 AND status = 'queued'"
                        " AND NOT id = ANY ($2::text[])",
+    /* its holder's final state is then fenced out (GR_SQL_UPDATE wants it queued or running) */
+    [GR_SQL_CANCEL] = "UPDATE jobs SET status = 'canceled', doc = jsonb_set(jsonb_set(doc::jsonb, '{status}',"
+                      " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"
+                      " AND ($2::text IS NULL OR tenant = $2) RETURNING doc",
     [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease)"
                       " VALUES ($1, $2, $3, $4, $5::float8, $6, $11, " NOW " + $12::float8)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",

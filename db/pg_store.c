@@ -324,6 +324,19 @@ static int pg_ping(void *impl, struct gr_err *e)
     return r ? GR_OK : GR_EIO;
 }
 
+static int pg_cancel(void *impl, const char *id, const char *scope, const char *now, char **doc,
+                     struct gr_err *e)
+{
+    const char *params[] = {id, scope, now};
+    PGresult *r = query(impl, GR_SQL_CANCEL, params, 0, e);
+    if (!r)
+        return GR_EIO;
+    int code = PQntuples(r) == 0 ? GR_ENOTFOUND : (*doc = strdup(PQgetvalue(r, 0, 0))) ? GR_OK
+                                                 : gr_fail(e, GR_EIO, NULL, "store: out of memory");
+    PQclear(r);
+    return code;
+}
+
 /* --- the writer --- */
 
 /* Keep the writer's failure (r NULL: the connection's) for failed and message; returns -1. */
@@ -491,6 +504,7 @@ const struct gr_store_backend gr_pg_store = {
     .list = pg_list,
     .tenant_bytes = pg_tenant_bytes,
     .lease = pg_lease,
+    .cancel = pg_cancel,
     .ping = pg_ping,
     .close = pg_close,
 };

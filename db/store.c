@@ -395,6 +395,13 @@ void gr_store_join(struct gr_store *s, const char *replica, double lease_s)
 
 int gr_store_shared(struct gr_store *s) { return s->b->lease != NULL; }
 
+int gr_store_cancel_job(struct gr_store *s, const char *id, const char *scope, const char *now, char **doc,
+                        struct gr_err *e)
+{
+    *doc = NULL;
+    return s->b->cancel ? s->b->cancel(s->impl, id, scope, now, doc, e) : GR_ENOTFOUND;
+}
+
 int gr_store_renew(struct gr_store *s, struct gr_err *e)
 {
     int n;

@@ -138,6 +138,12 @@ int gr_store_shared(struct gr_store *s);
 int gr_store_renew(struct gr_store *s, struct gr_err *e);
 int gr_store_release(struct gr_store *s, char keep[][24], int nkeep, struct gr_err *e);
 
+/* Cancel a queued job of tenant scope (NULL: any) that another replica holds, at time now
+ * (RFC 3339): *doc (malloc'd) its stored state. Its holder's final state is fenced out then.
+ * GR_OK, GR_ENOTFOUND (no such queued job; always on SQLite, where none is another's) or GR_EIO. */
+int gr_store_cancel_job(struct gr_store *s, const char *id, const char *scope, const char *now, char **doc,
+                        struct gr_err *e);
+
 /* The data directory the store was opened on. */
 const char *gr_store_data_dir(struct gr_store *s);
 

@@ -367,9 +367,10 @@ static void committed(struct gr_job *j, int status, int code)
         if (status > j->committed)
             j->committed = status;
     } else if (code == GR_ENOTFOUND && j->committed >= 0 && gr_store_shared(store)) {
-        /* fenced (store.h): this replica's lease ran out and another claimed the job; the other's
-         * run is the one kept, and what this run made goes */
-        gr_log(GR_LOG_WARN, "job %s: another replica claimed it (this one's lease ran out); its %s here is dropped",
+        /* fenced (store.h): another replica canceled the job, or claimed it once this one's lease
+         * ran out; the store's state is the one kept, and what this run made goes */
+        gr_log(GR_LOG_WARN, "job %s: another replica canceled it, or claimed it once this one's lease ran out; its "
+                            "%s here is dropped",
                j->id, gr_status_name(status));
         j->committed = -3;
         orphan(j->result_dataset);

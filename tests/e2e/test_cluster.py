@@ -3,7 +3,7 @@
 # through the others (jobs, lists, datasets and the jobs on them). A replica killed with -9 while
 # it holds a running job and a queue of others loses none of them: once its lease runs out the
 # survivors claim and run them, each ends succeeded with the right answer, one final state each,
-# and no dataset file lacks its row. A replica stopped with SIGTERM hands its queued jobs back at
+# and no dataset file lacks its row. A job queued on one replica is canceled through another. A replica stopped with SIGTERM hands its queued jobs back at
 # once: the others finish them while its own running job still runs.
 import os
 import random
@@ -76,6 +76,24 @@ def cross_replica(rs, rng):
              "the dataset read through replica 0")
 
 
+def canceled_elsewhere(rs, rng):
+    """A job queued on replica 0 canceled through replica 1: canceled everywhere, and replica 0's
+    run of it (it had it queued) is fenced out."""
+    a, b, c = rs
+    blocker = L.cpu_blocker(a, 3)
+    body, _ = small_jobs(rng, 1)[0]
+    jid = a.req("POST", "/v1/jobs", body).json()["id"]
+    r = b.req("DELETE", "/v1/jobs/" + jid)
+    CHECK.eq((r.status, r.json().get("status")), (200, "canceled"), "a queued job canceled through another replica")
+    a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
+    deadline = time.time() + 30
+    while not any(jid in line and "dropped" in line for line in a.log) and time.time() < deadline:
+        time.sleep(0.2)
+    CHECK.ok(any(jid in line and "dropped" in line for line in a.log), "replica 0's own run of it is dropped")
+    for srv in rs:
+        CHECK.eq(srv.get_json("/v1/jobs/" + jid).get("status"), "canceled", "canceled as read through %s" % srv.name)
+
+
 def killed(rs, rng):
     a, b, c = rs
     blocker = L.cpu_blocker(a, 6)
@@ -130,6 +148,7 @@ def main():
     rng = random.Random(7)
     rs = replicas(3)
     cross_replica(rs, rng)
+    canceled_elsewhere(rs, rng)
     killed(rs, rng)
     handed_back(rs, rng)
     no_orphans(rs[2])
