@@ -358,6 +358,35 @@ def check_binary(tokens_file, toks):
     L.check_stop(srv)
 
 
+def check_k8s_replicas(yaml):
+    """The replicas overlay: three pods on the PostgreSQL store its Secret names, rolling updates,
+    the datasets' volume ReadWriteMany, and PostgreSQL for evaluation; kustomize builds it where
+    kubectl is installed."""
+    kz = yaml.safe_load(read("deploy", "k8s-replicas", "kustomization.yaml"))
+    CHECK.eq(sorted(kz.get("resources", [])), ["../k8s", "postgres.yaml"], "the overlay builds on deploy/k8s")
+    dep = yaml.safe_load(read("deploy", "k8s-replicas", "deployment-patch.yaml"))["spec"]
+    CHECK.eq((dep["replicas"], dep["strategy"]["type"]), (3, "RollingUpdate"), "three replicas, rolling updates")
+    env = {e["name"]: e for e in dep["template"]["spec"]["containers"][0]["env"]}
+    CHECK.eq(env.get("GPURED_STORE", {}).get("valueFrom", {}).get("secretKeyRef"), {"name": "gpured-postgres", "key": "url"},
+             "the store's URL (with its password) comes from a Secret")
+    pvc = yaml.safe_load(read("deploy", "k8s-replicas", "pvc-patch.yaml"))
+    CHECK.eq(pvc["spec"]["accessModes"], ["ReadWriteMany"], "the replicas share the datasets' volume")
+    kinds = [d["kind"] for d in yaml.safe_load_all(read("deploy", "k8s-replicas", "postgres.yaml"))]
+    CHECK.eq(sorted(kinds), ["Service", "StatefulSet"], "PostgreSQL for evaluation")
+    if shutil.which("kubectl"):
+        p = subprocess.run(["kubectl", "kustomize", os.path.join(SRC, "deploy", "k8s-replicas")], capture_output=True,
+                           text=True, timeout=120)
+        if CHECK.eq(p.returncode, 0, "kubectl kustomize deploy/k8s-replicas: %s" % p.stderr[-300:]):
+            built = {d["kind"]: d for d in yaml.safe_load_all(p.stdout)}
+            env = [e["name"] for e in built["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]]
+            CHECK.ok({"GPURED_STORE", "GPURED_TOKENS_FILE"} <= set(env), "the built pods have the store and the tokens")
+    compose = yaml.safe_load(read("deploy", "compose.yaml"))["services"]
+    reps = [n for n, svc in compose.items() if "replicas" in svc.get("profiles", []) and n != "postgres"]
+    CHECK.eq(len(reps), 2, "compose's profile replicas runs two replicas")
+    CHECK.ok(all(compose[n]["environment"]["GPURED_STORE"].startswith("postgresql://") for n in reps),
+             "on the postgres service")
+
+
 def main():
     L.store_independent("test_deploy")
     import yaml
@@ -365,6 +394,7 @@ def main():
     data_dir, tokens_file = check_dockerfile()
     check_compose(yaml, data_dir, tokens_file)
     check_k8s(yaml, tokens_file)
+    check_k8s_replicas(yaml)
     check_systemd()
     check_readme()
     check_binary(tokens_file, toks)
