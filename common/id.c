@@ -8,8 +8,16 @@
 #include <time.h>
 
 /* Ids are microseconds since the epoch, made strictly increasing: time-ordered, so the store
- * lists newest first by id alone, and unique across restarts of one server. */
+ * lists newest first by id alone, and unique across restarts of one server. Replicas sharing a
+ * store each take the ids of one residue modulo the stride, so none makes another's. */
 static _Atomic uint64_t last_id;
+static uint64_t stride = 1, slot;
+
+void gr_id_space(unsigned n, unsigned k)
+{
+    stride = n ? n : 1;
+    slot = k % stride;
+}
 
 static uint64_t next_id(void)
 {
@@ -17,9 +25,10 @@ static uint64_t next_id(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
     uint64_t prev = atomic_load(&last_id), want;
-    do
+    do {
         want = now > prev ? now : prev + 1;
-    while (!atomic_compare_exchange_weak(&last_id, &prev, want));
+        want += (slot + stride - want % stride) % stride; /* the next of this replica's residue */
+    } while (!atomic_compare_exchange_weak(&last_id, &prev, want));
     return want;
 }
 

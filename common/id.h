@@ -7,6 +7,11 @@
 
 #define GR_ID_LEN 18 /* "x_" + 16 hex digits */
 
+/* Replicas on one store: from now on every id is k modulo n (n distinct k: distinct ids). At
+ * start-up, before the first id. A burst of more than 1/n ids per microsecond runs ahead of the
+ * clock, as any burst past one per microsecond does. */
+void gr_id_space(unsigned n, unsigned k);
+
 /* A fresh id with this prefix letter into buf (len > GR_ID_LEN). */
 void gr_id_new(char prefix, char *buf, size_t len);
 

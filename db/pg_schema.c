@@ -33,7 +33,9 @@ const char *const gr_pg_schema_steps[] = {
     "ALTER TABLE jobs ADD COLUMN owner text NOT NULL DEFAULT '', ADD COLUMN lease double precision NOT NULL DEFAULT 0,"
     "                 ADD COLUMN epoch bigint NOT NULL DEFAULT 1;"
     "CREATE INDEX jobs_held ON jobs(owner) WHERE status IN ('queued', 'running');"
-    "CREATE INDEX jobs_lease ON jobs(lease, id) WHERE status IN ('queued', 'running');",
+    "CREATE INDEX jobs_lease ON jobs(lease, id) WHERE status IN ('queued', 'running');"
+    /* each replica's ids in a residue of its own (common/id.c), taken from this at start */
+    "CREATE SEQUENCE gpured_replicas;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -74,6 +76,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_CANCEL] = "UPDATE jobs SET status = 'canceled', doc = jsonb_set(jsonb_set(doc::jsonb, '{status}',"
                       " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"
                       " AND ($2::text IS NULL OR tenant = $2) RETURNING doc",
+    [GR_SQL_SLOT] = "SELECT nextval('gpured_replicas')",
     [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease)"
                       " VALUES ($1, $2, $3, $4, $5::float8, $6, $11, " NOW " + $12::float8)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",

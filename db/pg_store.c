@@ -324,6 +324,16 @@ static int pg_ping(void *impl, struct gr_err *e)
     return r ? GR_OK : GR_EIO;
 }
 
+static int pg_slot(void *impl, long long *n, struct gr_err *e)
+{
+    PGresult *r = query(impl, GR_SQL_SLOT, NULL, 0, e);
+    if (!r)
+        return GR_EIO;
+    *n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return GR_OK;
+}
+
 static int pg_cancel(void *impl, const char *id, const char *scope, const char *now, char **doc,
                      struct gr_err *e)
 {
@@ -505,6 +515,7 @@ const struct gr_store_backend gr_pg_store = {
     .tenant_bytes = pg_tenant_bytes,
     .lease = pg_lease,
     .cancel = pg_cancel,
+    .slot = pg_slot,
     .ping = pg_ping,
     .close = pg_close,
 };

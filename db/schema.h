@@ -38,6 +38,7 @@ enum gr_sql_id {
     GR_SQL_CLAIM,   /* at most $2 jobs whose lease ran out, now the owner's -> id, doc, input, epoch */
     GR_SQL_RELEASE, /* the owner's queued jobs but those of array $2 let go now */
     GR_SQL_CANCEL,  /* ?1 id, ?2 tenant or NULL, ?3 the time: a queued job another replica holds -> doc */
+    GR_SQL_SLOT,    /* a number no replica started before has had -> n */
     GR_SQL_NREAD,
     GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant */
     GR_SQL_INPUT,                 /* ?1 id, ?2 data */

@@ -395,6 +395,12 @@ void gr_store_join(struct gr_store *s, const char *replica, double lease_s)
 
 int gr_store_shared(struct gr_store *s) { return s->b->lease != NULL; }
 
+int gr_store_slot(struct gr_store *s, long long *n, struct gr_err *e)
+{
+    *n = 0;
+    return s->b->slot ? s->b->slot(s->impl, n, e) : GR_OK;
+}
+
 int gr_store_cancel_job(struct gr_store *s, const char *id, const char *scope, const char *now, char **doc,
                         struct gr_err *e)
 {

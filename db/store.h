@@ -129,6 +129,8 @@ int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, 
  * claims are its own for lease_s seconds at a time (by the database's clock). Call before the
  * first write. */
 void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
+/* A number no replica that joined this store before has had (*n; 0 on SQLite). GR_OK or GR_EIO. */
+int gr_store_slot(struct gr_store *s, long long *n, struct gr_err *e);
 /* 1 for a store several replicas share (PostgreSQL), 0 for SQLite's file. */
 int gr_store_shared(struct gr_store *s);
 /* This replica's queued and running jobs held for another lease (renew), or all of them but the

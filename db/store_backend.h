@@ -61,6 +61,8 @@ struct gr_store_backend {
     int (*tenant_bytes)(void *impl, gr_store_tenant tenant, void *ctx, struct gr_err *e);
     /* SQLite's: every job left queued or running. */
     int (*load_pending)(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e);
+    /* A shared store's (NULL on SQLite): a number no replica started before got (*n). */
+    int (*slot)(void *impl, long long *n, struct gr_err *e);
     /* A shared store's (NULL on SQLite): cancel a queued job another replica holds (*doc its
      * new state; GR_OK, GR_ENOTFOUND or GR_EIO). */
     int (*cancel)(void *impl, const char *id, const char *scope, const char *now, char **doc, struct gr_err *e);

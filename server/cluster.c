@@ -2,6 +2,7 @@
  * own store connection); gr_cluster_join and _stop run on the main thread. */
 #include "cluster.h"
 
+#include "id.h"
 #include "jobs.h"
 #include "log.h"
 #include "store.h"
@@ -19,6 +20,10 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t claim_mu = PTHREAD_MUTEX_INITIALIZER; /* held over a claim; leaving waits for it */
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int started, stopping, leaving;
+
+/* Replicas started one after another get distinct ids while fewer than this many started since
+ * the oldest one still running (id.h). */
+#define ID_STRIDE 32
 
 /* Claimed while this replica's queues hold fewer: the others take the rest, so the jobs of a
  * replica gone spread over the survivors' free devices rather than queue behind one. */
@@ -39,7 +44,13 @@ void gr_cluster_join(struct gr_store *s, int64_t lease_s)
     r = (unsigned)t.tv_nsec ^ (unsigned)getpid() * 2654435761u;
     snprintf(id, sizeof id, "%s-%d-%04x", host, (int)getpid(), r & 0xffff);
     gr_store_join(s, id, (double)lease_s);
-    gr_log(GR_LOG_INFO, "replica %s on a shared store: it holds its jobs %lld s at a time", id, (long long)lease_s);
+    long long n = 0;
+    struct gr_err e = {0};
+    if (gr_store_slot(s, &n, &e) != GR_OK) /* ids still time-ordered; a clash is refused, never merged */
+        gr_log(GR_LOG_WARN, "replica %s: no id slot from the store (%s): its ids may meet another's", id, e.msg);
+    gr_id_space(ID_STRIDE, (unsigned)(n % ID_STRIDE));
+    gr_log(GR_LOG_INFO, "replica %s on a shared store: it holds its jobs %lld s at a time; its ids are %lld mod %d",
+           id, (long long)lease_s, n % ID_STRIDE, ID_STRIDE);
 }
 
 static void *cluster_main(void *arg)

@@ -7,6 +7,7 @@
 # once: the others finish them while its own running job still runs.
 import os
 import random
+import threading
 import time
 
 import e2e_lib as L
@@ -74,6 +75,26 @@ def cross_replica(rs, rng):
              "a job through replica 2 on replica 1's dataset")
     CHECK.eq(a.req("GET", "/v1/datasets/" + ds).json().get("sha256"), up.json().get("sha256"),
              "the dataset read through replica 0")
+
+
+def burst(rs, rng):
+    """The three at once, as a load balancer spreads a burst: every job accepted, every id distinct
+    (each replica's ids are a residue of their own, common/id.c)."""
+    work = [small_jobs(random.Random(k), 150) for k in range(len(rs))]
+    got = [None] * len(rs)
+
+    def one(k):
+        got[k] = submit(rs[k], work[k])
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(rs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [j for g in got for j in g]
+    CHECK.eq(len(set(ids)), 150 * len(rs), "distinct ids from the three replicas")
+    expect = {k: v for g in got for k, v in g.items()}
+    finish_through(rs[0], expect, "a burst through all three")
 
 
 def canceled_elsewhere(rs, rng):
@@ -148,6 +169,7 @@ def main():
     rng = random.Random(7)
     rs = replicas(3)
     cross_replica(rs, rng)
+    burst(rs, rng)
     canceled_elsewhere(rs, rng)
     killed(rs, rng)
     handed_back(rs, rng)

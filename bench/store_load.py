@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+# store_load.py: small jobs (bench/http_load.lua: 1024 float32, Prefer: wait=5) through gpured on
+# its SQLite file, then on one PostgreSQL store (a throwaway cluster, tests/pg_cluster.py) through
+# 1, 2 and 3 replicas sharing it, wrk driving each replica with an equal share of the connections.
+# Prints a table and writes bench/results/store_load-<host>-<date>.json. Not a test: it measures.
+#   bench/store_load.py [path/to/gpured] [seconds per run] [connections]
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+import pg_cluster  # noqa: E402
+
+BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "build", "gpured")
+SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 48
+
+
+def start(data, env):
+    log = open(os.path.join(data, "log-%d" % time.monotonic_ns()), "w+")
+    p = subprocess.Popen([BIN, "serve", "--port", "0", "--data-dir", data, "--log-level", "warn"], stderr=log,
+                         env=dict(os.environ, **env))
+    for _ in range(200):
+        log.seek(0)
+        m = re.search(r"listening on http://([0-9.]+:\d+)", log.read())
+        if m:
+            return p, "http://" + m.group(1)
+        time.sleep(0.05)
+    raise RuntimeError("gpured did not start")
+
+
+def load(urls):
+    """wrk on every url at once, CONNS split between them: summed jobs/s, the worst p50 and p99."""
+    per = max(1, CONNS // len(urls))
+    procs = [subprocess.Popen(["wrk", "-t", str(min(per, 2)), "-c", str(per), "-d", "%ds" % SECS, "--latency", "-s",
+                               os.path.join(HERE, "http_load.lua"), u], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, GPURED_DEVICE="cpu")) for u in urls]
+    rs = []
+    for p in procs:
+        out, _ = p.communicate()
+        rs.append(json.loads(next(line[5:] for line in out.splitlines() if line.startswith("JSON "))))
+    return {"jobs_per_s": sum(r["jobs_per_s"] for r in rs), "p50_ms": max(r["p50_ms"] for r in rs),
+            "p99_ms": max(r["p99_ms"] for r in rs), "errors": sum(r["socket_errors"] + r["non_2xx"] for r in rs),
+            "connections": per * len(urls)}
+
+
+def run(store, n, cluster=None):
+    data = tempfile.mkdtemp(prefix="gpured-store-load-")
+    env = {}
+    if cluster:
+        env["GPURED_STORE"] = cluster.create_db("load_%d_%d" % (n, os.getpid()))
+    servers = [start(data, env) for _ in range(n)]
+    try:
+        r = load([u for _, u in servers])
+    finally:
+        for p, _ in servers:
+            p.terminate()
+            p.wait(60)
+        shutil.rmtree(data, ignore_errors=True)
+    r.update(store=store, replicas=n)
+    print("%-10s %8d %10.0f %9.3f %9.3f %7d" % (store, n, r["jobs_per_s"], r["p50_ms"], r["p99_ms"], r["errors"]),
+          flush=True)
+    return r
+
+
+def main():
+    print("%-10s %8s %10s %9s %9s %7s" % ("store", "replicas", "jobs/s", "p50_ms", "p99_ms", "errors"))
+    rows = [run("sqlite", 1)]
+    cluster = pg_cluster.Cluster().start()
+    try:
+        rows += [run("postgresql", n, cluster) for n in (1, 2, 3)]
+    finally:
+        cluster.remove()
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")),
+                       "store_load-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
+    with open(out, "w") as f:
+        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "cpu": cpu, "cores": os.cpu_count(),
+                   "seconds": SECS, "connections": CONNS, "rows": rows}, f, indent=1)
+    print("wrote " + out)
+
+
+if __name__ == "__main__":
+    main()
