@@ -298,6 +298,22 @@ static void get_job_answer(struct gr_req *r, int may_wait)
             gr_respond_problem(r, &e);
             return;
         }
+        int st = gr_status_parse(status);
+        if (may_wait && r->wait_s > 0 && !GR_TERMINAL(st) && gr_store_shared(gr_api_store) &&
+            (j = gr_jobs_watch(r->id, st))) { /* another replica holds it: wait for the store's word */
+            free(doc);
+            char id[32]; /* r may be answered and gone once parked */
+            snprintf(id, sizeof id, "%s", r->id);
+            r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_CHANGED, .seen = st,
+                                      .deadline_ms = gr_mono_ms() + (double)r->wait_s * 1000};
+            gr_park(r, get_job_again);
+            /* a change told before the watch began would be missed: look once more */
+            char *now = NULL, again[16] = "";
+            if (gr_store_get_job(gr_api_store, id, NULL, &now, again, NULL) != GR_OK || strcmp(again, status))
+                gr_jobs_changed(NULL, id);
+            free(now);
+            return;
+        }
     }
     char etag[48];
     snprintf(etag, sizeof etag, "\"%s-%s\"", r->id, status);

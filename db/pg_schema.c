@@ -35,7 +35,12 @@ const char *const gr_pg_schema_steps[] = {
     "CREATE INDEX jobs_held ON jobs(owner) WHERE status IN ('queued', 'running');"
     "CREATE INDEX jobs_lease ON jobs(lease, id) WHERE status IN ('queued', 'running');"
     /* each replica's ids in a residue of its own (common/id.c), taken from this at start */
-    "CREATE SEQUENCE gpured_replicas;",
+    "CREATE SEQUENCE gpured_replicas;"
+    /* a job's new status, told (at commit) to the replicas whose clients wait on it */
+    "CREATE FUNCTION gpured_job_changed() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$BEGIN PERFORM pg_notify('gpured_jobs', NEW.id); RETURN NULL; END$$;"
+    "CREATE TRIGGER jobs_changed AFTER UPDATE OF status ON jobs FOR EACH ROW"
+    " WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION gpured_job_changed();",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 

@@ -7,10 +7,12 @@
 #include "schema.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NPARAMS 12 /* schema.h's numbering */
 #define TEXTOID 25 /* pg_type.h's, which libpq's headers do not carry */
@@ -31,6 +33,11 @@ struct reader {
 
 struct pg {
     char *url;
+    /* the listener: its own connection and thread; listening cleared by close */
+    pthread_t listener;
+    int listening;
+    void (*changed)(void *ctx, const char *id);
+    void *changed_ctx;
     PGconn *wdb; /* the writer thread's */
     char state[6], msg[256]; /* the writer's last failure: SQLSTATE and text */
     int have_key;
@@ -324,6 +331,44 @@ static int pg_ping(void *impl, struct gr_err *e)
     return r ? GR_OK : GR_EIO;
 }
 
+/* LISTEN on a connection of its own; a lost one is opened again after a second. Each wait on
+ * the socket is at most half a second, so that close is never kept waiting long. */
+static void *listener_main(void *arg)
+{
+    struct pg *s = arg;
+    PGconn *db = NULL;
+    while (__atomic_load_n(&s->listening, __ATOMIC_ACQUIRE)) {
+        if (!db || PQstatus(db) != CONNECTION_OK) {
+            PQfinish(db);
+            db = PQconnectdb(s->url);
+            if (PQstatus(db) != CONNECTION_OK || !exec_ok(db, "LISTEN gpured_jobs")) {
+                sleep(1);
+                continue;
+            }
+        }
+        struct pollfd p = {PQsocket(db), POLLIN, 0};
+        if (poll(&p, 1, 500) > 0 && !PQconsumeInput(db))
+            continue; /* the connection is gone: the next round opens another */
+        for (PGnotify *n; (n = PQnotifies(db)); PQfreemem(n))
+            s->changed(s->changed_ctx, n->extra);
+    }
+    PQfinish(db);
+    return NULL;
+}
+
+static int pg_listen(void *impl, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e)
+{
+    struct pg *s = impl;
+    s->changed = changed;
+    s->changed_ctx = ctx;
+    s->listening = 1;
+    if (pthread_create(&s->listener, NULL, listener_main, s)) {
+        s->listening = 0;
+        return gr_fail(e, GR_EIO, NULL, "store: cannot start the listener thread");
+    }
+    return GR_OK;
+}
+
 static int pg_slot(void *impl, long long *n, struct gr_err *e)
 {
     PGresult *r = query(impl, GR_SQL_SLOT, NULL, 0, e);
@@ -461,6 +506,10 @@ static int pg_usable(void *impl, struct gr_err *e) { return GR_OK; }
 static void pg_close(void *impl)
 {
     struct pg *s = impl;
+    if (s->listening) {
+        __atomic_store_n(&s->listening, 0, __ATOMIC_RELEASE);
+        pthread_join(s->listener, NULL);
+    }
     while (s->readers) {
         struct reader *r = s->readers;
         s->readers = r->next;
@@ -516,6 +565,7 @@ const struct gr_store_backend gr_pg_store = {
     .lease = pg_lease,
     .cancel = pg_cancel,
     .slot = pg_slot,
+    .listen = pg_listen,
     .ping = pg_ping,
     .close = pg_close,
 };

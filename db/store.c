@@ -395,6 +395,11 @@ void gr_store_join(struct gr_store *s, const char *replica, double lease_s)
 
 int gr_store_shared(struct gr_store *s) { return s->b->lease != NULL; }
 
+int gr_store_listen(struct gr_store *s, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e)
+{
+    return s->b->listen ? s->b->listen(s->impl, changed, ctx, e) : GR_OK;
+}
+
 int gr_store_slot(struct gr_store *s, long long *n, struct gr_err *e)
 {
     *n = 0;

@@ -129,6 +129,11 @@ int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, 
  * claims are its own for lease_s seconds at a time (by the database's clock). Call before the
  * first write. */
 void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
+/* On a shared store, changed(ctx, id) runs on a thread of the store's whenever a job's status
+ * changes, on any replica (PostgreSQL's LISTEN/NOTIFY), until gr_store_close; it must not
+ * block. Nothing on SQLite. GR_OK or GR_EIO. */
+int gr_store_listen(struct gr_store *s, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e);
+
 /* A number no replica that joined this store before has had (*n; 0 on SQLite). GR_OK or GR_EIO. */
 int gr_store_slot(struct gr_store *s, long long *n, struct gr_err *e);
 /* 1 for a store several replicas share (PostgreSQL), 0 for SQLite's file. */

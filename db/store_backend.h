@@ -61,6 +61,9 @@ struct gr_store_backend {
     int (*tenant_bytes)(void *impl, gr_store_tenant tenant, void *ctx, struct gr_err *e);
     /* SQLite's: every job left queued or running. */
     int (*load_pending)(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e);
+    /* A shared store's (NULL on SQLite): start a thread of its own that calls changed(ctx, id)
+     * whenever a job's status changes, on any replica, until close. */
+    int (*listen)(void *impl, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e);
     /* A shared store's (NULL on SQLite): a number no replica started before got (*n). */
     int (*slot)(void *impl, long long *n, struct gr_err *e);
     /* A shared store's (NULL on SQLite): cancel a queued job another replica holds (*doc its

@@ -86,6 +86,20 @@ static void table_remove(struct gr_job *j)
         }
 }
 
+/* --- jobs other replicas hold, waited on here (mu held) --- */
+
+/* A stand-in per such job that someone waits on: waiters park on it as on a job in flight,
+ * and the store's word that its status changed (gr_jobs_changed) fires them. */
+static struct gr_job *watched[NBUCKETS];
+
+static struct gr_job **watch_link(const char *id)
+{
+    struct gr_job **p = &watched[bucket(id)];
+    while (*p && strcmp((*p)->id, id))
+        p = &(*p)->hnext;
+    return p;
+}
+
 /* --- datasets in use --- */
 
 /* One per dataset that jobs in flight name (refs) or that is being deleted; never both. */
@@ -329,6 +343,36 @@ static void orphan(const char *dataset)
         snprintf(orphans[norphans++], sizeof orphans[0], "%s", dataset);
     else if (dataset[0])
         gr_log(GR_LOG_WARN, "dataset %s of a fenced-out run is left: delete it by hand", dataset);
+}
+
+struct gr_job *gr_jobs_watch(const char *id, int status)
+{
+    pthread_mutex_lock(&mu);
+    struct gr_job **p = watch_link(id), *w = *p;
+    if (!w && (w = gr_job_new())) {
+        snprintf(w->id, sizeof w->id, "%s", id);
+        w->status = w->committed = status; /* waiters wait for a change from it */
+        *p = w;                            /* the table's reference */
+    }
+    if (w)
+        gr_job_ref(w); /* the caller's */
+    pthread_mutex_unlock(&mu);
+    return w;
+}
+
+void gr_jobs_changed(void *ctx, const char *id)
+{
+    struct gr_waiter *fired = NULL;
+    pthread_mutex_lock(&mu);
+    struct gr_job **p = watch_link(id), *w = *p;
+    if (w) {
+        *p = w->hnext;
+        w->committed = -3; /* its state is the store's: the waiters read it there */
+        collect(w, gr_mono_ms(), &fired);
+    }
+    pthread_mutex_unlock(&mu);
+    wake_list(fired);
+    gr_job_unref(w);
 }
 
 int gr_jobs_taken(char ids[][24], int max)
@@ -917,7 +961,11 @@ void gr_jobs_stop(void)
             n = j->hnext;
             gr_job_unref(j);
         }
-        table[b] = NULL;
+        for (struct gr_job *j = watched[b], *n; j; j = n) {
+            n = j->hnext;
+            gr_job_unref(j);
+        }
+        table[b] = watched[b] = NULL;
     }
     pthread_cond_destroy(&timer_cv);
     nqueues = 0;

@@ -37,6 +37,12 @@ int gr_jobs_start(struct gr_store *store, struct gr_backend **backends, int nbac
  * or -1 with e filled. */
 int gr_jobs_recover(int limit, struct gr_err *e);
 
+/* A job another replica holds, at stored status, to wait on here: a stand-in (referenced for
+ * the caller) that gr_jobs_changed(NULL, id) fires with committed -3, when the store says its
+ * status changed. NULL when memory is out. */
+struct gr_job *gr_jobs_watch(const char *id, int status);
+void gr_jobs_changed(void *ctx, const char *id);
+
 /* The ids of the jobs the workers have taken (running, or about to), at most max. How many. */
 int gr_jobs_taken(char ids[][24], int max);
 

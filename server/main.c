@@ -117,6 +117,10 @@ static int serve(struct gr_config *cfg)
         die("cannot start the workers", &e);
         goto out;
     }
+    if (gr_store_listen(store, gr_jobs_changed, NULL, &e) != GR_OK) {
+        die("cannot listen to the store", &e);
+        goto out;
+    }
     int recovered = gr_jobs_recover(0, &e);
     if (recovered < 0) {
         die("cannot read unfinished jobs", &e);

@@ -3,7 +3,8 @@
 # through the others (jobs, lists, datasets and the jobs on them). A replica killed with -9 while
 # it holds a running job and a queue of others loses none of them: once its lease runs out the
 # survivors claim and run them, each ends succeeded with the right answer, one final state each,
-# and no dataset file lacks its row. A job queued on one replica is canceled through another. A replica stopped with SIGTERM hands its queued jobs back at
+# and no dataset file lacks its row. A job queued on one replica is canceled through another, and a
+# ?wait= through another replica ends when the job does (LISTEN/NOTIFY). A replica stopped with SIGTERM hands its queued jobs back at
 # once: the others finish them while its own running job still runs.
 import os
 import random
@@ -39,15 +40,14 @@ def submit(srv, jobs):
 
 
 def finish_through(srv, expect, what):
+    """One ?wait= each, whichever replica holds the job: the store's notice of its change wakes
+    a wait on another replica's job (LISTEN/NOTIFY)."""
     done = {}
-    for jid in sorted(expect):
-        job = {}
-        for _ in range(12):  # ?wait= answers at once for a job another replica holds: poll
-            r = srv.req("GET", "/v1/jobs/%s?wait=5" % jid)
-            job = r.json() if r.status == 200 else {}
-            if job.get("status") in L.TERMINAL:
-                break
-            time.sleep(0.5)
+    ids = sorted(expect)
+    for jid, r in zip(ids, srv.batch([dict(path="/v1/jobs/%s?wait=60" % j, timeout=70) for j in ids], parallel=16)):
+        job = r.json() if r.status == 200 else {}
+        if job.get("status") == "queued":  # a ?wait= ends with the first change: the claim's run
+            job = srv.get_json("/v1/jobs/%s?wait=60" % jid)
         CHECK.eq((job.get("status"), (job.get("result") or {}).get("value")), ("succeeded", expect[jid]),
                  "%s: job %s" % (what, jid))
         done[jid] = job
@@ -115,6 +115,21 @@ def canceled_elsewhere(rs, rng):
         CHECK.eq(srv.get_json("/v1/jobs/" + jid).get("status"), "canceled", "canceled as read through %s" % srv.name)
 
 
+def waited_elsewhere(rs, rng):
+    """A wait through replica 1 on a job replica 0 holds ends when the job does, not at once."""
+    a, b = rs[0], rs[1]
+    blocker = L.cpu_blocker(a, 2)
+    body, want = small_jobs(rng, 1)[0]
+    jid = a.req("POST", "/v1/jobs", body).json()["id"]
+    t0 = time.monotonic()
+    r = b.req("GET", "/v1/jobs/%s?wait=30" % jid, timeout=40)
+    took = time.monotonic() - t0
+    CHECK.eq((r.status, r.json().get("status"), (r.json().get("result") or {}).get("value")), (200, "succeeded", want),
+             "a wait through another replica answers with the final state (after %.2f s)" % took)
+    CHECK.eq(a.get_json("/v1/jobs/" + blocker.json()["id"]).get("status"), "succeeded",
+             "the job it waited behind ended first")
+
+
 def killed(rs, rng):
     a, b, c = rs
     blocker = L.cpu_blocker(a, 6)
@@ -171,6 +186,7 @@ def main():
     cross_replica(rs, rng)
     burst(rs, rng)
     canceled_elsewhere(rs, rng)
+    waited_elsewhere(rs, rng)
     killed(rs, rng)
     handed_back(rs, rng)
     no_orphans(rs[2])
