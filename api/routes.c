@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "bench.h"
 #include "buf.h"
+#include "cluster.h"
 #include "config.h"
 #include "datasets.h"
 #include "headers.h"
@@ -610,27 +611,34 @@ static void algorithms(struct gr_req *r)
     gr_respond_json(r, 200, json_pack("{s:o}", "algorithms", list));
 }
 
+/* A live replica's announced devices, as an item of "replicas". */
+static void add_replica(void *ctx, const char *id, const char *doc)
+{
+    json_t *o = json_loads(doc, 0, NULL);
+    if (json_is_object(o))
+        json_array_append(ctx, o);
+    json_decref(o);
+}
+
+/* This replica's devices; on a shared store every live replica's too, under "replicas". */
 static void devices(struct gr_req *r)
 {
-    json_t *gpus = json_array();
-    for (int i = 1; i < gr_jobs_nbackends(); i++) {
-        const struct gr_backend *b = gr_jobs_backend(i);
-        struct gr_cache_stats cs = {0};
-        if (b->cache_stats)
-            b->cache_stats((struct gr_backend *)b, &cs);
-        json_array_append_new(
-            gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "id", b->name, "name",
-                            b->info.name, "memory_bytes", (json_int_t)b->info.memory_bytes, "sms", b->info.sms,
-                            "streams", b->info.streams, "ceiling_gbps",
-                            b->info.ceiling_gbps > 0 ? json_real(b->info.ceiling_gbps) : json_null(), "h2d_gbps",
-                            b->info.h2d_gbps > 0 ? json_real(b->info.h2d_gbps) : json_null(), "cache", "cap_bytes",
-                            (json_int_t)b->info.cache_bytes, "bytes", (json_int_t)cs.bytes, "entries",
-                            (json_int_t)cs.entries, "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses));
+    json_t *o = gr_cluster_devices();
+    struct gr_err e;
+    if (o && gr_store_shared(gr_api_store)) {
+        json_t *all = json_array();
+        if (gr_store_replicas(gr_api_store, add_replica, all, &e) != GR_OK) {
+            json_decref(all);
+            json_decref(o);
+            gr_respond_problem(r, &e);
+            return;
+        }
+        json_object_set_new(o, "replicas", all);
     }
-    const struct gr_backend *cpu = gr_jobs_backend(0);
-    gr_respond_json(r, 200, json_pack("{s:o, s:{s:s, s:s, s:i, s:I}}", "gpus", gpus, "cpu", "id", cpu->name, "name",
-                                      cpu->info.name, "threads", cpu->info.sms, "memory_bytes",
-                                      (json_int_t)cpu->info.memory_bytes));
+    if (!o)
+        problem(r, GR_ENOMEM, NULL, "out of memory rendering the devices");
+    else
+        gr_respond_json(r, 200, o);
 }
 
 const struct gr_route gr_routes[] = {

@@ -40,7 +40,9 @@ const char *const gr_pg_schema_steps[] = {
     "CREATE FUNCTION gpured_job_changed() RETURNS trigger LANGUAGE plpgsql AS"
     " $$BEGIN PERFORM pg_notify('gpured_jobs', NEW.id); RETURN NULL; END$$;"
     "CREATE TRIGGER jobs_changed AFTER UPDATE OF status ON jobs FOR EACH ROW"
-    " WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION gpured_job_changed();",
+    " WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION gpured_job_changed();"
+    /* each live replica and its devices, for GET /v1/devices through any of them */
+    "CREATE TABLE replicas(id text PRIMARY KEY, doc text NOT NULL, lease double precision NOT NULL);",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -82,6 +84,10 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                       " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"
                       " AND ($2::text IS NULL OR tenant = $2) RETURNING doc",
     [GR_SQL_SLOT] = "SELECT nextval('gpured_replicas')",
+    [GR_SQL_ANNOUNCE] = "INSERT INTO replicas(id, doc, lease) VALUES ($11, $3, " NOW " + $12::float8)"
+                        " ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc, lease = EXCLUDED.lease",
+    [GR_SQL_REPLICAS] = "SELECT id, doc FROM replicas WHERE lease >= " NOW " ORDER BY id",
+    [GR_SQL_LEAVE] = "DELETE FROM replicas WHERE id = $11",
     [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease)"
                       " VALUES ($1, $2, $3, $4, $5::float8, $6, $11, " NOW " + $12::float8)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",

@@ -209,7 +209,7 @@ static PGconn *reader(struct pg *s, struct gr_err *e)
 
 /* Run read statement sql with the first of params it takes (text, NULL for SQL NULL); the result
  * (caller clears) or NULL with e filled. */
-static PGresult *query(struct pg *s, int sql, const char *const *params, int binary, struct gr_err *e)
+static PGresult *run(struct pg *s, int sql, const char *const *params, int binary, int again, struct gr_err *e)
 {
     PGconn *db = reader(s, e);
     if (!db)
@@ -217,15 +217,22 @@ static PGresult *query(struct pg *s, int sql, const char *const *params, int bin
     char name[16];
     snprintf(name, sizeof name, "s%d", sql);
     PGresult *r = PQexecPrepared(db, name, nparams(sql), params, NULL, NULL, binary);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK && PQstatus(db) != CONNECTION_OK && alive(db, 0, GR_SQL_NREAD, e) == GR_OK) {
+    if (again && PQresultStatus(r) != PGRES_TUPLES_OK && PQstatus(db) != CONNECTION_OK &&
+        alive(db, 0, GR_SQL_NREAD, e) == GR_OK) {
         PQclear(r); /* the server dropped the connection (a restart) since this thread's last read */
         r = PQexecPrepared(db, name, nparams(sql), params, NULL, NULL, binary);
     }
-    if (PQresultStatus(r) == PGRES_TUPLES_OK)
+    if (PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK)
         return r;
     PQclear(r);
-    db_fail(e, db, "reading");
+    db_fail(e, db, gr_pg_sql[sql]);
     return NULL;
+}
+
+/* A read: run again once on a connection the server dropped. */
+static PGresult *query(struct pg *s, int sql, const char *const *params, int binary, struct gr_err *e)
+{
+    return run(s, sql, params, binary, 1, e);
 }
 
 static int pg_get(void *impl, int sql, const char *id, const char *scope, char **doc, char status[16],
@@ -307,21 +314,16 @@ static int pg_lease(void *impl, int sql, const char *owner, double lease_s, int 
     snprintf(lim, sizeof lim, "%d", limit);
     snprintf(secs, sizeof secs, "%.17g", lease_s);
     const char *params[NPARAMS] = {NULL, keep ? keep : lim, [10] = owner, [11] = secs};
-    PGconn *db = reader(impl, e);
-    if (!db)
-        return GR_EIO;
-    char name[16];
-    snprintf(name, sizeof name, "s%d", sql);
-    PGresult *r = PQexecPrepared(db, name, nparams(sql), params, NULL, NULL, sql == GR_SQL_CLAIM);
-    int ok = PQresultStatus(r) == (sql == GR_SQL_CLAIM ? PGRES_TUPLES_OK : PGRES_COMMAND_OK);
-    *n = ok && sql == GR_SQL_CLAIM ? PQntuples(r) : 0;
+    /* not run again on a dropped connection: a claim whose answer was lost must not be made twice */
+    PGresult *r = run(impl, sql, params, sql == GR_SQL_CLAIM, 0, e);
+    *n = r && sql == GR_SQL_CLAIM ? PQntuples(r) : 0;
     for (int i = 0; i < *n; i++) {
         int none = PQgetisnull(r, i, 2);
         pending(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), none ? NULL : PQgetvalue(r, i, 2),
                 none ? 0 : (size_t)PQgetlength(r, i, 2), strtoll(PQgetvalue(r, i, 3), NULL, 10));
     }
     PQclear(r);
-    return ok ? GR_OK : db_fail(e, db, sql == GR_SQL_CLAIM ? "claiming jobs" : "renewing leases");
+    return r ? GR_OK : GR_EIO;
 }
 
 static int pg_ping(void *impl, struct gr_err *e)
@@ -367,6 +369,19 @@ static int pg_listen(void *impl, void (*changed)(void *ctx, const char *id), voi
         return gr_fail(e, GR_EIO, NULL, "store: cannot start the listener thread");
     }
     return GR_OK;
+}
+
+static int pg_replica(void *impl, int sql, const char *owner, double lease_s, const char *doc, gr_store_row row,
+                      void *ctx, struct gr_err *e)
+{
+    char secs[32];
+    snprintf(secs, sizeof secs, "%.17g", lease_s);
+    const char *params[NPARAMS] = {[2] = doc, [10] = owner, [11] = secs};
+    PGresult *r = run(impl, sql, params, 0, 1, e);
+    for (int i = 0; r && row && i < PQntuples(r); i++)
+        row(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+    PQclear(r);
+    return r ? GR_OK : GR_EIO;
 }
 
 static int pg_slot(void *impl, long long *n, struct gr_err *e)
@@ -566,6 +581,7 @@ const struct gr_store_backend gr_pg_store = {
     .cancel = pg_cancel,
     .slot = pg_slot,
     .listen = pg_listen,
+    .replica = pg_replica,
     .ping = pg_ping,
     .close = pg_close,
 };

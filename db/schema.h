@@ -39,6 +39,9 @@ enum gr_sql_id {
     GR_SQL_RELEASE, /* the owner's queued jobs but those of array $2 let go now */
     GR_SQL_CANCEL,  /* ?1 id, ?2 tenant or NULL, ?3 the time: a queued job another replica holds -> doc */
     GR_SQL_SLOT,    /* a number no replica started before has had -> n */
+    GR_SQL_ANNOUNCE, /* $11 the replica, $3 its devices (JSON), $12 lease seconds: kept until then */
+    GR_SQL_REPLICAS, /* the replicas whose lease runs -> id, doc */
+    GR_SQL_LEAVE,    /* $11 the replica gone */
     GR_SQL_NREAD,
     GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant */
     GR_SQL_INPUT,                 /* ?1 id, ?2 data */

@@ -400,6 +400,21 @@ int gr_store_listen(struct gr_store *s, void (*changed)(void *ctx, const char *i
     return s->b->listen ? s->b->listen(s->impl, changed, ctx, e) : GR_OK;
 }
 
+int gr_store_announce(struct gr_store *s, const char *doc, struct gr_err *e)
+{
+    return s->b->replica ? s->b->replica(s->impl, GR_SQL_ANNOUNCE, s->owner, s->lease_s, doc, NULL, NULL, e) : GR_OK;
+}
+
+int gr_store_leave(struct gr_store *s, struct gr_err *e)
+{
+    return s->b->replica ? s->b->replica(s->impl, GR_SQL_LEAVE, s->owner, s->lease_s, NULL, NULL, NULL, e) : GR_OK;
+}
+
+int gr_store_replicas(struct gr_store *s, gr_store_row row, void *ctx, struct gr_err *e)
+{
+    return s->b->replica ? s->b->replica(s->impl, GR_SQL_REPLICAS, s->owner, s->lease_s, NULL, row, ctx, e) : GR_OK;
+}
+
 int gr_store_slot(struct gr_store *s, long long *n, struct gr_err *e)
 {
     *n = 0;

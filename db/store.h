@@ -134,6 +134,13 @@ void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
  * block. Nothing on SQLite. GR_OK or GR_EIO. */
 int gr_store_listen(struct gr_store *s, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e);
 
+/* The replicas of a shared store: this one's devices (doc, JSON) announced until its lease runs
+ * out (renewed by announcing again), its row dropped (leave), and row(ctx, id, doc) for every
+ * live one (replicas). GR_OK (nothing on SQLite) or GR_EIO; on the calling thread's connection. */
+int gr_store_announce(struct gr_store *s, const char *doc, struct gr_err *e);
+int gr_store_leave(struct gr_store *s, struct gr_err *e);
+int gr_store_replicas(struct gr_store *s, gr_store_row row, void *ctx, struct gr_err *e);
+
 /* A number no replica that joined this store before has had (*n; 0 on SQLite). GR_OK or GR_EIO. */
 int gr_store_slot(struct gr_store *s, long long *n, struct gr_err *e);
 /* 1 for a store several replicas share (PostgreSQL), 0 for SQLite's file. */

@@ -64,6 +64,10 @@ struct gr_store_backend {
     /* A shared store's (NULL on SQLite): start a thread of its own that calls changed(ctx, id)
      * whenever a job's status changes, on any replica, until close. */
     int (*listen)(void *impl, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e);
+    /* A shared store's (NULL on SQLite): run GR_SQL_ANNOUNCE (doc), _LEAVE or _REPLICAS (row for
+     * each) for owner, on the calling thread's connection. */
+    int (*replica)(void *impl, int sql, const char *owner, double lease_s, const char *doc, gr_store_row row,
+                   void *ctx, struct gr_err *e);
     /* A shared store's (NULL on SQLite): a number no replica started before got (*n). */
     int (*slot)(void *impl, long long *n, struct gr_err *e);
     /* A shared store's (NULL on SQLite): cancel a queued job another replica holds (*doc its

@@ -3,6 +3,7 @@
 #include "cluster.h"
 
 #include "id.h"
+#include "backend.h"
 #include "jobs.h"
 #include "log.h"
 #include "store.h"
@@ -15,6 +16,7 @@
 
 static struct gr_store *store;
 static int64_t lease;
+static char replica[96]; /* this one's id */
 static pthread_t thread;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t claim_mu = PTHREAD_MUTEX_INITIALIZER; /* held over a claim; leaving waits for it */
@@ -36,21 +38,57 @@ void gr_cluster_join(struct gr_store *s, int64_t lease_s)
     if (!gr_store_shared(s))
         return;
     /* host-pid-random: readable in the store's owner column, never reused by a restart */
-    char host[64] = "gpured", id[96];
+    char host[64] = "gpured";
     gethostname(host, sizeof host - 1);
-    unsigned r;
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
-    r = (unsigned)t.tv_nsec ^ (unsigned)getpid() * 2654435761u;
-    snprintf(id, sizeof id, "%s-%d-%04x", host, (int)getpid(), r & 0xffff);
-    gr_store_join(s, id, (double)lease_s);
+    unsigned r = (unsigned)t.tv_nsec ^ (unsigned)getpid() * 2654435761u;
+    snprintf(replica, sizeof replica, "%s-%d-%04x", host, (int)getpid(), r & 0xffff);
+    gr_store_join(s, replica, (double)lease_s);
     long long n = 0;
     struct gr_err e = {0};
     if (gr_store_slot(s, &n, &e) != GR_OK) /* ids still time-ordered; a clash is refused, never merged */
-        gr_log(GR_LOG_WARN, "replica %s: no id slot from the store (%s): its ids may meet another's", id, e.msg);
+        gr_log(GR_LOG_WARN, "replica %s: no id slot from the store (%s): its ids may meet another's", replica, e.msg);
     gr_id_space(ID_STRIDE, (unsigned)(n % ID_STRIDE));
     gr_log(GR_LOG_INFO, "replica %s on a shared store: it holds its jobs %lld s at a time; its ids are %lld mod %d",
-           id, (long long)lease_s, n % ID_STRIDE, ID_STRIDE);
+           replica, (long long)lease_s, n % ID_STRIDE, ID_STRIDE);
+}
+
+json_t *gr_cluster_devices(void)
+{
+    json_t *gpus = json_array();
+    for (int i = 1; i < gr_jobs_nbackends(); i++) {
+        const struct gr_backend *b = gr_jobs_backend(i);
+        struct gr_cache_stats cs = {0};
+        if (b->cache_stats)
+            b->cache_stats((struct gr_backend *)b, &cs);
+        json_array_append_new(
+            gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "id", b->name, "name",
+                            b->info.name, "memory_bytes", (json_int_t)b->info.memory_bytes, "sms", b->info.sms,
+                            "streams", b->info.streams, "ceiling_gbps",
+                            b->info.ceiling_gbps > 0 ? json_real(b->info.ceiling_gbps) : json_null(), "h2d_gbps",
+                            b->info.h2d_gbps > 0 ? json_real(b->info.h2d_gbps) : json_null(), "cache", "cap_bytes",
+                            (json_int_t)b->info.cache_bytes, "bytes", (json_int_t)cs.bytes, "entries",
+                            (json_int_t)cs.entries, "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses));
+    }
+    const struct gr_backend *cpu = gr_jobs_backend(0);
+    json_t *o = json_pack("{s:o, s:{s:s, s:s, s:i, s:I}}", "gpus", gpus, "cpu", "id", cpu->name, "name", cpu->info.name,
+                          "threads", cpu->info.sms, "memory_bytes", (json_int_t)cpu->info.memory_bytes);
+    if (o && store && gr_store_shared(store))
+        json_object_set_new(o, "replica", json_string(replica));
+    return o;
+}
+
+/* Tell the others this replica lives, and what it offers, until its lease runs out. */
+static void announce(void)
+{
+    json_t *o = gr_cluster_devices();
+    char *doc = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    struct gr_err e = {0};
+    if (doc && gr_store_announce(store, doc, &e) != GR_OK)
+        gr_log(GR_LOG_WARN, "announcing replica %s: %s", replica, e.msg);
+    free(doc);
+    json_decref(o);
 }
 
 static void *cluster_main(void *arg)
@@ -66,6 +104,7 @@ static void *cluster_main(void *arg)
                 gr_log(GR_LOG_WARN, "renewing this replica's leases: %s", e.msg);
             else
                 renewed = gr_mono_ms();
+            announce();
         }
         pthread_mutex_lock(&claim_mu);
         int want = leaving ? 0 : CLAIM_AHEAD - gr_jobs_queued();
@@ -93,6 +132,7 @@ int gr_cluster_start(struct gr_err *e)
     if (!store || !gr_store_shared(store))
         return GR_OK;
     stopping = leaving = 0;
+    announce(); /* listed by GET /v1/devices everywhere from now on */
     if (pthread_create(&thread, NULL, cluster_main, NULL))
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the cluster thread");
     started = 1;
@@ -124,4 +164,7 @@ void gr_cluster_stop(void)
     pthread_mutex_unlock(&mu);
     pthread_join(thread, NULL);
     started = 0;
+    struct gr_err e = {0};
+    if (gr_store_leave(store, &e) != GR_OK) /* else it drops out of the list once its lease runs out */
+        gr_log(GR_LOG_WARN, "leaving the replicas' list: %s", e.msg);
 }

@@ -6,7 +6,13 @@
 
 #include "gr.h"
 
+#include <jansson.h>
+
 struct gr_store;
+
+/* This replica's devices (GET /v1/devices; what it announces to the others): its id on a shared
+ * store, its GPUs with their dataset caches, its CPU. NULL when memory is out. Any thread. */
+json_t *gr_cluster_devices(void);
 
 /* Join the store as a new replica (its id logged) holding jobs for lease_s seconds at a time;
  * call before the first job is submitted or recovered. */

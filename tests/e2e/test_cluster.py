@@ -54,8 +54,18 @@ def finish_through(srv, expect, what):
     return done
 
 
+def listed(srv):
+    """The replica ids GET /v1/devices through srv lists (each with its CPU)."""
+    d = srv.get_json("/v1/devices")
+    return sorted(x.get("replica") for x in d.get("replicas", []) if "cpu" in x), d.get("replica")
+
+
 def cross_replica(rs, rng):
     a, b, c = rs
+    ids = [listed(r)[1] for r in rs]
+    CHECK.eq(len(set(ids)), 3, "three replicas, three ids (%r)" % ids)
+    for r in rs:
+        CHECK.eq(listed(r)[0], sorted(ids), "GET /v1/devices through %s lists every replica" % r.name)
     body, want = small_jobs(rng, 1)[0]
     r = a.req("POST", "/v1/jobs", body, {"Prefer": "wait=10"})
     CHECK.eq((r.status, r.json().get("result", {}).get("value")), (200, want), "a job through replica 0")
@@ -135,6 +145,7 @@ def killed(rs, rng):
     blocker = L.cpu_blocker(a, 6)
     CHECK.eq(blocker.status, 202, "a long job holds replica 0's CPU")
     expect = submit(a, small_jobs(rng, 30))  # queued behind it, held by replica 0
+    gone = listed(a)[1]
     a.kill9()
     t0 = time.monotonic()
     done = finish_through(b, expect, "after replica 0 was killed")
@@ -147,6 +158,7 @@ def killed(rs, rng):
         time.sleep(0.5)
         bench = b.req("GET", "/v1/jobs/" + blocker.json()["id"]).json()
     CHECK.eq(bench.get("status"), "succeeded", "the job running on the killed replica ran again elsewhere")
+    CHECK.ok(gone not in listed(b)[0], "the killed replica is no longer listed once its lease ran out")
     rows = L.store_rows(b, "SELECT id, status, owner, epoch FROM jobs WHERE id IN (%s)"
                         % ",".join("'%s'" % j for j in list(expect) + [blocker.json()["id"]]))
     CHECK.eq(len(rows), len(expect) + 1, "one row each")
@@ -169,6 +181,7 @@ def handed_back(rs, rng):
              "the queued jobs finished elsewhere before replica 1's running job did (%s < %s)"
              % (last, bench.get("finished_at")))
     CHECK.ok(any("handed back" in line for line in b.log), "replica 1 says it handed its queued jobs back")
+    CHECK.eq(listed(c)[0], [listed(c)[1]], "a replica stopped leaves the list at once: one is left")
 
 
 def no_orphans(srv):
