@@ -18,10 +18,18 @@ LEASE = "2"
 
 
 def replicas(n):
-    first = L.Server(name="replica-0", env={"GPURED_LEASE": LEASE}).start()
+    """n replicas on one new database, started at once: their schema migrations meet (an advisory
+    lock makes one of them apply each step)."""
+    first = L.Server(name="replica-0", env={"GPURED_LEASE": LEASE})
     shared = {"GPURED_STORE": first.env["GPURED_STORE"], "GPURED_LEASE": LEASE}
-    return [first] + [L.Server(data_dir=first.data_dir, name="replica-%d" % k, env=shared).start()
-                      for k in range(1, n)]
+    rs = [first] + [L.Server(data_dir=first.data_dir, name="replica-%d" % k, env=shared) for k in range(1, n)]
+    threads = [threading.Thread(target=r.start) for r in rs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    CHECK.ok(all(r.alive() and r.port for r in rs), "%d replicas started at once on a new database" % n)
+    return rs
 
 
 def small_jobs(rng, n):
