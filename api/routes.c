@@ -34,6 +34,25 @@ static int64_t prefer_wait(struct gr_req *r) { return gr_prefer_wait(gr_header(r
 
 /* --- jobs --- */
 
+/* A submission's answer: doc (taken) with 200 (done) or 202, Location, Idempotent-Replayed on a
+ * replay, Preference-Applied when the client's Prefer: wait was read (r->wait_s). */
+static void respond_job(struct gr_req *r, const char *id, int done, char *doc)
+{
+    char loc[48], applied[24];
+    snprintf(loc, sizeof loc, "/v1/jobs/%s", id);
+    snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
+    const char *hdrs[7] = {MHD_HTTP_HEADER_LOCATION, loc}, **h = hdrs + 2;
+    if (r->replayed) {
+        *h++ = "Idempotent-Replayed";
+        *h++ = "true";
+    }
+    if (r->wait_s >= 0) {
+        *h++ = "Preference-Applied";
+        *h++ = applied;
+    }
+    gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
+}
+
 /* Answer with the job: 200 once its final state is stored and the client asked to wait
  * for it (or canceled it), 202 while it is only accepted. */
 static void answer_job(struct gr_req *r)
@@ -64,20 +83,8 @@ static void answer_job(struct gr_req *r)
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the job");
         return;
     }
-    char loc[48], applied[24];
-    snprintf(loc, sizeof loc, "/v1/jobs/%s", j->id);
-    snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
-    const char *hdrs[7] = {MHD_HTTP_HEADER_LOCATION, loc}, **h = hdrs + 2;
-    if (r->replayed) {
-        *h++ = "Idempotent-Replayed";
-        *h++ = "true";
-    }
-    if (r->wait_s >= 0) {
-        *h++ = "Preference-Applied";
-        *h++ = applied;
-    }
     int done = GR_TERMINAL(committed) && r->w.until == GR_UNTIL_TERMINAL;
-    gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
+    respond_job(r, j->id, done, doc);
 }
 
 /* Every variant a job names must exist on its device and cover what it asks; a product, which
@@ -122,7 +129,7 @@ static void park_job(struct gr_req *r, struct gr_job *j)
 static void replay_job(struct gr_req *r, const char *id)
 {
     struct gr_err e = {0};
-    char *doc = NULL, status[16], loc[48];
+    char *doc = NULL, status[16];
     r->replayed = 1;
     struct gr_job *j = gr_jobs_find(id, NULL);
     if (j) {
@@ -136,11 +143,9 @@ static void replay_job(struct gr_req *r, const char *id)
         gr_respond_problem(r, &e);
         return;
     }
-    snprintf(loc, sizeof loc, "/v1/jobs/%s", id);
-    const char *hdrs[] = {MHD_HTTP_HEADER_LOCATION, loc, "Idempotent-Replayed", "true", NULL};
     /* as a new submission is answered: 200 only to a client that asked to wait for the end */
-    int done = GR_TERMINAL(gr_status_parse(status)) && prefer_wait(r) > 0;
-    gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
+    r->wait_s = prefer_wait(r);
+    respond_job(r, id, GR_TERMINAL(gr_status_parse(status)) && r->wait_s > 0, doc);
 }
 
 /* The Idempotency-Key of a job's submission: GR_OK to go on (the key, if any, into j), else

@@ -9,8 +9,10 @@ wrk.headers["Prefer"] = "wait=5"
 if os.getenv("GPURED_BENCH_TOKEN") then -- a server with --tokens-file: every request carries the token
   wrk.headers["Authorization"] = "Bearer " .. os.getenv("GPURED_BENCH_TOKEN")
 end
-wrk.body = '{"op":"sum","dtype":"float32","device":"' .. (os.getenv("GPURED_DEVICE") or "auto") ..
-           '","data":[' .. table.concat(vals, ",") .. ']}'
+-- GPURED_BENCH_BODY: another job instead (bench/replicas_gpu.py: one on a dataset)
+wrk.body = os.getenv("GPURED_BENCH_BODY") or
+           ('{"op":"sum","dtype":"float32","device":"' .. (os.getenv("GPURED_DEVICE") or "auto") ..
+            '","data":[' .. table.concat(vals, ",") .. ']}')
 
 local non200 = 0
 response = function(status, headers, body)

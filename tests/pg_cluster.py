@@ -16,6 +16,10 @@ USER = "gpured"
 
 
 def _bin(name):
+    """name from GPURED_PG_BIN (a folder: PostgreSQL unpacked elsewhere), the PATH, or Debian's place."""
+    own = os.path.join(os.environ.get("GPURED_PG_BIN", ""), name)
+    if os.environ.get("GPURED_PG_BIN") and os.access(own, os.X_OK):
+        return own
     found = shutil.which(name) or sorted(glob.glob("/usr/lib/postgresql/*/bin/" + name))
     if not found:
         raise FileNotFoundError("%s not found: install Debian's postgresql package" % name)

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+# replicas_gpu.py: GPU-bound jobs on a cached dataset through one gpured owning every GPU, then
+# through one replica per GPU (CUDA_VISIBLE_DEVICES) on one PostgreSQL store (a throwaway
+# cluster, tests/pg_cluster.py) and one data folder; wrk drives each with an equal share of the
+# connections. Prints a table and writes replicas_gpu-<host>-<date>.json under GPURED_BENCH_OUT
+# (default bench/results). Not a test: it measures.
+#   bench/replicas_gpu.py path/to/gpured [seconds] [connections] [MiB of the dataset]
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+import pg_cluster  # noqa: E402
+
+BIN = sys.argv[1]
+SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 15
+CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+MIB = int(sys.argv[4]) if len(sys.argv) > 4 else 64
+
+
+def gpus():
+    """The GPUs' names; without nvidia-smi (a dry run of the script on the CPU) two stand-ins."""
+    if not shutil.which("nvidia-smi"):
+        return ["none", "none"]
+    out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    return [n.strip() for n in out.stdout.splitlines() if n.strip()]
+
+
+def start(data, env):
+    log = open(os.path.join(data, "log-%d" % time.monotonic_ns()), "w+")
+    p = subprocess.Popen([BIN, "serve", "--port", "0", "--data-dir", data, "--log-level", "warn"], stderr=log,
+                         env=dict(os.environ, **env))
+    for _ in range(600):
+        log.seek(0)
+        m = re.search(r"listening on http://([0-9.]+:\d+)", log.read())
+        if m:
+            return p, "http://" + m.group(1)
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    log.seek(0)
+    raise RuntimeError("gpured did not start: " + log.read()[-2000:])
+
+
+def upload(url):
+    n = MIB << 18  # float32
+    body = struct.pack("<%df" % 1024, *[(i % 97) / 7.0 for i in range(1024)]) * (n // 1024)
+    req = urllib.request.Request(url + "/v1/datasets?dtype=float32&shape=%d" % n, data=body,
+                                 headers={"Content-Type": "application/octet-stream"}, method="POST")
+    return json.loads(urllib.request.urlopen(req, timeout=300).read())["id"]
+
+
+def load(urls, ds):
+    dev = os.environ.get("GPURED_DEVICE", "gpu")
+    env = dict(os.environ, GPURED_BENCH_BODY='{"op":"sum","device":"%s","dataset":"%s"}' % (dev, ds))
+    per = max(1, CONNS // len(urls))
+    procs = [subprocess.Popen(["wrk", "-t", "4", "-c", str(per), "-d", "%ds" % SECS, "--latency", "-s",
+                               os.path.join(HERE, "http_load.lua"), u], stdout=subprocess.PIPE, text=True, env=env)
+             for u in urls]
+    rs = []
+    for p in procs:
+        out, _ = p.communicate()
+        rs.append(json.loads(next(line[5:] for line in out.splitlines() if line.startswith("JSON "))))
+    return {"jobs_per_s": sum(r["jobs_per_s"] for r in rs), "p50_ms": max(r["p50_ms"] for r in rs),
+            "p99_ms": max(r["p99_ms"] for r in rs), "errors": sum(r["socket_errors"] + r["non_2xx"] for r in rs)}
+
+
+def run(name, envs):
+    data = tempfile.mkdtemp(prefix="gpured-replicas-")
+    servers = [start(data, env) for env in envs]
+    try:
+        ds = upload(servers[0][1])
+        load([u for _, u in servers], ds)  # warm: every GPU caches the dataset
+        r = load([u for _, u in servers], ds)
+    finally:
+        for p, _ in servers:
+            p.terminate()
+            p.wait(120)
+        shutil.rmtree(data, ignore_errors=True)
+    r.update(setup=name, replicas=len(envs))
+    print("%-34s %9.0f %9.3f %9.3f %7d" % (name, r["jobs_per_s"], r["p50_ms"], r["p99_ms"], r["errors"]), flush=True)
+    return r
+
+
+def main():
+    names = gpus()
+    print("GPUs: %s" % names)
+    print("%-34s %9s %9s %9s %7s" % ("setup", "jobs/s", "p50_ms", "p99_ms", "errors"))
+    rows = [run("1 replica, %d GPUs, SQLite" % len(names), [{}])]
+    cluster = pg_cluster.Cluster().start()
+    try:
+        url = cluster.create_db("replicas")
+        rows.append(run("1 replica, %d GPUs, PostgreSQL" % len(names), [{"GPURED_STORE": url}]))
+        url = cluster.create_db("replicas2")
+        rows.append(run("%d replicas, 1 GPU each, PostgreSQL" % len(names),
+                        [{"GPURED_STORE": url, "CUDA_VISIBLE_DEVICES": str(k)} for k in range(len(names))]))
+    finally:
+        cluster.remove()
+    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")),
+                       "replicas_gpu-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
+    with open(out, "w") as f:
+        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "gpus": names, "seconds": SECS,
+                   "connections": CONNS, "dataset_mib": MIB, "rows": rows}, f, indent=1)
+    print("wrote " + out)
+
+
+if __name__ == "__main__":
+    main()
