@@ -333,7 +333,8 @@ def crash_with_queued(srv):
     mark = len(srv.log)
     srv.start()
     requeued = [l for l in srv.log[mark:] if "re-queued" in l]
-    CHECK.ok(requeued or L.DEVICE != "cpu", "the restart re-queued the products (log: %r)" % requeued)
+    if L.STORE == "sqlite":  # on PostgreSQL the restart is a new replica: it claims them once their lease runs out
+        CHECK.ok(requeued or L.DEVICE != "cpu", "the restart re-queued the products (log: %r)" % requeued)
     for job_id, a, b, c, alpha, beta, dtype in jobs:
         r = srv.req("GET", "/v1/jobs/%s?wait=60" % job_id, timeout=90)
         job = r.json() if r.status == 200 else {}
