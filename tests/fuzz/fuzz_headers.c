@@ -1,9 +1,11 @@
 /* fuzz_headers.c: libFuzzer target: the input (up to a NUL, as libmicrohttpd hands over a header
- * or a query value) as a Prefer header (gr_prefer_wait) and as a whole number such as ?limit= or
- * ?wait= (gr_parse_uint, under several caps). A number is accepted only when it is all digits and
- * within its cap, and then it is their value. */
+ * or a query value) as a Prefer header (gr_prefer_wait), as a whole number such as ?limit= or
+ * ?wait= (gr_parse_uint, under several caps), and as a ?cursor= or a path's id (gr_id_valid). A
+ * number is accepted only when it is all digits and within its cap, and then it is their value;
+ * an id only when it is its letter, '_' and 16 lowercase hex digits. */
 #include "fuzz.h"
 #include "headers.h"
+#include "id.h"
 
 #include <string.h>
 
@@ -22,6 +24,17 @@ static int64_t reference(const char *s, int64_t max)
     return v;
 }
 
+/* What an id is, said plainly: x_ and 16 lowercase hex digits. */
+static int id_reference(const char *s, char prefix)
+{
+    if (strlen(s) != 18 || s[0] != prefix || s[1] != '_')
+        return 0;
+    for (s += 2; *s; s++)
+        if (!strchr("0123456789abcdef", *s))
+            return 0;
+    return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = strndup((const char *)data, size);
@@ -30,6 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const int64_t caps[] = {0, 1, 100, 1000, INT32_MAX, INT64_MAX};
     for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++)
         FUZZ_CHECK(gr_parse_uint(text, caps[k]) == reference(text, caps[k]));
+    FUZZ_CHECK(gr_id_valid(text, 'j') == id_reference(text, 'j'));
+    FUZZ_CHECK(gr_id_valid(text, 'd') == id_reference(text, 'd'));
     free(text);
     return 0;
 }
