@@ -79,6 +79,8 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     /* no owner either, so that the holder's next renewal does not take them back */
     [GR_SQL_RELEASE] = "UPDATE jobs SET lease = 0, owner = '' WHERE owner = $11 AND status = 'queued'"
                        " AND NOT id = ANY ($2::text[])",
+    [GR_SQL_HELD] = "SELECT id, doc FROM jobs WHERE owner = $11 AND status IN ('queued', 'running')",
+    [GR_SQL_LET_GO] = "UPDATE jobs SET lease = 0, owner = '' WHERE owner = $11 AND id = ANY ($2::text[])",
     /* its holder's final state is then fenced out (GR_SQL_UPDATE wants it queued or running) */
     [GR_SQL_CANCEL] = "UPDATE jobs SET status = 'canceled', doc = jsonb_set(jsonb_set(doc::jsonb, '{status}',"
                       " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"

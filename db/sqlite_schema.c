@@ -70,7 +70,7 @@ const char *const gr_sql[GR_SQL_N] = {
     /* The retention sweep: finished jobs submitted before ?1 (ids are creation times), in no
      * particular order, so that each batch is an index range read, not a sort of every old job. */
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < ?1 AND status IN " FINAL " LIMIT ?2",
-    /* GR_SQL_RENEW, _CLAIM, _RELEASE, _CANCEL, _SLOT, _ANNOUNCE, _REPLICAS and _LEAVE: none; one
+    /* GR_SQL_RENEW, _CLAIM, _RELEASE, _HELD, _LET_GO, _CANCEL, _SLOT, _ANNOUNCE, _REPLICAS and _LEAVE: none; one
      * SQLite file has one gpured, which holds every queued job itself */
     [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES (?1, ?2)",

@@ -435,22 +435,39 @@ int gr_store_renew(struct gr_store *s, struct gr_err *e)
                        : GR_OK;
 }
 
-int gr_store_release(struct gr_store *s, char keep[][24], int nkeep, struct gr_err *e)
+/* ids as an array literal ("{a,b}"; ids are letters, digits and '_', nothing to quote), run as
+ * the $2 of statement sql. */
+static int lease_ids(struct gr_store *s, int sql, char ids[][24], int n, struct gr_err *e)
 {
     if (!s->b->lease)
         return GR_OK;
-    /* an array literal: ids are letters, digits and '_', nothing to quote */
-    char *ids = malloc((size_t)nkeep * 25 + 3), *p = ids;
-    if (!ids)
+    char *lit = malloc((size_t)n * 25 + 3), *p = lit;
+    if (!lit)
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
     *p++ = '{';
-    for (int i = 0; i < nkeep; i++)
-        p += sprintf(p, "%s%s", i ? "," : "", keep[i]);
+    for (int i = 0; i < n; i++)
+        p += sprintf(p, "%s%s", i ? "," : "", ids[i]);
     strcpy(p, "}");
-    int n, rc = s->b->lease(s->impl, GR_SQL_RELEASE, s->owner, s->lease_s, 0, ids, NULL, NULL, &n, e);
-    free(ids);
+    int got, rc = s->b->lease(s->impl, sql, s->owner, s->lease_s, 0, lit, NULL, NULL, &got, e);
+    free(lit);
     return rc;
 }
+
+int gr_store_release(struct gr_store *s, char keep[][24], int nkeep, struct gr_err *e)
+{
+    return lease_ids(s, GR_SQL_RELEASE, keep, nkeep, e);
+}
+
+int gr_store_let_go(struct gr_store *s, char ids[][24], int n, struct gr_err *e)
+{
+    return lease_ids(s, GR_SQL_LET_GO, ids, n, e);
+}
+
+int gr_store_held(struct gr_store *s, gr_store_row row, void *ctx, struct gr_err *e)
+{
+    return s->b->replica ? s->b->replica(s->impl, GR_SQL_HELD, s->owner, s->lease_s, NULL, row, ctx, e) : GR_OK;
+}
+
 
 uint64_t gr_store_version(struct gr_store *s) { return atomic_load(&s->version); }
 

@@ -151,6 +151,10 @@ int gr_store_shared(struct gr_store *s);
  * calling thread's connection, not the writer's. */
 int gr_store_renew(struct gr_store *s, struct gr_err *e);
 int gr_store_release(struct gr_store *s, char keep[][24], int nkeep, struct gr_err *e);
+/* row(ctx, id, doc) for each job the store has this replica holding (held), and the n ids of
+ * ids let go at once for others to claim (let_go). GR_OK (nothing on SQLite) or GR_EIO. */
+int gr_store_held(struct gr_store *s, gr_store_row row, void *ctx, struct gr_err *e);
+int gr_store_let_go(struct gr_store *s, char ids[][24], int n, struct gr_err *e);
 
 /* Cancel a queued job of tenant scope (NULL: any) that another replica holds, at time now
  * (RFC 3339): *doc (malloc'd) its stored state. Its holder's final state is fenced out then.

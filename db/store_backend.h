@@ -64,8 +64,8 @@ struct gr_store_backend {
     /* A shared store's (NULL on SQLite): start a thread of its own that calls changed(ctx, id)
      * whenever a job's status changes, on any replica, until close. */
     int (*listen)(void *impl, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e);
-    /* A shared store's (NULL on SQLite): run GR_SQL_ANNOUNCE (doc), _LEAVE or _REPLICAS (row for
-     * each) for owner, on the calling thread's connection. */
+    /* A shared store's (NULL on SQLite): run GR_SQL_ANNOUNCE (doc), _LEAVE, _REPLICAS or _HELD
+     * (row for each) for owner, on the calling thread's connection. */
     int (*replica)(void *impl, int sql, const char *owner, double lease_s, const char *doc, gr_store_row row,
                    void *ctx, struct gr_err *e);
     /* A shared store's (NULL on SQLite): a number no replica started before got (*n). */
@@ -74,8 +74,8 @@ struct gr_store_backend {
      * new state; GR_OK, GR_ENOTFOUND or GR_EIO). */
     int (*cancel)(void *impl, const char *id, const char *scope, const char *now, char **doc, struct gr_err *e);
     /* A shared store's (NULL on SQLite): run GR_SQL_RENEW, _CLAIM (at most limit jobs, each to
-     * pending; *n how many) or _RELEASE (all but the ids of keep, an array literal) for owner on
-     * the calling thread's connection. */
+     * pending; *n how many), _RELEASE (all but the ids of keep, an array literal) or _LET_GO
+     * (the ids of keep) for owner on the calling thread's connection. */
     int (*lease)(void *impl, int sql, const char *owner, double lease_s, int limit, const char *keep,
                  gr_store_pending pending, void *ctx, int *n, struct gr_err *e);
     int (*ping)(void *impl, struct gr_err *e);

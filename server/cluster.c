@@ -91,6 +91,39 @@ static void announce(void)
     json_decref(o);
 }
 
+/* Jobs the store has this replica holding that it does not have (a claim that committed but
+ * whose answer the connection lost): up to 256 a round. */
+struct strays {
+    int n;
+    char id[256][24];
+};
+
+static void stray(void *ctx, const char *id, const char *doc)
+{
+    struct strays *s = ctx;
+    struct gr_job *j = gr_jobs_find(id, NULL);
+    if (j)
+        gr_job_unref(j);
+    else if (s->n < 256)
+        snprintf(s->id[s->n++], sizeof s->id[0], "%s", id);
+}
+
+/* Let such jobs go, so that a replica claims them (this one too): held here in the store only,
+ * they would be renewed and never run. */
+static void reconcile(void)
+{
+    struct strays *s = calloc(1, sizeof *s);
+    struct gr_err e = {0};
+    if (s && gr_store_held(store, stray, s, &e) == GR_OK && s->n) {
+        if (gr_store_let_go(store, s->id, s->n, &e) == GR_OK)
+            gr_log(GR_LOG_WARN, "%d job(s) the store had this replica holding, unknown here, let go to be claimed",
+                   s->n);
+    }
+    if (e.msg[0])
+        gr_log(GR_LOG_WARN, "checking this replica's jobs against the store: %s", e.msg);
+    free(s);
+}
+
 static void *cluster_main(void *arg)
 {
     double renew_every = (double)lease * 1000 / 3, renewed = gr_mono_ms();
@@ -105,6 +138,9 @@ static void *cluster_main(void *arg)
             else
                 renewed = gr_mono_ms();
             announce();
+            pthread_mutex_lock(&claim_mu); /* no claim of this thread's own in between */
+            reconcile();
+            pthread_mutex_unlock(&claim_mu);
         }
         pthread_mutex_lock(&claim_mu);
         int want = leaving ? 0 : CLAIM_AHEAD - gr_jobs_queued();

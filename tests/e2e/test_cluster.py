@@ -148,6 +148,20 @@ def waited_elsewhere(rs, rng):
              "the job it waited behind ended first")
 
 
+def stray(rs, rng):
+    """A job the store says replica 2 holds but replica 2 never had (as after a claim whose answer
+    the connection lost): replica 2 lets it go at its next renewal, and it runs."""
+    a, c = rs[0], rs[2]
+    blocker = L.cpu_blocker(a, 3)
+    body, want = small_jobs(rng, 1)[0]
+    jid = a.req("POST", "/v1/jobs", body).json()["id"]
+    owner = listed(c)[1]
+    L.store_rows(a, "UPDATE jobs SET owner = '%s', epoch = epoch + 1 WHERE id = '%s' RETURNING id" % (owner, jid))
+    job = finish_through(c, {jid: want}, "a job held in the store only")
+    CHECK.ok(job and any("let go to be claimed" in line for line in c.log), "replica 2 let the stray job go")
+    a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
+
+
 def killed(rs, rng):
     a, b, c = rs
     blocker = L.cpu_blocker(a, 6)
@@ -208,6 +222,7 @@ def main():
     burst(rs, rng)
     canceled_elsewhere(rs, rng)
     waited_elsewhere(rs, rng)
+    stray(rs, rng)
     killed(rs, rng)
     handed_back(rs, rng)
     no_orphans(rs[2])

@@ -639,11 +639,22 @@ static void test_leases_and_fence(void **state)
     assert_int_equal(c.epoch, 2);
     assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 1); /* b holds it now */
-    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "late"), 1, on_done, &r[1]), GR_OK);
-    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "final"), 2, on_done, &r[2]), GR_OK);
-    assert_int_equal(gr_store_update_job(fx->s, id, "failed", make_doc(1, "after"), 2, on_done, &r[3]), GR_OK);
+    struct page held = {0};
+    assert_int_equal(gr_store_held(fx->s, on_row, &held, &e), GR_OK);
+    assert_int_equal(held.n, 1);
+    assert_string_equal(held.last, id);
+    char let[1][24];
+    snprintf(let[0], sizeof let[0], "%s", id);
+    assert_int_equal(gr_store_let_go(fx->s, let, 1, &e), GR_OK); /* b lets it go: c claims it, epoch 3 */
+    gr_store_join(fx->s, "replica-c", 60);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 2);
+    assert_int_equal(c.epoch, 3);
+    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "late"), 2, on_done, &r[1]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "final"), 3, on_done, &r[2]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, "failed", make_doc(1, "after"), 3, on_done, &r[3]), GR_OK);
     wait_done(4);
-    assert_int_equal(r[1].code, GR_ENOTFOUND); /* a's epoch passed */
+    assert_int_equal(r[1].code, GR_ENOTFOUND); /* b's epoch passed */
     assert_int_equal(r[2].code, GR_OK);
     assert_int_equal(r[3].code, GR_ENOTFOUND); /* final already */
     expect_job(fx, 1, "succeeded", "final");
