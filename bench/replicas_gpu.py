@@ -7,7 +7,6 @@
 #   bench/replicas_gpu.py path/to/gpured [seconds] [connections] [MiB of the dataset]
 import json
 import os
-import re
 import shutil
 import socket
 import struct
@@ -20,6 +19,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 import pg_cluster  # noqa: E402
+from store_load import start  # noqa: E402
 
 BIN = sys.argv[1]
 SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 15
@@ -33,22 +33,6 @@ def gpus():
         return ["none", "none"]
     out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
     return [n.strip() for n in out.stdout.splitlines() if n.strip()]
-
-
-def start(data, env):
-    log = open(os.path.join(data, "log-%d" % time.monotonic_ns()), "w+")
-    p = subprocess.Popen([BIN, "serve", "--port", "0", "--data-dir", data, "--log-level", "warn"], stderr=log,
-                         env=dict(os.environ, **env))
-    for _ in range(600):
-        log.seek(0)
-        m = re.search(r"listening on http://([0-9.]+:\d+)", log.read())
-        if m:
-            return p, "http://" + m.group(1)
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    log.seek(0)
-    raise RuntimeError("gpured did not start: " + log.read()[-2000:])
 
 
 def upload(url):
@@ -76,7 +60,7 @@ def load(urls, ds):
 
 def run(name, envs):
     data = tempfile.mkdtemp(prefix="gpured-replicas-")
-    servers = [start(data, env) for env in envs]
+    servers = [start(BIN, data, env) for env in envs]
     try:
         ds = upload(servers[0][1])
         load([u for _, u in servers], ds)  # warm: every GPU caches the dataset

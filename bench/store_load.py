@@ -23,17 +23,21 @@ SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 48
 
 
-def start(data, env):
+def start(binary, data, env):
+    """A gpured on a free port with its data in data and env added; (process, base URL)."""
     log = open(os.path.join(data, "log-%d" % time.monotonic_ns()), "w+")
-    p = subprocess.Popen([BIN, "serve", "--port", "0", "--data-dir", data, "--log-level", "warn"], stderr=log,
+    p = subprocess.Popen([binary, "serve", "--port", "0", "--data-dir", data, "--log-level", "warn"], stderr=log,
                          env=dict(os.environ, **env))
-    for _ in range(200):
+    for _ in range(600):
         log.seek(0)
         m = re.search(r"listening on http://([0-9.]+:\d+)", log.read())
         if m:
             return p, "http://" + m.group(1)
+        if p.poll() is not None:
+            break
         time.sleep(0.05)
-    raise RuntimeError("gpured did not start")
+    log.seek(0)
+    raise RuntimeError("gpured did not start: " + log.read()[-2000:])
 
 
 def load(urls):
@@ -56,7 +60,7 @@ def run(store, n, cluster=None):
     env = {}
     if cluster:
         env["GPURED_STORE"] = cluster.create_db("load_%d_%d" % (n, os.getpid()))
-    servers = [start(data, env) for _ in range(n)]
+    servers = [start(BIN, data, env) for _ in range(n)]
     try:
         r = load([u for _, u in servers])
     finally:

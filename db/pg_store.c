@@ -4,6 +4,7 @@
  * (a restart) is reset on its next use. */
 #include "store_backend.h"
 
+#include "readers.h"
 #include "schema.h"
 
 #include <libpq-fe.h>
@@ -23,13 +24,6 @@
 /* Sorts after every text id under COLLATE "C", so one list statement serves the first page too. */
 static const char no_cursor[] = "\xf4\x8f\xbf\xbf";
 
-struct pg;
-
-struct reader {
-    struct reader *prev, *next;
-    struct pg *s;
-    PGconn *db;
-};
 
 struct pg {
     char *url;
@@ -40,10 +34,7 @@ struct pg {
     void *changed_ctx;
     PGconn *wdb; /* the writer thread's */
     char state[6], msg[256]; /* the writer's last failure: SQLSTATE and text */
-    int have_key;
-    pthread_key_t key;   /* this thread's struct reader */
-    pthread_mutex_t rmu; /* readers list: taken only when a thread opens or drops one */
-    struct reader *readers;
+    struct gr_readers readers; /* each reading thread's PGconn */
 };
 
 static int db_fail(struct gr_err *e, PGconn *db, const char *what)
@@ -160,51 +151,17 @@ fail:
 
 /* --- readers --- */
 
-static void close_reader(struct reader *r)
-{
-    PQfinish(r->db);
-    free(r);
-}
-
-/* Thread-exit destructor; as for SQLite, not while gr_store_close runs. */
-static void drop_reader(void *arg)
-{
-    struct reader *r = arg;
-    pthread_mutex_lock(&r->s->rmu);
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        r->s->readers = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    pthread_mutex_unlock(&r->s->rmu);
-    close_reader(r);
-}
+static void close_reader(void *conn) { PQfinish(conn); }
 
 /* This thread's read connection, opened on first use and reset after a drop. */
 static PGconn *reader(struct pg *s, struct gr_err *e)
 {
-    struct reader *r = pthread_getspecific(s->key);
-    if (r)
-        return alive(r->db, 0, GR_SQL_NREAD, e) == GR_OK ? r->db : NULL;
-    if (!(r = calloc(1, sizeof *r))) {
-        gr_fail(e, GR_EIO, NULL, "store: out of memory");
+    PGconn *db = gr_readers_mine(&s->readers);
+    if (db)
+        return alive(db, 0, GR_SQL_NREAD, e) == GR_OK ? db : NULL;
+    if (!(db = connect_db(s->url, 0, GR_SQL_NREAD, e)))
         return NULL;
-    }
-    r->s = s;
-    if (!(r->db = connect_db(s->url, 0, GR_SQL_NREAD, e)) || pthread_setspecific(s->key, r) != 0) {
-        if (r->db)
-            gr_fail(e, GR_EIO, NULL, "store: cannot keep a read connection for this thread");
-        close_reader(r);
-        return NULL;
-    }
-    pthread_mutex_lock(&s->rmu);
-    r->next = s->readers;
-    if (r->next)
-        r->next->prev = r;
-    s->readers = r;
-    pthread_mutex_unlock(&s->rmu);
-    return r->db;
+    return gr_readers_add(&s->readers, db, e) == GR_OK ? db : NULL;
 }
 
 /* Run read statement sql with the first of params it takes (text, NULL for SQL NULL); the result
@@ -525,15 +482,8 @@ static void pg_close(void *impl)
         __atomic_store_n(&s->listening, 0, __ATOMIC_RELEASE);
         pthread_join(s->listener, NULL);
     }
-    while (s->readers) {
-        struct reader *r = s->readers;
-        s->readers = r->next;
-        close_reader(r);
-    }
-    if (s->have_key)
-        pthread_key_delete(s->key);
+    gr_readers_end(&s->readers);
     PQfinish(s->wdb);
-    pthread_mutex_destroy(&s->rmu);
     free(s->url);
     free(s);
 }
@@ -546,16 +496,13 @@ int gr_pg_store_open(const char *url, void **impl, struct gr_err *e)
         free(s);
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
     }
-    pthread_mutex_init(&s->rmu, NULL);
-    int code = GR_OK;
-    if (!(s->wdb = PQconnectdb(url)) || PQstatus(s->wdb) != CONNECTION_OK)
+    int code = gr_readers_init(&s->readers, close_reader, e);
+    if (code == GR_OK && (!(s->wdb = PQconnectdb(url)) || PQstatus(s->wdb) != CONNECTION_OK))
         code = db_fail(e, s->wdb, "connecting to PostgreSQL");
     if (code == GR_OK)
         code = migrate(s->wdb, e);
     if (code == GR_OK)
         code = prepare_all(s->wdb, GR_SQL_NREAD, GR_SQL_N, e);
-    if (code == GR_OK && !(s->have_key = pthread_key_create(&s->key, drop_reader) == 0))
-        code = gr_fail(e, GR_EIO, NULL, "store: out of thread-specific keys");
     if (code != GR_OK) {
         pg_close(s);
         return code;

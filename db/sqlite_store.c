@@ -3,6 +3,7 @@
  * connection (a thread-specific); WAL checkpoints run on a thread and connection of their own. */
 #include "store_backend.h"
 
+#include "readers.h"
 #include "schema.h"
 
 #include <errno.h>
@@ -20,11 +21,8 @@
 /* Sorts after every text id (U+10FFFF), so one list statement serves the first page too. */
 static const char no_cursor[] = "\xf4\x8f\xbf\xbf";
 
-struct sq;
-
+/* A reading thread's connection, with its statements prepared. */
 struct reader {
-    struct reader *prev, *next;
-    struct sq *s;
     sqlite3 *db;
     sqlite3_stmt *st[GR_SQL_NREAD];
 };
@@ -33,10 +31,7 @@ struct sq {
     char *path;
     sqlite3 *wdb; /* the writer thread's */
     sqlite3_stmt *w[NWRITE];
-    int have_key;
-    pthread_key_t key;   /* this thread's struct reader */
-    pthread_mutex_t rmu; /* readers list: taken only when a thread opens or drops one */
-    struct reader *readers;
+    struct gr_readers readers; /* each reading thread's struct reader */
     /* WAL checkpoints run on their own thread and connection, so that the writer's commits
      * never wait for the checkpoint's copy and fsync (SQLite's automatic one is off). */
     sqlite3 *cdb;
@@ -150,40 +145,24 @@ static void *checkpointer_main(void *arg)
     return NULL;
 }
 
-static void close_reader(struct reader *r)
+static void close_reader(void *conn)
 {
+    struct reader *r = conn;
     finalize_all(r->st, GR_SQL_NREAD);
     sqlite3_close(r->db);
     free(r);
 }
 
-/* Thread-exit destructor. gr_store_close must not run while a thread that read from the
- * store is exiting: by then every such thread is expected to be gone or idle. */
-static void drop_reader(void *arg)
-{
-    struct reader *r = arg;
-    pthread_mutex_lock(&r->s->rmu);
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        r->s->readers = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    pthread_mutex_unlock(&r->s->rmu);
-    close_reader(r);
-}
-
 /* This thread's read connection, opened on first use. NULL with e filled on failure. */
 static struct reader *reader(struct sq *s, struct gr_err *e)
 {
-    struct reader *r = pthread_getspecific(s->key);
+    struct reader *r = gr_readers_mine(&s->readers);
     if (r)
         return r;
     if (!(r = calloc(1, sizeof *r))) {
         gr_fail(e, GR_EIO, NULL, "store: out of memory");
         return NULL;
     }
-    r->s = s;
     if (sqlite3_open_v2(s->path, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
         sqlite3_busy_timeout(r->db, BUSY_MS) != SQLITE_OK) {
         db_fail(e, r->db, s->path);
@@ -194,18 +173,7 @@ static struct reader *reader(struct sq *s, struct gr_err *e)
         close_reader(r);
         return NULL;
     }
-    if (pthread_setspecific(s->key, r) != 0) {
-        gr_fail(e, GR_EIO, NULL, "store: cannot keep a read connection for this thread");
-        close_reader(r);
-        return NULL;
-    }
-    pthread_mutex_lock(&s->rmu);
-    r->next = s->readers;
-    if (r->next)
-        r->next->prev = r;
-    s->readers = r;
-    pthread_mutex_unlock(&s->rmu);
-    return r;
+    return gr_readers_add(&s->readers, r, e) == GR_OK ? r : NULL;
 }
 
 /* Step a statement that returns no rows and reset it: SQLITE_OK or the error. */
@@ -488,19 +456,12 @@ static void sq_close(void *impl)
     pthread_mutex_unlock(&s->mu);
     if (s->have_checkpointer)
         pthread_join(s->checkpointer, NULL);
-    while (s->readers) {
-        struct reader *r = s->readers;
-        s->readers = r->next;
-        close_reader(r);
-    }
-    if (s->have_key)
-        pthread_key_delete(s->key);
+    gr_readers_end(&s->readers);
     finalize_all(s->w, NWRITE);
     sqlite3_close(s->wdb);
     sqlite3_close(s->cdb);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->ckpt_cv);
-    pthread_mutex_destroy(&s->rmu);
     free(s->path);
     free(s);
 }
@@ -542,10 +503,9 @@ int gr_sqlite_store_open(const char *data_dir, void **impl, struct gr_err *e)
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->ckpt_cv, NULL);
-    pthread_mutex_init(&s->rmu, NULL);
-    int code = open_writer(s, data_dir, e);
-    if (code == GR_OK && !(s->have_key = pthread_key_create(&s->key, drop_reader) == 0))
-        code = gr_fail(e, GR_EIO, NULL, "store: out of thread-specific keys");
+    int code = gr_readers_init(&s->readers, close_reader, e);
+    if (code == GR_OK)
+        code = open_writer(s, data_dir, e);
     if (code == GR_OK && !(s->have_checkpointer = pthread_create(&s->checkpointer, NULL, checkpointer_main, s) == 0))
         code = gr_fail(e, GR_EIO, NULL, "store: cannot start the checkpoint thread");
     if (code != GR_OK) {
