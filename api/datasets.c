@@ -297,8 +297,9 @@ static void answer_upload(struct gr_req *r)
 
 /* An upload with an Idempotency-Key, once its values are in: its fingerprint is the request's
  * with the values' digest (in doc), dtype and shape. GR_OK to store it with the key (fp
- * filled); else answered (the earlier upload's dataset, or a problem) and non-zero. */
-static int upload_key(struct gr_req *r, const struct upload *u, char fp[65])
+ * filled); else its values removed and the request answered (the earlier upload's dataset, or a
+ * problem), non-zero. Removed first: a client that has its answer finds no file of it. */
+static int upload_key(struct gr_req *r, struct upload *u, char fp[65])
 {
     struct gr_err e = {0};
     char id[24], *doc = NULL, what[160];
@@ -310,6 +311,8 @@ static int upload_key(struct gr_req *r, const struct upload *u, char fp[65])
     int rc = gr_idem_lookup(r, fp, id, &e);
     if (rc == GR_ENOTFOUND)
         return GR_OK;
+    gr_dsfile_remove(data_dir(), u->id, NULL);
+    u->committed = 0;
     if (rc == GR_OK && (rc = gr_store_get_dataset(gr_api_store, id, NULL, &doc, &e)) == GR_ENOTFOUND)
         gr_fail(&e, rc, NULL, "dataset %s, which this Idempotency-Key made, has been deleted since", id);
     if (rc == GR_OK) {
