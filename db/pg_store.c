@@ -376,8 +376,9 @@ static int writer_failed(struct pg *s, PGresult *r)
     return -1;
 }
 
-/* Run writer statement sql with o's parameters; GR_OK (*changed: rows it touched) or -1. */
-static int run_op(struct pg *s, int sql, const struct gr_store_op *o, long *changed)
+/* Send writer statement sql with o's parameters, its answer read later (pipeline mode). 1 if
+ * sent. */
+static int send_op(struct pg *s, int sql, const struct gr_store_op *o)
 {
     char created[32], bytes[24], epoch[24], lease[32], name[16];
     snprintf(created, sizeof created, "%.17g", o->created);
@@ -393,37 +394,88 @@ static int run_op(struct pg *s, int sql, const struct gr_store_op *o, long *chan
         lengths[1] = (int)o->input_bytes;
         formats[1] = 1;
     }
-    PGresult *r = PQexecPrepared(s->wdb, name, nparams(sql), v, lengths, formats, 0);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (ok && changed)
-        *changed = strtol(PQcmdTuples(r), NULL, 10);
-    if (!ok)
-        writer_failed(s, r);
-    PQclear(r);
-    return ok ? GR_OK : -1;
+    return PQsendQueryPrepared(s->wdb, name, nparams(sql), v, lengths, formats, 0);
 }
 
-/* Any error aborts a PostgreSQL transaction: the batch is retried op by op (-1). */
-static int pg_apply(void *impl, struct gr_store_op *o)
+/* The statements of o, in order: its own, then its input's and its key's. */
+static int statements(const struct gr_store_op *o, int sql[3])
+{
+    int n = 0;
+    sql[n++] = o->sql;
+    if (o->sql == GR_SQL_INSERT && o->input)
+        sql[n++] = GR_SQL_INPUT;
+    if ((o->sql == GR_SQL_INSERT || o->sql == GR_SQL_DS_INSERT) && o->key)
+        sql[n++] = GR_SQL_KEY_INSERT;
+    return n;
+}
+
+/* One statement's answer in pipeline mode (its result, then the NULL that ends it): 1 if it
+ * ran, *changed the rows it touched. */
+static int take(struct pg *s, long *changed)
+{
+    PGresult *r = PQgetResult(s->wdb);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (ok)
+        *changed = strtol(PQcmdTuples(r), NULL, 10);
+    else if (PQresultStatus(r) != PGRES_PIPELINE_ABORTED) /* the first failure is the one to tell */
+        writer_failed(s, r);
+    PQclear(r);
+    PQclear(PQgetResult(s->wdb));
+    return ok;
+}
+
+/* Up to this many ops' statements are sent before their answers are read: what the server has
+ * to write back stays far below what a socket holds, so neither side waits on the other. */
+#define PIPELINE_OPS 256
+
+/* The batch's statements go out back to back and their answers are read after (libpq's pipeline
+ * mode): one round trip per PIPELINE_OPS ops, not one per statement. Any error aborts the
+ * transaction, so -1 then (the batch is retried op by op). */
+static int pg_apply(void *impl, struct gr_store_op *o, int n)
 {
     struct pg *s = impl;
-    o->code = GR_EIO;
-    if (o->input_bytes > INT32_MAX) /* more than one bytea parameter carries */
-        return 0;
-    long changed = 1;
-    if (run_op(s, o->sql, o, &changed) != GR_OK)
-        return -1;
-    int changes_row = o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_DELETE || o->sql == GR_SQL_JOB_DELETE;
-    if (changes_row && changed == 0) {
-        o->code = GR_ENOTFOUND;
-        return 0;
+    if (!PQenterPipelineMode(s->wdb))
+        return writer_failed(s, NULL);
+    int ok = 1;
+    while (ok && n > 0) {
+        struct gr_store_op *first = o;
+        int k = 0, sql[3];
+        for (; ok && k < n && k < PIPELINE_OPS; k++, o = o->next) {
+            o->code = GR_EIO;
+            if (o->input_bytes > INT32_MAX) /* more than one bytea parameter carries: refused alone */
+                continue;
+            for (int i = 0, m = statements(o, sql); ok && i < m; i++)
+                ok = send_op(s, sql[i], o);
+        }
+        if (!ok || !PQpipelineSync(s->wdb)) { /* nothing is read: the connection is made anew below */
+            writer_failed(s, NULL);
+            ok = 0;
+            break;
+        }
+        struct gr_store_op *p = first;
+        for (int j = 0; j < k; j++, p = p->next) {
+            if (p->input_bytes > INT32_MAX)
+                continue;
+            long changed = 1, ignored;
+            int m = statements(p, sql), ran = take(s, &changed);
+            for (int i = 1; i < m; i++)
+                ran = take(s, &ignored) && ran;
+            int changes_row = p->sql == GR_SQL_UPDATE || p->sql == GR_SQL_DS_DELETE || p->sql == GR_SQL_JOB_DELETE;
+            p->code = !ran ? GR_EIO : changes_row && changed == 0 ? GR_ENOTFOUND : GR_OK;
+            ok = ok && ran;
+        }
+        PGresult *r = PQgetResult(s->wdb); /* the sync's */
+        ok = ok && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+        PQclear(r);
+        n -= k;
     }
-    if (o->sql == GR_SQL_INSERT && o->input && run_op(s, GR_SQL_INPUT, o, NULL) != GR_OK)
-        return -1;
-    if ((o->sql == GR_SQL_INSERT || o->sql == GR_SQL_DS_INSERT) && o->key && run_op(s, GR_SQL_KEY_INSERT, o, NULL) != GR_OK)
-        return -1;
-    o->code = GR_OK;
-    return 0;
+    if (!PQexitPipelineMode(s->wdb)) { /* answers left unread: a connection in a known state instead */
+        writer_failed(s, NULL);
+        PQreset(s->wdb);
+        prepare_all(s->wdb, GR_SQL_NREAD, GR_SQL_N, NULL);
+        ok = 0;
+    }
+    return ok ? 0 : -1;
 }
 
 static int pg_begin(void *impl)

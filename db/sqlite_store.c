@@ -213,7 +213,7 @@ static int bind_op(sqlite3_stmt *st, const struct gr_store_op *o)
 
 /* Run one op inside the open transaction and set o->code. Returns 0, or -1 when the error
  * may have ended the transaction or left half an op in it (retry the batch op by op). */
-static int sq_apply(void *impl, struct gr_store_op *o)
+static int apply_one(void *impl, struct gr_store_op *o)
 {
     struct sq *s = impl;
     sqlite3_stmt *st = s->w[o->sql - GR_SQL_NREAD];
@@ -246,6 +246,15 @@ static int sq_apply(void *impl, struct gr_store_op *o)
     }
     /* A constraint (duplicate id) aborts only its statement. */
     return (rc & 0xff) == SQLITE_CONSTRAINT && !sqlite3_get_autocommit(s->wdb) ? 0 : -1;
+}
+
+/* Statements are function calls here: one after another. */
+static int sq_apply(void *impl, struct gr_store_op *o, int n)
+{
+    for (int i = 0; i < n; i++, o = o->next)
+        if (apply_one(impl, o) != 0)
+            return -1;
+    return 0;
 }
 
 static void sq_rollback(void *impl)

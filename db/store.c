@@ -42,7 +42,7 @@ static void commit_alone(struct gr_store *s, op_t *o)
         o->code = b->failed(s->impl);
         return;
     }
-    b->apply(s->impl, o);
+    b->apply(s->impl, o, 1);
     if (o->code != GR_OK || !b->commit(s->impl)) {
         if (o->code == GR_OK || o->code == GR_EIO)
             o->code = b->failed(s->impl);
@@ -63,10 +63,10 @@ static int closing(struct gr_store *s)
 static int try_batch(struct gr_store *s, op_t *batch)
 {
     const struct gr_store_backend *b = s->b;
-    int ok = b->begin(s->impl);
-    for (op_t *o = batch; ok && o; o = o->next)
-        ok = b->apply(s->impl, o) == 0;
-    return ok && b->commit(s->impl);
+    int n = 0;
+    for (op_t *o = batch; o; o = o->next)
+        n++;
+    return b->begin(s->impl) && b->apply(s->impl, batch, n) == 0 && b->commit(s->impl);
 }
 
 static void commit_batch(struct gr_store *s, op_t *batch)

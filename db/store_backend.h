@@ -34,14 +34,14 @@ struct gr_store_op {
 struct gr_store_backend {
     const char *name; /* "sqlite" or "postgresql" */
 
-    /* The writer thread's. begin/commit: 1 on success. apply runs one op inside the open
-     * transaction and sets o->code (GR_OK, GR_ENOTFOUND for an update or delete of no row,
-     * GR_EIO); it returns 0, or -1 when the error may have ended the transaction or left half
-     * an op in it (the batch is then retried op by op). failed: the code of the last failure
+    /* The writer thread's. begin/commit: 1 on success. apply runs n ops (o and the next ones)
+     * inside the open transaction and sets each one's code (GR_OK, GR_ENOTFOUND for an update or
+     * delete of no row, GR_EIO); it returns 0, or -1 when an error may have ended the
+     * transaction or left half an op in it (the batch is then retried op by op). failed: the code of the last failure
      * (GR_ENOMEM: the disk is full; GR_EUNAVAIL: the store is out of reach, the batch is tried
      * again until it is back; else GR_EIO); message: its text. */
     int (*begin)(void *impl);
-    int (*apply)(void *impl, struct gr_store_op *o);
+    int (*apply)(void *impl, struct gr_store_op *o, int n);
     int (*commit)(void *impl);
     void (*rollback)(void *impl);
     int (*failed)(void *impl);
