@@ -154,18 +154,21 @@ static void test_queue_cancel_wait_recover(void **state)
     assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
     assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
     assert_int_equal(gr_jobs_recover(0, &e), 2);
-    struct gr_job *again = gr_jobs_find(d->id, NULL);
-    assert_non_null(again);
-    wait_for(again, committed_of, GR_SUCCEEDED);
-    char *doc = NULL, st[16];
-    assert_int_equal(gr_store_get_job(store, d->id, NULL, &doc, st, &e), GR_OK);
+    /* d may have run and left the jobs in flight already: its state is the store's to read */
+    char *doc = NULL, st[16] = "";
+    for (int i = 0; i < 6000 && strcmp(st, "succeeded"); i++) {
+        free(doc);
+        doc = NULL;
+        assert_int_equal(gr_store_get_job(store, d->id, NULL, &doc, st, &e), GR_OK);
+        if (strcmp(st, "succeeded"))
+            usleep(10000);
+    }
     assert_string_equal(st, "succeeded");
     assert_non_null(strstr(doc, "\"value\":15"));
     free(doc);
     assert_int_equal(gr_store_get_job(store, c->id, NULL, &doc, st, &e), GR_OK);
     assert_non_null(strstr(doc, "\"value\":11"));
     free(doc);
-    gr_job_unref(again);
     assert_int_equal(runs, 3);
     gr_jobs_stop_workers();
     gr_store_close(store);
