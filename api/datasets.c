@@ -359,7 +359,7 @@ void gr_post_dataset(struct gr_req *r)
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset");
         return;
     }
-    struct gr_owner own = {u->tenant, r->idem ? strchr(r->idem, ' ') + 1 : NULL, fp};
+    struct gr_owner own = {.tenant = u->tenant, .key = r->idem ? strchr(r->idem, ' ') + 1 : NULL, .fingerprint = fp};
     /* suspended before the write is queued, so its wake cannot come first */
     gr_suspend(r, answer_upload);
     if ((rc = gr_store_insert_dataset(gr_api_store, u->id, &own, u->expect, copy, on_stored, r)) != GR_OK)

@@ -196,8 +196,10 @@ static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job
         rc = gr_jobs_route(j->device, &j->backend, &e);
     if (!rc)
         rc = check_variants(j, &e);
-    if (!rc)
+    if (!rc) {
+        gr_cluster_place(j);
         rc = gr_jobs_submit(j, &e);
+    }
     if (rc) {
         gr_respond_problem(r, &e);
         gr_job_unref(j);

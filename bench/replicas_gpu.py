@@ -19,6 +19,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 import pg_cluster  # noqa: E402
+import store_load  # noqa: E402
 from store_load import start  # noqa: E402
 
 BIN = sys.argv[1]
@@ -45,17 +46,8 @@ def upload(url):
 
 def load(urls, ds):
     dev = os.environ.get("GPURED_DEVICE", "gpu")
-    env = dict(os.environ, GPURED_BENCH_BODY='{"op":"sum","device":"%s","dataset":"%s"}' % (dev, ds))
-    per = max(1, CONNS // len(urls))
-    procs = [subprocess.Popen(["wrk", "-t", "4", "-c", str(per), "-d", "%ds" % SECS, "--latency", "-s",
-                               os.path.join(HERE, "http_load.lua"), u], stdout=subprocess.PIPE, text=True, env=env)
-             for u in urls]
-    rs = []
-    for p in procs:
-        out, _ = p.communicate()
-        rs.append(json.loads(next(line[5:] for line in out.splitlines() if line.startswith("JSON "))))
-    return {"jobs_per_s": sum(r["jobs_per_s"] for r in rs), "p50_ms": max(r["p50_ms"] for r in rs),
-            "p99_ms": max(r["p99_ms"] for r in rs), "errors": sum(r["socket_errors"] + r["non_2xx"] for r in rs)}
+    body = {"GPURED_BENCH_BODY": '{"op":"sum","device":"%s","dataset":"%s"}' % (dev, ds)}
+    return store_load.load([(u, body) for u in urls], SECS, CONNS, threads=4)
 
 
 def run(name, envs):

@@ -40,19 +40,21 @@ def start(binary, data, env):
     raise RuntimeError("gpured did not start: " + log.read()[-2000:])
 
 
-def load(urls):
-    """wrk on every url at once, CONNS split between them: summed jobs/s, the worst p50 and p99."""
-    per = max(1, CONNS // len(urls))
-    procs = [subprocess.Popen(["wrk", "-t", str(min(per, 2)), "-c", str(per), "-d", "%ds" % SECS, "--latency", "-s",
-                               os.path.join(HERE, "http_load.lua"), u], stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, GPURED_DEVICE="cpu")) for u in urls]
+def load(targets, secs, conns, threads=2):
+    """wrk on every (url, env) target at once, conns split between them (env: what http_load.lua
+    reads, e.g. GPURED_BENCH_BODY): summed jobs/s, the worst p50 and p99."""
+    per = max(1, conns // len(targets))
+    procs = [subprocess.Popen(["wrk", "-t", str(min(per, threads)), "-c", str(per), "-d", "%ds" % secs, "--latency",
+                               "-s", os.path.join(HERE, "http_load.lua"), u], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, **env)) for u, env in targets]
     rs = []
     for p in procs:
         out, _ = p.communicate()
         rs.append(json.loads(next(line[5:] for line in out.splitlines() if line.startswith("JSON "))))
     return {"jobs_per_s": sum(r["jobs_per_s"] for r in rs), "p50_ms": max(r["p50_ms"] for r in rs),
             "p99_ms": max(r["p99_ms"] for r in rs), "errors": sum(r["socket_errors"] + r["non_2xx"] for r in rs),
-            "connections": per * len(urls)}
+            "connections": per * len(targets),
+            "each": [{k: r[k] for k in ("jobs_per_s", "p50_ms", "p99_ms")} for r in rs]}
 
 
 def run(store, n, cluster=None):
@@ -62,7 +64,7 @@ def run(store, n, cluster=None):
         env["GPURED_STORE"] = cluster.create_db("load_%d_%d" % (n, os.getpid()))
     servers = [start(BIN, data, env) for _ in range(n)]
     try:
-        r = load([u for _, u in servers])
+        r = load([(u, {"GPURED_DEVICE": "cpu"}) for _, u in servers], SECS, CONNS)
     finally:
         for p, _ in servers:
             p.terminate()

@@ -5,6 +5,8 @@
 
 /* Ids are compared as bytes (COLLATE "C"): they are time-ordered, and a list's first page
  * starts below U+10FFFF, which a locale's collation would not put last. */
+#define NOW "extract(epoch FROM clock_timestamp())"
+
 const char *const gr_pg_schema_steps[] = {
     "CREATE TABLE jobs(id text COLLATE \"C\" PRIMARY KEY, status text NOT NULL, op text NOT NULL,"
     "                  doc text NOT NULL, created double precision NOT NULL, tenant text NOT NULL);"
@@ -43,10 +45,21 @@ const char *const gr_pg_schema_steps[] = {
     " WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION gpured_job_changed();"
     /* each live replica and its devices, for GET /v1/devices through any of them */
     "CREATE TABLE replicas(id text PRIMARY KEY, doc text NOT NULL, lease double precision NOT NULL);",
+    /* Offers: a job no replica holds yet (owner ''), for whichever has a free device, or first
+     * for the one named in prefer (its GPU caches the job's dataset) until its lease passes;
+     * told to the replicas, at commit, as is a job let go. */
+    "ALTER TABLE jobs ADD COLUMN prefer text NOT NULL DEFAULT '';"
+    "CREATE INDEX jobs_offered ON jobs(prefer, id) WHERE owner = '' AND status = 'queued';"
+    "CREATE FUNCTION gpured_job_offered() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$BEGIN PERFORM pg_notify('gpured_offers', CASE WHEN NEW.lease > " NOW " THEN NEW.prefer ELSE '' END);"
+    " RETURN NULL; END$$;"
+    "CREATE TRIGGER jobs_offered AFTER INSERT ON jobs FOR EACH ROW WHEN (NEW.owner = '')"
+    " EXECUTE FUNCTION gpured_job_offered();"
+    "CREATE TRIGGER jobs_let_go AFTER UPDATE OF owner ON jobs FOR EACH ROW"
+    " WHEN (NEW.owner = '' AND OLD.owner <> '' AND NEW.status = 'queued') EXECUTE FUNCTION gpured_job_offered();",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
-#define NOW "extract(epoch FROM clock_timestamp())"
 #define LIST_SQL(where) "SELECT id, doc FROM jobs WHERE " where "id < $1 ORDER BY id DESC LIMIT $2::int"
 #define FINAL "('succeeded', 'failed', 'canceled')"
 
@@ -70,10 +83,15 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                        " AND created >= $3::float8",
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < $1 AND status IN " FINAL " LIMIT $2::int",
-    [GR_SQL_RENEW] = "UPDATE jobs SET lease = " NOW " + $12::float8 WHERE owner = $11 AND status IN ('queued', 'running')",
+    /* SKIP LOCKED: a row the writer is ending waits for no renewal, and one renewal never meets
+     * a writer's batch in a deadlock (each holding rows the other wants, until PostgreSQL's
+     * deadlock_timeout, a second, ends one); a row skipped is renewed next time, a lease early */
+    [GR_SQL_RENEW] = "UPDATE jobs SET lease = " NOW " + $12::float8 WHERE id IN (SELECT id FROM jobs WHERE owner = $11"
+                     " AND status IN ('queued', 'running') FOR UPDATE SKIP LOCKED)",
     /* SKIP LOCKED: replicas claiming at once take different jobs, none waits for another */
     [GR_SQL_CLAIM] = "UPDATE jobs j SET owner = $11, lease = " NOW " + $12::float8, epoch = j.epoch + 1"
-                     " FROM (SELECT id FROM jobs WHERE status IN ('queued', 'running') AND lease < " NOW
+                     " FROM (SELECT id FROM jobs WHERE status IN ('queued', 'running') AND (lease < " NOW
+                     " OR (owner = '' AND status = 'queued' AND prefer = $11))"
                      " ORDER BY lease, id LIMIT $2::int FOR UPDATE SKIP LOCKED) c WHERE j.id = c.id"
                      " RETURNING j.id, j.doc, (SELECT data FROM job_inputs i WHERE i.id = j.id), j.epoch::text",
     /* no owner either, so that the holder's next renewal does not take them back */
@@ -90,8 +108,10 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                         " ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc, lease = EXCLUDED.lease",
     [GR_SQL_REPLICAS] = "SELECT id, doc FROM replicas WHERE lease >= " NOW " ORDER BY id",
     [GR_SQL_LEAVE] = "DELETE FROM replicas WHERE id = $11",
-    [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease)"
-                      " VALUES ($1, $2, $3, $4, $5::float8, $6, $11, " NOW " + $12::float8)",
+    /* an offer (owner '') to any replica is claimable at once (lease 0) */
+    [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease, prefer)"
+                      " VALUES ($1, $2, $3, $4, $5::float8, $6, $11,"
+                      " CASE WHEN $12::float8 < 0 THEN 0 ELSE " NOW " + $12::float8 END, $13)",
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",
     [GR_SQL_KEY_INSERT] = "INSERT INTO idempotency(tenant, key, fingerprint, resource, created)"
                           " VALUES ($6, $8, $9, $1, $5::float8) ON CONFLICT (tenant, key) DO UPDATE SET"

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define NPARAMS 12 /* schema.h's numbering */
+#define NPARAMS 13 /* schema.h's numbering */
 #define TEXTOID 25 /* pg_type.h's, which libpq's headers do not carry */
 #define BYTEAOID 17
 /* any constant: the advisory lock every replica takes while it migrates */
@@ -30,8 +30,8 @@ struct pg {
     /* the listener: its own connection and thread; listening cleared by close */
     pthread_t listener;
     int listening;
-    void (*changed)(void *ctx, const char *id);
-    void *changed_ctx;
+    gr_store_told changed, offered;
+    void *told_ctx;
     PGconn *wdb; /* the writer thread's */
     char state[6], msg[256]; /* the writer's last failure: SQLSTATE and text */
     struct gr_readers readers; /* each reading thread's PGconn */
@@ -300,7 +300,7 @@ static void *listener_main(void *arg)
         if (!db || PQstatus(db) != CONNECTION_OK) {
             PQfinish(db);
             db = PQconnectdb(s->url);
-            if (PQstatus(db) != CONNECTION_OK || !exec_ok(db, "LISTEN gpured_jobs")) {
+            if (PQstatus(db) != CONNECTION_OK || !exec_ok(db, "LISTEN gpured_jobs; LISTEN gpured_offers")) {
                 sleep(1);
                 continue;
             }
@@ -309,17 +309,18 @@ static void *listener_main(void *arg)
         if (poll(&p, 1, 500) > 0 && !PQconsumeInput(db))
             continue; /* the connection is gone: the next round opens another */
         for (PGnotify *n; (n = PQnotifies(db)); PQfreemem(n))
-            s->changed(s->changed_ctx, n->extra);
+            (strcmp(n->relname, "gpured_offers") ? s->changed : s->offered)(s->told_ctx, n->extra);
     }
     PQfinish(db);
     return NULL;
 }
 
-static int pg_listen(void *impl, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e)
+static int pg_listen(void *impl, gr_store_told changed, gr_store_told offered, void *ctx, struct gr_err *e)
 {
     struct pg *s = impl;
     s->changed = changed;
-    s->changed_ctx = ctx;
+    s->offered = offered;
+    s->told_ctx = ctx;
     s->listening = 1;
     if (pthread_create(&s->listener, NULL, listener_main, s)) {
         s->listening = 0;
@@ -387,7 +388,7 @@ static int send_op(struct pg *s, int sql, const struct gr_store_op *o)
     snprintf(lease, sizeof lease, "%.17g", o->lease_s);
     snprintf(name, sizeof name, "s%d", sql);
     const char *v[NPARAMS] = {o->id,          o->status, o->doc, o->opname, created, o->tenant, bytes, o->key,
-                              o->fingerprint, epoch,     o->owner, lease};
+                              o->fingerprint, epoch,     o->owner, lease,      o->prefer};
     int lengths[NPARAMS] = {0}, formats[NPARAMS] = {0};
     if (sql == GR_SQL_INPUT) {
         v[1] = o->input;

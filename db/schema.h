@@ -15,7 +15,7 @@ extern const int gr_schema_nsteps, gr_pg_schema_nsteps;
  * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op, ?5 tenant. The writes
  * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
  * ?8 idempotency key, ?9 its fingerprint, ?10 the job's epoch, ?11 the replica, ?12 its lease
- * seconds, each naming those it needs (GR_SQL_INPUT, bound apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
+ * seconds, ?13 the replica a job is offered to first (store_backend.h), each naming those it needs (GR_SQL_INPUT, bound apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
  * parameter (cast where it is not) but GR_SQL_INPUT's $2 (bytea). */
 enum gr_sql_id {
     GR_SQL_LIST_ALL = 0,
@@ -35,7 +35,8 @@ enum gr_sql_id {
     /* shared stores (PostgreSQL) only, on the cluster thread's connection: $11 owner, $12 lease
      * seconds (from the database's clock), $2 limit */
     GR_SQL_RENEW,   /* the owner's queued and running jobs held for another lease */
-    GR_SQL_CLAIM,   /* at most $2 jobs whose lease ran out, now the owner's -> id, doc, input, epoch */
+    GR_SQL_CLAIM,   /* at most $2 jobs whose lease ran out, or offered the owner first, now the owner's
+                     * -> id, doc, input, epoch */
     GR_SQL_RELEASE, /* the owner's queued jobs but those of array $2 let go now */
     GR_SQL_HELD,    /* the owner's queued and running jobs, as the store has them -> id, doc */
     GR_SQL_LET_GO,  /* the owner's jobs of array $2 let go now */
@@ -45,7 +46,8 @@ enum gr_sql_id {
     GR_SQL_REPLICAS, /* the replicas whose lease runs -> id, doc */
     GR_SQL_LEAVE,    /* $11 the replica gone */
     GR_SQL_NREAD,
-    GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant */
+    GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant
+                                   * (PostgreSQL: $11 owner, $12 lease, $13 prefer) */
     GR_SQL_INPUT,                 /* ?1 id, ?2 data */
     GR_SQL_KEY_INSERT,            /* ?1 resource id, ?5 created, ?6 tenant, ?8 key, ?9 fingerprint */
     GR_SQL_UPDATE,                /* ?1 id, ?2 status, ?3 doc */

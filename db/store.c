@@ -242,6 +242,11 @@ static op_t *owned(op_t *o, const struct gr_owner *own)
         return NULL;
     }
     memcpy(o->tenant, tenant, strlen(tenant) + 1);
+    if (own && own->offer && strlen(own->offer) < sizeof o->prefer) {
+        o->owner = "";
+        o->lease_s = own->offer[0] ? GR_OFFER_FIRST_S : -1;
+        memcpy(o->prefer, own->offer, strlen(own->offer) + 1);
+    }
     if (o->key)
         memcpy(o->fingerprint, own->fingerprint, strlen(own->fingerprint) + 1);
     return o;
@@ -251,8 +256,10 @@ static int push(struct gr_store *s, op_t *o)
 {
     if (!o)
         return GR_EINVAL;
-    o->owner = s->owner;
-    o->lease_s = s->lease_s;
+    if (!o->owner) { /* held by this replica, unless offered (owned) */
+        o->owner = s->owner;
+        o->lease_s = s->lease_s;
+    }
     pthread_mutex_lock(&s->mu);
     int closing = s->closing;
     if (!closing) {
@@ -395,9 +402,9 @@ void gr_store_join(struct gr_store *s, const char *replica, double lease_s)
 
 int gr_store_shared(struct gr_store *s) { return s->b->lease != NULL; }
 
-int gr_store_listen(struct gr_store *s, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e)
+int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told offered, void *ctx, struct gr_err *e)
 {
-    return s->b->listen ? s->b->listen(s->impl, changed, ctx, e) : GR_OK;
+    return s->b->listen ? s->b->listen(s->impl, changed, offered, ctx, e) : GR_OK;
 }
 
 int gr_store_announce(struct gr_store *s, const char *doc, struct gr_err *e)

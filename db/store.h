@@ -37,11 +37,15 @@ void gr_store_close(struct gr_store *s);
 typedef void (*gr_store_done)(void *ctx, int code);
 
 /* Who a new row belongs to, and the Idempotency-Key it was made under (key NULL: none): the
- * key's row is written in the same transaction as the row it names. */
+ * key's row is written in the same transaction as the row it names. On a shared store, a job
+ * is held by the replica that inserts it unless offer is set: "" for any replica to claim, or a
+ * replica's id for that one to claim within GR_OFFER_FIRST_S seconds, and any after. */
 struct gr_owner {
     const char *tenant;
     const char *key, *fingerprint;
+    const char *offer;
 };
+#define GR_OFFER_FIRST_S 1.0
 
 /* For a thread that waits for its writes: queue each with gr_store_wait_done and the waiter as
  * done and ctx, counting it with gr_store_wait_add (rc: what queueing returned), then
@@ -130,9 +134,11 @@ int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, 
  * first write. */
 void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
 /* On a shared store, changed(ctx, id) runs on a thread of the store's whenever a job's status
- * changes, on any replica (PostgreSQL's LISTEN/NOTIFY), until gr_store_close; it must not
- * block. Nothing on SQLite. GR_OK or GR_EIO. */
-int gr_store_listen(struct gr_store *s, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e);
+ * changes, on any replica (PostgreSQL's LISTEN/NOTIFY), and offered(ctx, replica) whenever jobs
+ * are offered (replica "": to any; else first to that one) or let go, until gr_store_close;
+ * neither may block. Nothing on SQLite. GR_OK or GR_EIO. */
+typedef void (*gr_store_told)(void *ctx, const char *what);
+int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told offered, void *ctx, struct gr_err *e);
 
 /* The replicas of a shared store: this one's devices (doc, JSON) announced until its lease runs
  * out (renewed by announcing again), its row dropped (leave), and row(ctx, id, doc) for every

@@ -24,8 +24,9 @@ struct gr_store_op {
     char tenant[65];
     int64_t bytes;
     int64_t epoch;     /* an update's fence */
-    const char *owner; /* the replica, and its lease (gr_store_join) */
-    double lease_s;
+    const char *owner; /* the replica, and its lease (gr_store_join); "" for a job offered */
+    double lease_s;    /* < 0: claimable at once */
+    char prefer[96];   /* the replica a job is offered to first, or "" */
     char *key; /* Idempotency-Key (malloc'd) or NULL */
     char fingerprint[65];
     char id[];
@@ -61,9 +62,9 @@ struct gr_store_backend {
     int (*tenant_bytes)(void *impl, gr_store_tenant tenant, void *ctx, struct gr_err *e);
     /* SQLite's: every job left queued or running. */
     int (*load_pending)(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e);
-    /* A shared store's (NULL on SQLite): start a thread of its own that calls changed(ctx, id)
-     * whenever a job's status changes, on any replica, until close. */
-    int (*listen)(void *impl, void (*changed)(void *ctx, const char *id), void *ctx, struct gr_err *e);
+    /* A shared store's (NULL on SQLite): start a thread of its own that calls changed and
+     * offered as gr_store_listen says, until close. */
+    int (*listen)(void *impl, gr_store_told changed, gr_store_told offered, void *ctx, struct gr_err *e);
     /* A shared store's (NULL on SQLite): run GR_SQL_ANNOUNCE (doc), _LEAVE, _REPLICAS or _HELD
      * (row for each) for owner, on the calling thread's connection. */
     int (*replica)(void *impl, int sql, const char *owner, double lease_s, const char *doc, gr_store_row row,

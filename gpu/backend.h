@@ -60,10 +60,12 @@ struct gr_backend {
     void (*destroy)(struct gr_backend *b);
     /* Datasets: takes_fd says reduce() reads req->fd itself (so the caller need not map the file);
      * evict drops a dataset from the device's cache (DELETE; any thread, NULL: no cache);
-     * cache_stats reads the cache's counters (any thread). */
+     * cache_stats reads the cache's counters and cached the ids it holds, most recently used
+     * first, at most max of them (their count; any thread). */
     int takes_fd;
     void (*evict)(struct gr_backend *b, const char *dataset);
     void (*cache_stats)(struct gr_backend *b, struct gr_cache_stats *s);
+    int (*cached)(struct gr_backend *b, char ids[][24], int max);
     /* Device memory in use now, in bytes, or -1; NULL where it means nothing (the CPU).
      * Safe from any thread (read by /metrics). */
     int64_t (*memory_used)(struct gr_backend *b);

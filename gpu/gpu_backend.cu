@@ -191,6 +191,33 @@ static void gpu_evict(struct gr_backend *b, const char *dataset)
     pthread_mutex_unlock(&g->mu);
 }
 
+static int by_use(const void *a, const void *b)
+{
+    unsigned long long x = (*(struct entry *const *)a)->used, y = (*(struct entry *const *)b)->used;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int gpu_cached(struct gr_backend *b, char ids[][24], int max)
+{
+    struct gpu *g = static_cast<struct gpu *>(b->impl);
+    pthread_mutex_lock(&g->mu);
+    int n = 0, all = 0;
+    for (struct entry *x = g->cache; x; x = x->next)
+        all++;
+    struct entry **v = (struct entry **)malloc(sizeof *v * (all ? all : 1));
+    for (struct entry *x = g->cache; v && x; x = x->next)
+        if (x->ready && !x->doomed)
+            v[n++] = x;
+    if (v)
+        qsort(v, n, sizeof *v, by_use);
+    n = n < max ? n : max;
+    for (int i = 0; i < n; i++)
+        memcpy(ids[i], v[i]->id, sizeof ids[i]);
+    pthread_mutex_unlock(&g->mu);
+    free(v);
+    return n;
+}
+
 static void gpu_cache_stats(struct gr_backend *b, struct gr_cache_stats *s)
 {
     struct gpu *g = static_cast<struct gpu *>(b->impl);
@@ -601,6 +628,7 @@ static struct gr_backend *gpu_new(int dev, int streams, int64_t cache_bytes, str
     b->takes_fd = 1;
     b->evict = gpu_evict;
     b->cache_stats = gpu_cache_stats;
+    b->cached = gpu_cached;
     if (gpu_init(b, g, streams, cache_bytes, e) != GR_OK) {
         gpu_destroy(b);
         return NULL;

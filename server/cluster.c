@@ -4,6 +4,7 @@
 
 #include "id.h"
 #include "backend.h"
+#include "job.h"
 #include "jobs.h"
 #include "log.h"
 #include "store.h"
@@ -11,6 +12,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,8 +30,26 @@ static int started, stopping, leaving;
 #define ID_STRIDE 32
 
 /* Claimed while this replica's queues hold fewer: the others take the rest, so the jobs of a
- * replica gone spread over the survivors' free devices rather than queue behind one. */
+ * replica gone, and jobs offered, spread over the free devices rather than queue behind one. */
 #define CLAIM_AHEAD 8
+/* A new job is offered to any replica rather than queued here once its device has this many
+ * queued: a device that far behind is not free. Jobs offered to this replica first (its GPU
+ * caches their dataset) are claimed while its queues hold fewer than this, so a replica's cached
+ * datasets stay its work unless its queue is this much longer than a free one's. */
+#define OFFER_AT 32
+/* The most recently used datasets of each GPU a replica announces (where affinity looks). */
+#define ANNOUNCED_DATASETS 256
+
+static int offers, mine; /* told of jobs offered (mine: to this replica first) since the last claim (mu) */
+static unsigned told;    /* offers told so far: a new one ends the cluster thread's wait (mu) */
+
+/* Which replica's GPU caches which dataset, as announced (mu); this one's among them. */
+struct home {
+    char dataset[24];
+    char replica[96];
+};
+static struct home *homes;
+static int nhomes;
 
 void gr_cluster_join(struct gr_store *s, int64_t lease_s)
 {
@@ -45,6 +65,7 @@ void gr_cluster_join(struct gr_store *s, int64_t lease_s)
     unsigned r = (unsigned)t.tv_nsec ^ (unsigned)getpid() * 2654435761u;
     snprintf(replica, sizeof replica, "%s-%d-%04x", host, (int)getpid(), r & 0xffff);
     gr_store_join(s, replica, (double)lease_s);
+    gr_jobs_set_replica(replica);
     long long n = 0;
     struct gr_err e = {0};
     if (gr_store_slot(s, &n, &e) != GR_OK) /* ids still time-ordered; a clash is refused, never merged */
@@ -62,14 +83,23 @@ json_t *gr_cluster_devices(void)
         struct gr_cache_stats cs = {0};
         if (b->cache_stats)
             b->cache_stats((struct gr_backend *)b, &cs);
+        static char ids[ANNOUNCED_DATASETS][24]; /* announce and GET /v1/devices may run at once: */
+        static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER; /* too big for a stack */
+        json_t *cached = json_array();
+        pthread_mutex_lock(&ids_mu);
+        int n = b->cached ? b->cached((struct gr_backend *)b, ids, ANNOUNCED_DATASETS) : 0;
+        for (int k = 0; k < n; k++)
+            json_array_append_new(cached, json_string(ids[k]));
+        pthread_mutex_unlock(&ids_mu);
         json_array_append_new(
-            gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "id", b->name, "name",
+            gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:o}}", "id", b->name, "name",
                             b->info.name, "memory_bytes", (json_int_t)b->info.memory_bytes, "sms", b->info.sms,
                             "streams", b->info.streams, "ceiling_gbps",
                             b->info.ceiling_gbps > 0 ? json_real(b->info.ceiling_gbps) : json_null(), "h2d_gbps",
                             b->info.h2d_gbps > 0 ? json_real(b->info.h2d_gbps) : json_null(), "cache", "cap_bytes",
                             (json_int_t)b->info.cache_bytes, "bytes", (json_int_t)cs.bytes, "entries",
-                            (json_int_t)cs.entries, "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses));
+                            (json_int_t)cs.entries, "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses,
+                            "datasets", cached));
     }
     const struct gr_backend *cpu = gr_jobs_backend(0);
     json_t *o = json_pack("{s:o, s:{s:s, s:s, s:i, s:I}}", "gpus", gpus, "cpu", "id", cpu->name, "name", cpu->info.name,
@@ -89,6 +119,96 @@ static void announce(void)
         gr_log(GR_LOG_WARN, "announcing replica %s: %s", replica, e.msg);
     free(doc);
     json_decref(o);
+}
+
+static int by_dataset(const void *a, const void *b)
+{
+    return strcmp(((const struct home *)a)->dataset, ((const struct home *)b)->dataset);
+}
+
+struct homes {
+    struct home *v;
+    int n, cap;
+};
+
+/* Each dataset a live replica's GPU caches, from its announcement (a GR_SQL_REPLICAS row). */
+static void home_row(void *ctx, const char *id, const char *doc)
+{
+    struct homes *h = ctx;
+    json_t *o = json_loads(doc, 0, NULL), *gpu, *ds;
+    size_t i, k;
+    json_array_foreach(json_object_get(o, "gpus"), i, gpu)
+    {
+        json_array_foreach(json_object_get(json_object_get(gpu, "cache"), "datasets"), k, ds)
+        {
+            if (!json_is_string(ds) || strlen(json_string_value(ds)) >= 24 || strlen(id) >= 96)
+                continue;
+            if (h->n == h->cap) {
+                struct home *v = realloc(h->v, sizeof *v * (size_t)(h->cap = h->cap ? 2 * h->cap : 64));
+                if (!v)
+                    break;
+                h->v = v;
+            }
+            snprintf(h->v[h->n].dataset, sizeof h->v[0].dataset, "%s", json_string_value(ds));
+            snprintf(h->v[h->n++].replica, sizeof h->v[0].replica, "%s", id);
+        }
+    }
+    json_decref(o);
+}
+
+/* Learn anew where datasets are cached (after this replica announced its own). */
+static void find_homes(void)
+{
+    struct homes h = {0};
+    struct gr_err e = {0};
+    if (gr_store_replicas(store, home_row, &h, &e) != GR_OK) {
+        gr_log(GR_LOG_WARN, "reading the replicas' caches: %s", e.msg);
+        free(h.v);
+        return;
+    }
+    qsort(h.v, (size_t)h.n, sizeof *h.v, by_dataset);
+    pthread_mutex_lock(&mu);
+    free(homes);
+    homes = h.v;
+    nhomes = h.n;
+    pthread_mutex_unlock(&mu);
+}
+
+void gr_cluster_place(struct gr_job *j)
+{
+    pthread_mutex_lock(&mu);
+    int here = !started || leaving;
+    struct home key, *h = NULL;
+    if (!here && j->dataset[0] && strcmp(j->device, "cpu")) {
+        snprintf(key.dataset, sizeof key.dataset, "%s", j->dataset);
+        h = bsearch(&key, homes, (size_t)nhomes, sizeof *homes, by_dataset);
+        while (h && h > homes && !by_dataset(h - 1, &key))
+            h--; /* the first of its homes; this replica's, if among them, wins */
+        for (struct home *x = h; x && x < homes + nhomes && !by_dataset(x, &key); x++)
+            if (!strcmp(x->replica, replica))
+                h = NULL;
+    }
+    if (h) {
+        j->offered = 1;
+        memcpy(j->offer, h->replica, sizeof j->offer);
+    }
+    pthread_mutex_unlock(&mu);
+    if (!j->offered && !here && gr_jobs_queued_on(j->backend) >= OFFER_AT) {
+        j->offered = 1;
+        j->offer[0] = '\0';
+    }
+}
+
+void gr_cluster_offered(void *ctx, const char *to)
+{
+    if (to[0] && strcmp(to, replica))
+        return;
+    pthread_mutex_lock(&mu);
+    offers = 1;
+    mine |= to[0] != '\0';
+    told++;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
 }
 
 /* Jobs the store has this replica holding that it does not have (a claim that committed but
@@ -138,25 +258,35 @@ static void *cluster_main(void *arg)
             else
                 renewed = gr_mono_ms();
             announce();
+            find_homes();
             pthread_mutex_lock(&claim_mu); /* no claim of this thread's own in between */
             reconcile();
             pthread_mutex_unlock(&claim_mu);
         }
+        pthread_mutex_lock(&mu);
+        int was_mine = mine, want = (mine ? OFFER_AT : CLAIM_AHEAD) - gr_jobs_queued();
+        if (want > 0) /* told again while the claim runs, if more come */
+            offers = mine = 0;
+        pthread_mutex_unlock(&mu);
         pthread_mutex_lock(&claim_mu);
-        int want = leaving ? 0 : CLAIM_AHEAD - gr_jobs_queued();
-        int n = want > 0 ? gr_jobs_recover(want, &e) : 0;
+        int n = want > 0 && !leaving ? gr_jobs_recover(want, &e) : 0;
         pthread_mutex_unlock(&claim_mu);
         if (n < 0)
-            gr_log(GR_LOG_WARN, "claiming the jobs of replicas gone: %s", e.msg);
+            gr_log(GR_LOG_WARN, "claiming offered jobs and those of replicas gone: %s", e.msg);
         else if (n)
-            gr_log(GR_LOG_WARN, "claimed %d job(s) whose replica's lease ran out", n);
+            gr_log(GR_LOG_INFO, "claimed %d job(s), offered or left by a replica gone", n);
         pthread_mutex_lock(&mu);
+        if (want > 0 && n == want) { /* perhaps more to claim once the queues are shorter */
+            offers = 1;
+            mine |= was_mine;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        long ns = ts.tv_nsec + (long)(claim_every * 1e6);
+        /* while offers wait, look at the queues often (no store round trip unless they are short) */
+        long ns = ts.tv_nsec + (long)((offers ? 5 : claim_every) * 1e6);
         ts.tv_sec += ns / 1000000000L;
         ts.tv_nsec = ns % 1000000000L;
-        while (!stopping && pthread_cond_timedwait(&cv, &mu, &ts) == 0)
+        for (unsigned seen = told; !stopping && told == seen && pthread_cond_timedwait(&cv, &mu, &ts) == 0;)
             ;
     }
     pthread_mutex_unlock(&mu);
@@ -171,7 +301,9 @@ int gr_cluster_start(struct gr_err *e)
     announce(); /* listed by GET /v1/devices everywhere from now on */
     if (pthread_create(&thread, NULL, cluster_main, NULL))
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the cluster thread");
+    pthread_mutex_lock(&mu);
     started = 1;
+    pthread_mutex_unlock(&mu);
     return GR_OK;
 }
 
@@ -180,7 +312,9 @@ void gr_cluster_leave(void)
     if (!started)
         return;
     pthread_mutex_lock(&claim_mu);
+    pthread_mutex_lock(&mu);
     leaving = 1; /* after the claim under way, if any: what it took is let go below too */
+    pthread_mutex_unlock(&mu);
     pthread_mutex_unlock(&claim_mu);
     struct gr_err e = {0};
     char running[256][24]; /* the store has them as queued: they stay this replica's */
@@ -199,7 +333,12 @@ void gr_cluster_stop(void)
     pthread_cond_signal(&cv);
     pthread_mutex_unlock(&mu);
     pthread_join(thread, NULL);
+    pthread_mutex_lock(&mu);
     started = 0;
+    free(homes);
+    homes = NULL;
+    nhomes = 0;
+    pthread_mutex_unlock(&mu);
     struct gr_err e = {0};
     if (gr_store_leave(store, &e) != GR_OK) /* else it drops out of the list once its lease runs out */
         gr_log(GR_LOG_WARN, "leaving the replicas' list: %s", e.msg);

@@ -245,6 +245,8 @@ char *gr_job_render(const struct gr_job *j)
         json_object_set_new(o, "dataset", json_string(j->dataset));
         json_object_set_new(o, "cache", t->cache != GR_CACHE_NONE ? json_string(cache[t->cache]) : json_null());
     }
+    if (j->replica[0])
+        json_object_set_new(o, "replica", json_string(j->replica));
     if (j->kind == GR_JOB_MATMUL) {
         for (int k = 0; k < GR_MM_OPERANDS; k++)
             if (j->mm[k].present)

@@ -55,6 +55,8 @@ struct gr_job {
     struct gr_operand mm[GR_MM_OPERANDS]; /* matmul: a, b, c; the product is shape[0] x shape[1] */
     double alpha, beta;
     struct gr_backend *backend; /* where it runs */
+    int offered;       /* shared store: inserted for the replicas to claim, first offer (store.h's gr_owner) */
+    char offer[96];
     int repeats, nalgos;        /* benchmark: n is shape[0]; nalgos 0 = every variant */
     char (*algos)[32];
     double created_at;
@@ -67,6 +69,7 @@ struct gr_job {
     int refused;   /* why the store refused it (GR_ENOMEM: the disk is full) */
     int64_t epoch; /* this replica's claim on it (store.h: fences a late final state), 1 at submit */
     double started_at, finished_at;
+    char replica[96]; /* shared store: the replica that ran it */
     struct gr_result result;
     /* a large result's datasets ("" when inline): the worker sets them before the final status */
     char result_dataset[24], indices_dataset[24];

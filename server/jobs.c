@@ -48,6 +48,7 @@ static struct queue queues[MAX_BACKENDS];
 static int nqueues, capacity, stopping, waking_all, timer_stop, timer_started;
 static struct gr_job *table[NBUCKETS];
 static struct gr_waiter *timed; /* waiters with a deadline */
+static char replica[96];        /* set once before any job runs */
 static int parked;
 
 /* --- in-flight table (mu held) --- */
@@ -408,7 +409,7 @@ static void committed(struct gr_job *j, int status, int code)
     struct gr_waiter *fired = NULL;
     pthread_mutex_lock(&mu);
     if (code == GR_OK) {
-        if (status > j->committed)
+        if (status > j->committed && j->committed != -3) /* an offer's end may be told before its insert's commit */
             j->committed = status;
     } else if (code == GR_ENOTFOUND && j->committed >= 0 && gr_store_shared(store)) {
         /* fenced (store.h): another replica canceled the job, or claimed it once this one's lease
@@ -429,7 +430,7 @@ static void committed(struct gr_job *j, int status, int code)
     }
     /* the dataset is free to delete, and the tenant's count lower, before anyone hears that the
      * job ended */
-    int gone = GR_TERMINAL(j->committed) || j->committed == -2 || j->committed == -3;
+    int gone = GR_TERMINAL(j->committed) || j->committed == -2 || j->committed == -3 || j->offered;
     if (gone) {
         unpin_job(j);
         if (j->counted)
@@ -439,6 +440,11 @@ static void committed(struct gr_job *j, int status, int code)
     collect(j, gr_mono_ms(), &fired);
     if (gone)
         table_remove(j);
+    struct gr_job **p = watch_link(j->id);
+    if (j->offered && code != GR_OK && *p == j) { /* an offer the store refused: no end to be told */
+        *p = j->hnext;
+        gr_job_unref(j);
+    }
     pthread_mutex_unlock(&mu);
     wake_list(fired);
 }
@@ -463,7 +469,7 @@ static void store_write(struct gr_job *j, char *doc, int status, int insert)
     }
     gr_job_ref(j);
     *c = (struct commit){j, status};
-    struct gr_owner own = {j->tenant, j->idem_key, j->idem_fp};
+    struct gr_owner own = {j->tenant, j->idem_key, j->idem_fp, j->offered ? j->offer : NULL};
     int rc = insert ? gr_store_insert_job(store, j->id, j->op, gr_status_name(status), doc, j->input,
                                           j->input ? j->input_bytes : 0, &own, on_commit, c)
                     : gr_store_update_job(store, j->id, gr_status_name(status), doc,
@@ -620,6 +626,7 @@ static void run(struct worker *w, struct gr_job *j)
     j->rows = rows;
     j->nrows = nrows;
     snprintf(j->device, sizeof j->device, "%s", q->backend->name);
+    memcpy(j->replica, replica, sizeof replica);
     if (used[0])
         snprintf(j->algorithm, sizeof j->algorithm, "%s", used);
     if (rc != GR_OK)
@@ -790,6 +797,16 @@ int gr_jobs_submit(struct gr_job *j, struct gr_err *e)
         return e->code;
     }
     j->counted = 1;
+    if (j->offered) { /* the store's to hand out: waited on here as a stand-in (the table's reference) */
+        struct gr_job **p = watch_link(j->id);
+        j->hnext = NULL;
+        *p = j;
+        gr_job_ref(j);
+        pthread_mutex_unlock(&mu);
+        store_write(j, doc, GR_QUEUED, 1);
+        gr_log(GR_LOG_INFO, "job %s offered to %s", j->id, j->offer[0] ? j->offer : "any replica");
+        return GR_OK;
+    }
     q->reserved++;
     table_add(j);
     pthread_mutex_unlock(&mu);
@@ -893,6 +910,17 @@ int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struc
     *out = j;
     return GR_OK;
 }
+
+int gr_jobs_queued_on(const struct gr_backend *b)
+{
+    pthread_mutex_lock(&mu);
+    const struct queue *q = queue_of(b);
+    int n = q ? q->count + q->reserved : 0;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+void gr_jobs_set_replica(const char *id) { snprintf(replica, sizeof replica, "%s", id); }
 
 int gr_jobs_queued(void)
 {

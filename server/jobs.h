@@ -58,8 +58,16 @@ struct gr_backend *gr_jobs_backend(int i);
 
 /* Accept j (its backend and tenant set): reserve a queue slot (GR_EFULL if none, or if its
  * tenant has --tenant-max-queued jobs queued or running), queue its insert in the store (with
- * its Idempotency-Key, if any), then queue it for its worker. Takes its own references. */
+ * its Idempotency-Key, if any), then queue it for its worker. Takes its own references. A job
+ * offered (j->offer set) is inserted for the replicas to claim and queued nowhere here: from
+ * then on it is a stand-in, as gr_jobs_watch's, that the store's word of its end fires. */
 int gr_jobs_submit(struct gr_job *j, struct gr_err *e);
+
+/* Jobs queued for backend b, not yet taken by a worker. */
+int gr_jobs_queued_on(const struct gr_backend *b);
+
+/* On a shared store: the replica this one is, named in the jobs it runs. */
+void gr_jobs_set_replica(const char *replica);
 
 /* The in-flight job with this id of tenant scope (NULL: any tenant's), with a reference taken;
  * NULL when not in flight (or another tenant's). */

@@ -5,7 +5,8 @@
 # survivors claim and run them, each ends succeeded with the right answer, one final state each,
 # and no dataset file lacks its row. A job queued on one replica is canceled through another, and a
 # ?wait= through another replica ends when the job does (LISTEN/NOTIFY). A replica stopped with SIGTERM hands its queued jobs back at
-# once: the others finish them while its own running job still runs.
+# once: the others finish them while its own running job still runs. Jobs sent to a replica whose
+# device is far behind are offered through the store, and the free replicas run them.
 import os
 import random
 import threading
@@ -115,6 +116,38 @@ def burst(rs, rng):
     finish_through(rs[0], expect, "a burst through all three")
 
 
+def offered(rs, rng):
+    """Work goes where a device is free: replica 0's CPU is busy and 32 jobs wait for it, so the
+    jobs sent to it after those are offered through the store, and replicas 1 and 2 claim and run
+    them while replica 0's long job still runs. A wait through replica 0 on such a job ends with
+    its final state from the other replica."""
+    a = rs[0]
+    names = {listed(r)[1]: r.name for r in rs}
+    blocker = L.cpu_blocker(a, 6)
+    expect = submit(a, small_jobs(rng, 32))  # queued on replica 0, behind the long job
+    more = small_jobs(rng, 48)
+    extra = submit(a, more)
+    body, want = small_jobs(rng, 1)[0]
+    r = a.req("POST", "/v1/jobs", body, {"Prefer": "wait=30"}, timeout=40)
+    job = r.json()
+    CHECK.eq((r.status, job.get("status"), (job.get("result") or {}).get("value")), (200, "succeeded", want),
+             "a job sent to the busy replica with Prefer: wait ends with its final state, run elsewhere")
+    CHECK.ok(names.get(job.get("replica")) in ("replica-1", "replica-2"),
+             "it ran on replica 1 or 2 (%r)" % names.get(job.get("replica")))
+    done = finish_through(a, extra, "jobs offered by the busy replica")
+    ran = {names.get(j.get("replica")) for j in done.values()}
+    CHECK.ok(ran and ran <= {"replica-1", "replica-2"}, "replicas 1 and 2 ran the offered jobs (%r)" % sorted(ran))
+    bench = a.get_json("/v1/jobs/%s?wait=60" % blocker.json()["id"])
+    last = max(j.get("finished_at") or "" for j in done.values())
+    CHECK.ok(bench.get("status") == "running" or last < (bench.get("finished_at") or ""),
+             "they ended before replica 0's long job did")
+    CHECK.ok(any("offered to any replica" in line for line in a.log), "replica 0 says it offered them")
+    finish_through(a, expect, "the jobs replica 0 kept")
+    rows = L.store_rows(a, "SELECT count(*) FROM jobs WHERE id IN (%s) AND status = 'succeeded' AND epoch = 2"
+                        % ",".join("'%s'" % j for j in extra))
+    CHECK.eq(rows, [("%d" % len(extra),)], "each offered job claimed once (epoch 2) and stored succeeded once")
+
+
 def canceled_elsewhere(rs, rng):
     """A job queued on replica 0 canceled through replica 1: canceled everywhere, and replica 0's
     run of it (it had it queued) is fenced out."""
@@ -221,6 +254,7 @@ def main():
     rs = replicas(3)
     cross_replica(rs, rng)
     burst(rs, rng)
+    offered(rs, rng)
     canceled_elsewhere(rs, rng)
     waited_elsewhere(rs, rng)
     stray(rs, rng)

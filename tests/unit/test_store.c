@@ -660,6 +660,48 @@ static void test_leases_and_fence(void **state)
     expect_job(fx, 1, "succeeded", "final");
 }
 
+/* Offers: a job inserted for any replica is the first claimer's (epoch 2), and its inserter does
+ * not hold it; one offered to replica-b first is b's to claim at once, another's only once
+ * GR_OFFER_FIRST_S has passed. */
+static void test_offers(void **state)
+{
+    struct fixture *fx = *state;
+    if (!fx->pg[0])
+        skip(); /* one SQLite file has one gpured: nothing is offered */
+    open_store(fx);
+    gr_store_join(fx->s, "replica-a", 60);
+    struct rec r[3] = {{0}};
+    const char *offer[3] = {"", "replica-b", "replica-b"};
+    char id[3][24];
+    for (int k = 0; k < 3; k++) {
+        make_id(id[k], 10 + (unsigned long long)k);
+        struct gr_owner own = {.tenant = "default", .offer = offer[k]};
+        assert_int_equal(gr_store_insert_job(fx->s, id[k], GR_SUM, "queued", make_doc(10 + (unsigned long long)k, "offered"),
+                                             NULL, 0, &own, on_done, &r[k]),
+                         GR_OK);
+    }
+    wait_done(3);
+    struct page held = {0};
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_held(fx->s, on_row, &held, &e), GR_OK);
+    assert_int_equal(held.n, 0); /* offered: not the inserter's */
+    struct claimed c = {0};
+    gr_store_join(fx->s, "replica-c", 60);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 1); /* the offer to any replica; b's two are b's for now */
+    assert_string_equal(c.id, id[0]);
+    assert_int_equal(c.epoch, 2);
+    gr_store_join(fx->s, "replica-b", 60);
+    assert_int_equal(gr_store_load_pending(fx->s, 1, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 2);
+    assert_int_equal(c.epoch, 2);
+    usleep((useconds_t)(GR_OFFER_FIRST_S * 1e6) + 200000);
+    gr_store_join(fx->s, "replica-c", 60);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 3); /* b left one: past its first second, c takes it */
+    assert_int_equal(c.epoch, 2);
+}
+
 /* Concurrency: writers on many threads, readers beside them. */
 #define NTHREADS 8
 #define PER_THREAD 2000
@@ -1110,6 +1152,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_paging_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_fence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_offers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_acked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),

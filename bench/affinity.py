@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+# affinity.py: two hot datasets, each filling most of one GPU's dataset cache (the cache set to
+# 1.5x one dataset), and jobs on both sent evenly to two replicas (one GPU each when the machine
+# has two, else both on GPU 0). First two plain gpured, each on its own SQLite store with both
+# datasets uploaded to it, as a load balancer in front of independent replicas would see them;
+# then two replicas on one PostgreSQL store, where a job on a dataset goes to the replica whose
+# GPU caches it. Prints jobs/s and the caches' hit rate (GET /v1/devices counters over the run)
+# and writes affinity-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a
+# test: it measures.
+#   bench/affinity.py path/to/gpured [seconds] [connections] [MiB per dataset]
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import replicas_gpu as R
+import store_load
+from store_load import start
+
+
+def post(url, path, body, headers):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                 headers=dict(headers, **{"Content-Type": "application/json"}))
+    return json.loads(urllib.request.urlopen(req, timeout=300).read())
+
+
+def counters(urls):
+    """Summed cache hits and misses of every GPU of these replicas (each lists its own first)."""
+    hits = misses = 0
+    for u in urls:
+        d = json.loads(urllib.request.urlopen(u + "/v1/devices", timeout=30).read())
+        for g in d["gpus"]:
+            hits += g["cache"]["hits"]
+            misses += g["cache"]["misses"]
+    return hits, misses
+
+
+# Where the jobs ran and how long they queued, by dataset, replica, cache and epoch (2: offered
+# by the replica that accepted it and claimed by another).
+WHERE = ("SELECT doc::jsonb->>'dataset', doc::jsonb->>'replica', doc::jsonb->>'cache', epoch, count(*),"
+         " round(percentile_cont(0.5) WITHIN GROUP (ORDER BY (doc::jsonb->'timings_ms'->>'queue')::float)::numeric, 2),"
+         " round(percentile_cont(0.99) WITHIN GROUP (ORDER BY (doc::jsonb->'timings_ms'->>'queue')::float)::numeric, 2),"
+         " round(max((doc::jsonb->'timings_ms'->>'queue')::float)::numeric, 2)"
+         " FROM jobs WHERE status = 'succeeded' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4")
+
+
+def where(store):
+    out = subprocess.run([R.pg_cluster._bin("psql"), "-X", "-At", "-F", " ", store, "-c", WHERE],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    print("  dataset replica cache epoch jobs queue_p50_ms queue_p99_ms queue_max_ms")
+    for line in out:
+        print("  " + line)
+    return out
+
+
+def run(name, shared, envs):
+    dirs = [tempfile.mkdtemp(prefix="gpured-affinity-")]
+    dirs += dirs * (len(envs) - 1) if shared else [tempfile.mkdtemp(prefix="gpured-affinity-") for _ in envs[1:]]
+    servers = [start(R.BIN, d, env) for d, env in zip(dirs, envs)]
+    urls = [u for _, u in servers]
+    try:
+        # shared: each dataset uploaded once; else each replica gets both
+        ds = [[R.upload(urls[0]), R.upload(urls[0])]] * 2 if shared else [[R.upload(u), R.upload(u)] for u in urls]
+        for k, u in enumerate(urls):  # the first job on dataset k through replica k: its cache holds it
+            post(u, "/v1/jobs", {"op": "sum", "device": "gpu", "dataset": ds[k][k]}, {"Prefer": "wait=300"})
+        time.sleep(3)  # announced (lease 3 s: every second)
+        targets = [(u, {"GPURED_BENCH_BODY": '{"op":"sum","device":"gpu","dataset":"%s"}' % d})
+                   for k, u in enumerate(urls) for d in ds[k]]
+        h0, m0 = counters(urls)
+        r = store_load.load(targets, R.SECS, R.CONNS, threads=2)
+        h1, m1 = counters(urls)
+        placed = where(envs[0]["GPURED_STORE"]) if shared else None
+    finally:
+        for p, _ in servers:
+            p.terminate()
+            p.wait(120)
+        for d in set(dirs):
+            shutil.rmtree(d, ignore_errors=True)
+    looked = (h1 - h0) + (m1 - m0)
+    r.update(setup=name, hits=h1 - h0, misses=m1 - m0, hit_rate=(h1 - h0) / looked if looked else None, placed=placed)
+    print("%-44s %9.0f %9.3f %9.3f %8s %7d" % (name, r["jobs_per_s"], r["p50_ms"], r["p99_ms"],
+                                              "%.3f" % r["hit_rate"] if looked else "-", r["errors"]), flush=True)
+    for (u, env), each in zip(targets, r["each"]):
+        print("  %s %s: %.0f jobs/s, p50 %.3f ms, p99 %.3f ms" % (u, env["GPURED_BENCH_BODY"][-22:-2], each["jobs_per_s"],
+                                                           each["p50_ms"], each["p99_ms"]))
+    return r
+
+
+def main():
+    names = R.gpus()
+    cache = str(R.MIB * 3 << 19)  # 1.5x one dataset: one fits, two do not
+    env = [{"GPURED_GPU_CACHE_BYTES": cache, "GPURED_LEASE": "3"} for _ in range(2)]
+    if len(names) >= 2:
+        for k in range(2):
+            env[k]["CUDA_VISIBLE_DEVICES"] = str(k)
+    print("GPUs: %s; datasets %d MiB each, cache %s bytes per replica" % (names, R.MIB, cache))
+    print("%-44s %9s %9s %9s %8s %7s" % ("setup", "jobs/s", "p50_ms", "p99_ms", "hit_rate", "errors"))
+    rows = [run("2 plain replicas (SQLite each), both datasets", False, env)]
+    cluster = R.pg_cluster.Cluster().start()
+    try:
+        url = cluster.create_db("affinity")
+        rows.append(run("2 replicas on PostgreSQL, affinity", True, [dict(e, GPURED_STORE=url) for e in env]))
+    finally:
+        cluster.remove()
+    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(R.HERE, "results")),
+                       "affinity-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
+    with open(out, "w") as f:
+        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "gpus": names, "seconds": R.SECS,
+                   "connections": R.CONNS, "dataset_mib": R.MIB, "cache_bytes": int(cache), "rows": rows}, f, indent=1)
+    print("wrote " + out)
+
+
+if __name__ == "__main__":
+    main()
