@@ -382,6 +382,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->route->stream->close(r);
     if (r->w.job)
         gr_job_unref(r->w.job);
+    for (int k = 0; k < r->nbatch; k++)
+        gr_job_unref(r->batch[k]);
+    free(r->batch);
     gr_idem_release(r);
     free(r->body);
     free(r);

@@ -33,6 +33,8 @@ struct gr_req {
     int replayed;  /* the answer is an earlier request's resource (Idempotent-Replayed: true) */
     unsigned status;
     struct gr_waiter w;
+    struct gr_job **batch; /* a batch's jobs, each referenced (released when the request ends) */
+    int nbatch, batch_at;  /* how many; the first one a Prefer: wait may still wait for */
     void (*resume)(struct gr_req *r); /* set while parked: answers once woken */
     int64_t wait_s;
 };

@@ -593,6 +593,59 @@ int gr_parse_job(const char *body, size_t len, gr_dataset_fn dataset, void *ctx,
     return decode(body, len, j, parse, &(struct apart){.dataset = dataset, .ctx = ctx}, e);
 }
 
+int gr_parse_batch(const char *body, size_t len, int max, gr_dataset_fn dataset, void *ctx, struct gr_job ***out,
+                   int *n, struct gr_err *e)
+{
+    *out = NULL;
+    *n = 0;
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return gr_fail(e, GR_EINVAL, NULL, "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    size_t count = json_array_size(root);
+    struct gr_job **js = NULL;
+    int rc = !json_is_array(root) || !count
+                 ? gr_fail(e, GR_EUNPROC, NULL, "a batch is a JSON array of 1 to %d job objects", max)
+             : count > (size_t)max
+                 ? gr_fail(e, GR_EUNPROC, NULL, "a batch of %zu jobs is over the limit of %d (--queue-capacity): send "
+                                                "it in parts",
+                           count, max)
+             : !(js = calloc(count, sizeof *js)) ? gr_fail(e, GR_ENOMEM, NULL, "out of memory")
+                                                : GR_OK;
+    const struct apart v = {.dataset = dataset, .ctx = ctx};
+    for (size_t k = 0; rc == GR_OK && k < count; k++) {
+        json_t *item = json_array_get(root, k);
+        if (!(js[k] = gr_job_new()))
+            rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory");
+        else if (!json_is_object(item))
+            rc = gr_fail(e, GR_EINVAL, NULL, "a job is a JSON object, not %s", type_name(item));
+        else
+            rc = parse(item, js[k], &v, e);
+        if (rc)
+            gr_err_at(e, (int)k);
+    }
+    json_decref(root);
+    if (rc) {
+        for (size_t k = 0; js && k < count; k++)
+            gr_job_unref(js[k]);
+        free(js);
+        return rc;
+    }
+    *out = js;
+    *n = (int)count;
+    return GR_OK;
+}
+
+void gr_err_at(struct gr_err *e, int k)
+{
+    char field[sizeof e->field + 16], msg[sizeof e->msg + 40]; /* then cut to fit */
+    snprintf(field, sizeof field, "[%d]%s%s", k, e->field[0] ? "." : "", e->field);
+    snprintf(msg, sizeof msg, "job [%d] of the batch: %s", k, e->msg);
+    memcpy(e->field, field, sizeof e->field - 1);
+    memcpy(e->msg, msg, sizeof e->msg - 1);
+    e->field[sizeof e->field - 1] = e->msg[sizeof e->msg - 1] = '\0';
+}
+
 /* ?shape= and ?axis= as the JSON members they stand for; the other arguments stay strings. */
 static int query_members(json_t *query, struct gr_err *e)
 {

@@ -30,6 +30,16 @@ typedef int (*gr_dataset_fn)(void *ctx, struct gr_job *j, const char *id, struct
  * impossible: 422) or what dataset returns, with e->field naming the member. */
 int gr_parse_job(const char *body, size_t len, gr_dataset_fn dataset, void *ctx, struct gr_job *j, struct gr_err *e);
 
+/* A batch: a JSON array of 1 to max job objects, each read as gr_parse_job reads a body, into
+ * *out (malloc'd, *n new jobs). On failure nothing is kept (every dataset taken is let go) and
+ * e says which item failed: field "[k].member", the message "job [k] of the batch: ...". A
+ * body that is no array, or an empty one or one over max, is GR_EUNPROC. */
+int gr_parse_batch(const char *body, size_t len, int max, gr_dataset_fn dataset, void *ctx, struct gr_job ***out,
+                   int *n, struct gr_err *e);
+
+/* Name item k of a batch in e (field "[k].field", message "job [k] of the batch: ..."). */
+void gr_err_at(struct gr_err *e, int k);
+
 /* A one-shot job: POST /v1/jobs?op=..[&dtype=][&shape=R,C][&axis=][&ties=][&algorithm=][&device=]
  * with the values as the body, raw little-endian (npy 0; ?dtype= required, ?shape= an optional
  * view) or a .npy (npy 1; its header gives dtype and shape). query holds the arguments as JSON

@@ -198,7 +198,7 @@ static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job
         rc = check_variants(j, &e);
     if (!rc) {
         gr_cluster_place(j);
-        rc = gr_jobs_submit(j, &e);
+        rc = gr_jobs_submit(&j, 1, &e);
     }
     if (rc) {
         gr_respond_problem(r, &e);
@@ -254,6 +254,100 @@ static enum MHD_Result first_arg(void *cls, enum MHD_ValueKind kind, const char 
     return MHD_NO;
 }
 
+/* A batch's answer: its jobs in order, as a JSON array, 200 once every one has ended for a client
+ * that waited for it, else 202; one problem if the store refused them (all were, or none). */
+static void answer_batch(struct gr_req *r)
+{
+    struct gr_buf out = {0};
+    int done = r->wait_s > 0, refused = 0;
+    for (int k = 0; k < r->nbatch && !refused; k++) {
+        int committed, st;
+        char *doc = gr_jobs_render(r->batch[k], &committed, &st), status[16] = "";
+        refused = committed == -2;
+        if (committed == -3) { /* claimed elsewhere: the store's state */
+            free(doc);
+            doc = NULL;
+            gr_store_get_job(gr_api_store, r->batch[k]->id, NULL, &doc, status, NULL);
+            committed = gr_status_parse(status);
+        }
+        done &= GR_TERMINAL(committed);
+        gr_buf_add(&out, k ? "," : "[", 1);
+        gr_buf_add(&out, doc ? doc : "null", strlen(doc ? doc : "null"));
+        free(doc);
+    }
+    gr_buf_add(&out, "]", 1);
+    if (refused || out.oom) {
+        struct gr_job *j = r->batch[0];
+        free(out.p);
+        problem(r, refused && j->refused == GR_ENOMEM ? GR_ENOMEM : refused ? GR_EIO : GR_ENOMEM, NULL,
+                refused ? "the store could not keep this batch; none of its jobs was accepted"
+                        : "out of memory rendering the batch");
+        return;
+    }
+    char applied[24];
+    snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
+    const char *hdrs[] = {"Preference-Applied", applied, NULL};
+    gr_respond(r, done ? 200 : 202, "application/json", out.p, out.len, r->wait_s >= 0 ? hdrs : hdrs + 2);
+}
+
+/* Woken by the batch's job parked on: park on the next one not yet ended while the client's
+ * Prefer: wait lasts, else answer. */
+static void batch_next(struct gr_req *r)
+{
+    double deadline = r->w.deadline_ms;
+    while (r->wait_s > 0 && r->batch_at < r->nbatch && gr_jobs_settled(r->batch[r->batch_at]))
+        r->batch_at++;
+    if (r->wait_s <= 0 || r->batch_at == r->nbatch || gr_mono_ms() >= deadline) {
+        answer_batch(r);
+        return;
+    }
+    struct gr_job *j = r->batch[r->batch_at];
+    gr_job_unref(r->w.job);
+    gr_job_ref(j);
+    r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_TERMINAL, .deadline_ms = deadline};
+    gr_park(r, batch_next);
+}
+
+/* POST /v1/jobs with a JSON array: every job is parsed, routed and checked before any is
+ * accepted, then all are accepted in one transaction, or none (the problem names the item). */
+static void submit_batch(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    struct gr_job **js = NULL;
+    int n = 0, rc = gr_header(r, "Idempotency-Key")
+                        ? gr_fail(&e, GR_EUNPROC, "Idempotency-Key",
+                                  "a batch takes no Idempotency-Key yet: send it without one, or its jobs one by one "
+                                  "with a key each")
+                        : gr_parse_batch(r->body, r->len, gr_api_cfg->queue_capacity, gr_dataset_for_job, r, &js, &n,
+                                         &e);
+    for (int k = 0; rc == GR_OK && k < n; k++) {
+        memcpy(js[k]->tenant, r->who.tenant, sizeof js[k]->tenant);
+        if ((rc = gr_jobs_route(js[k]->device, &js[k]->backend, &e)) || (rc = check_variants(js[k], &e)))
+            gr_err_at(&e, k);
+        else
+            gr_cluster_place(js[k]);
+    }
+    if (rc == GR_OK)
+        rc = gr_jobs_submit(js, n, &e);
+    if (rc) {
+        gr_respond_problem(r, &e);
+        for (int k = 0; k < n; k++)
+            gr_job_unref(js[k]);
+        free(js);
+        return;
+    }
+    free(r->body);
+    r->body = NULL;
+    r->batch = js;
+    r->nbatch = n;
+    r->wait_s = prefer_wait(r);
+    /* one transaction: the last insert's commit is every one's */
+    gr_job_ref(js[n - 1]);
+    r->w = (struct gr_waiter){.job = js[n - 1], .until = GR_UNTIL_DURABLE,
+                              .deadline_ms = r->wait_s > 0 ? gr_mono_ms() + (double)r->wait_s * 1000 : 0};
+    gr_park(r, batch_next);
+}
+
 static void post_job(struct gr_req *r)
 {
     int json = gr_ctype_is(gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), "application/json");
@@ -268,7 +362,11 @@ static void post_job(struct gr_req *r)
         gr_respond_problem(r, &e);
         return;
     }
-    submit(r, json ? parse_json_job : parse_binary_job);
+    const char *b = r->body ? r->body + strspn(r->body, " \t\r\n") : "";
+    if (json && *b == '[')
+        submit_batch(r);
+    else
+        submit(r, json ? parse_json_job : parse_binary_job);
 }
 
 static void post_benchmark(struct gr_req *r) { submit(r, parse_benchmark); }

@@ -4,6 +4,36 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* Room for n more bytes and a NUL; 0 (oom set) if memory is out. */
+static int room(struct gr_buf *b, size_t n)
+{
+    if (b->oom)
+        return 0;
+    if (b->cap - b->len > n)
+        return 1;
+    size_t cap = b->cap ? b->cap : 16384;
+    while (cap - b->len <= n)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = 1;
+        return 0;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 1;
+}
+
+void gr_buf_add(struct gr_buf *b, const char *s, size_t n)
+{
+    if (!room(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
 
 void gr_buf_printf(struct gr_buf *b, const char *fmt, ...)
 {
@@ -20,16 +50,8 @@ void gr_buf_printf(struct gr_buf *b, const char *fmt, ...)
             b->len += (size_t)n;
             return;
         }
-        size_t cap = b->cap ? b->cap : 16384;
-        while (cap - b->len <= (size_t)n)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
+        if (!room(b, (size_t)n))
             return;
-        }
-        b->p = p;
-        b->cap = cap;
     }
 }
 

@@ -11,6 +11,9 @@ struct gr_buf {
     int oom; /* set once memory ran out: later additions are ignored, the caller answers 507 */
 };
 
+/* Append n bytes of s. */
+void gr_buf_add(struct gr_buf *b, const char *s, size_t n);
+
 /* Append printf-style text. */
 void gr_buf_printf(struct gr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

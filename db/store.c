@@ -34,20 +34,27 @@ struct gr_store {
     int64_t file_age_s; /* dataset files without a row older than this are a crash's leftovers */
 };
 
-static void commit_alone(struct gr_store *s, op_t *o)
+/* Commit the n writes from o (one, or a group that stands or falls together) in a transaction of
+ * their own; on failure each gets the first failure's code. */
+static void commit_alone(struct gr_store *s, op_t *o, int n)
 {
     const struct gr_store_backend *b = s->b;
-    o->code = GR_EIO;
+    int code = GR_OK;
     if (!b->begin(s->impl)) {
-        o->code = b->failed(s->impl);
-        return;
+        code = b->failed(s->impl);
+    } else {
+        b->apply(s->impl, o, n);
+        op_t *x = o;
+        for (int k = 0; k < n && code == GR_OK; k++, x = x->next)
+            code = x->code;
+        if (code != GR_OK || !b->commit(s->impl)) {
+            if (code == GR_OK || code == GR_EIO)
+                code = b->failed(s->impl);
+            b->rollback(s->impl);
+        }
     }
-    b->apply(s->impl, o, 1);
-    if (o->code != GR_OK || !b->commit(s->impl)) {
-        if (o->code == GR_OK || o->code == GR_EIO)
-            o->code = b->failed(s->impl);
-        b->rollback(s->impl);
-    }
+    for (int k = 0; k < n; k++, o = o->next)
+        o->code = code;
 }
 
 static int closing(struct gr_store *s)
@@ -58,6 +65,20 @@ static int closing(struct gr_store *s)
     return c;
 }
 
+/* 0 if a write of a group failed (SQLite goes on past a duplicate id): the group must not commit
+ * in part. */
+static int groups_whole(op_t *o)
+{
+    for (int left = 0, ok = 1; o; o = o->next, left--) {
+        if (o->group > 1)
+            left = o->group, ok = 1;
+        ok &= o->code == GR_OK;
+        if (left > 0 && !ok)
+            return 0;
+    }
+    return 1;
+}
+
 /* One transaction for the whole batch: this is what keeps many small jobs from costing a
  * transaction each. 1 if it committed. */
 static int try_batch(struct gr_store *s, op_t *batch)
@@ -66,7 +87,7 @@ static int try_batch(struct gr_store *s, op_t *batch)
     int n = 0;
     for (op_t *o = batch; o; o = o->next)
         n++;
-    return b->begin(s->impl) && b->apply(s->impl, batch, n) == 0 && b->commit(s->impl);
+    return b->begin(s->impl) && b->apply(s->impl, batch, n) == 0 && groups_whole(batch) && b->commit(s->impl);
 }
 
 static void commit_batch(struct gr_store *s, op_t *batch)
@@ -91,8 +112,12 @@ static void commit_batch(struct gr_store *s, op_t *batch)
     if (!ok) {
         fprintf(stderr, "gpured: store: batch commit failed (%s); retrying each write alone\n", b->message(s->impl));
         b->rollback(s->impl);
-        for (op_t *o = batch; o; o = o->next)
-            commit_alone(s, o);
+        for (op_t *o = batch; o;) {
+            int n = o->group > 1 ? o->group : 1;
+            commit_alone(s, o, n);
+            while (n-- && o)
+                o = o->next;
+        }
     }
 done:
     atomic_fetch_add(&s->version, 1);
@@ -252,46 +277,71 @@ static op_t *owned(op_t *o, const struct gr_owner *own)
     return o;
 }
 
-static int push(struct gr_store *s, op_t *o)
+/* Queue the writes of list head (linked, last the last one's next) at once: the
+ * writer takes them into one transaction. Frees them all if one is NULL (bad arguments, memory)
+ * or the store is closing. */
+static int push_list(struct gr_store *s, op_t *head, op_t **last, int bad)
 {
-    if (!o)
-        return GR_EINVAL;
-    if (!o->owner) { /* held by this replica, unless offered (owned) */
-        o->owner = s->owner;
-        o->lease_s = s->lease_s;
-    }
+    for (op_t *o = head; o && !bad; o = o->next)
+        if (!o->owner) { /* held by this replica, unless offered (owned) */
+            o->owner = s->owner;
+            o->lease_s = s->lease_s;
+        }
     pthread_mutex_lock(&s->mu);
     int closing = s->closing;
-    if (!closing) {
-        *s->tail = o;
-        s->tail = &o->next;
+    if (!closing && !bad) {
+        *s->tail = head;
+        s->tail = last;
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
-    if (closing) {
-        free(o->doc);
-        free(o->key);
-        free(o);
-        return GR_EIO;
+    if (closing || bad) {
+        while (head) {
+            op_t *next = head->next;
+            free(head->doc);
+            free(head->key);
+            free(head);
+            head = next;
+        }
+        return bad ? GR_EINVAL : GR_EIO;
     }
     return GR_OK;
+}
+
+static int push(struct gr_store *s, op_t *o) { return push_list(s, o, o ? &o->next : NULL, !o); }
+
+int gr_store_insert_jobs(struct gr_store *s, struct gr_store_job *v, int n, gr_store_done done)
+{
+    op_t *head = NULL, **tail = &head;
+    int bad = !s || n < 1;
+    for (int k = 0; k < n; k++) {
+        const struct gr_store_job *x = &v[k];
+        op_t *o = NULL;
+        if (bad || x->op < 0 || x->op > GR_MATMUL || (!x->input && x->input_bytes)) {
+            free(x->doc);
+            bad = 1;
+            continue;
+        }
+        if ((o = owned(new_op(GR_SQL_INSERT, x->id, x->status, x->doc, done, x->ctx), &x->own))) {
+            o->opname = gr_op_name(x->op);
+            o->input = x->input;
+            o->input_bytes = x->input_bytes;
+            *tail = o;
+            tail = &o->next;
+        }
+        bad |= !o;
+    }
+    if (head)
+        head->group = n; /* committed together or not at all, also when the batch is retried op by op */
+    return push_list(s, head, tail, bad);
 }
 
 int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *status, char *doc,
                         const void *input, size_t input_bytes, const struct gr_owner *own, gr_store_done done,
                         void *ctx)
 {
-    if (!s || op < 0 || op > GR_MATMUL || (!input && input_bytes)) {
-        free(doc);
-        return GR_EINVAL;
-    }
-    op_t *o = new_op(GR_SQL_INSERT, id, status, doc, done, ctx);
-    if (o) {
-        o->opname = gr_op_name(op);
-        o->input = input;
-        o->input_bytes = input_bytes;
-    }
-    return push(s, owned(o, own));
+    struct gr_store_job x = {id, op, status, doc, input, input_bytes, own ? *own : (struct gr_owner){0}, ctx};
+    return gr_store_insert_jobs(s, &x, 1, done);
 }
 
 int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc, int64_t epoch,

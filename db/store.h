@@ -69,6 +69,21 @@ int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *
                         const void *input, size_t input_bytes, const struct gr_owner *own, gr_store_done done,
                         void *ctx);
 
+/* Several job inserts (as gr_store_insert_job's, each with its own ctx) committed in one
+ * transaction, all or none: done(ctx, code) for each, with one code. Every doc is taken. Same
+ * returns. */
+struct gr_store_job {
+    const char *id;
+    int op;
+    const char *status;
+    char *doc;
+    const void *input;
+    size_t input_bytes;
+    struct gr_owner own;
+    void *ctx;
+};
+int gr_store_insert_jobs(struct gr_store *s, struct gr_store_job *v, int n, gr_store_done done);
+
 /* Queue an update of a job's status and doc (doc becomes the store's). done may be NULL. On a
  * shared store the update is fenced: it changes nothing (done gets GR_ENOTFOUND) unless the job
  * is still queued or running under this epoch, the one its holder got with it (1 at insert). */

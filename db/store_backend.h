@@ -27,6 +27,7 @@ struct gr_store_op {
     const char *owner; /* the replica, and its lease (gr_store_join); "" for a job offered */
     double lease_s;    /* < 0: claimable at once */
     char prefer[96];   /* the replica a job is offered to first, or "" */
+    int group;         /* on the first op of writes committed together or not at all: their count */
     char *key; /* Idempotency-Key (malloc'd) or NULL */
     char fingerprint[65];
     char id[];

@@ -458,24 +458,54 @@ static void on_commit(void *ctx, int code)
     free(c);
 }
 
-/* Queue the write of j's current state (doc rendered under mu by the caller; ours now). */
-static void store_write(struct gr_job *j, char *doc, int status, int insert)
+/* A commit record for j at status, referencing j; NULL (doc freed, j told GR_ENOMEM) if memory is out. */
+static struct commit *commit_of(struct gr_job *j, char *doc, int status)
 {
     struct commit *c = doc ? malloc(sizeof *c) : NULL;
     if (!c) {
         free(doc);
         committed(j, status, GR_ENOMEM);
-        return;
+        return NULL;
     }
     gr_job_ref(j);
     *c = (struct commit){j, status};
-    struct gr_owner own = {j->tenant, j->idem_key, j->idem_fp, j->offered ? j->offer : NULL};
-    int rc = insert ? gr_store_insert_job(store, j->id, j->op, gr_status_name(status), doc, j->input,
-                                          j->input ? j->input_bytes : 0, &own, on_commit, c)
-                    : gr_store_update_job(store, j->id, gr_status_name(status), doc,
-                                          __atomic_load_n(&j->epoch, __ATOMIC_RELAXED), on_commit, c);
+    return c;
+}
+
+/* Queue the write of j's current state (doc rendered under mu by the caller; ours now). */
+static void store_write(struct gr_job *j, char *doc, int status)
+{
+    struct commit *c = commit_of(j, doc, status);
+    int rc = c ? gr_store_update_job(store, j->id, gr_status_name(status), doc,
+                                     __atomic_load_n(&j->epoch, __ATOMIC_RELAXED), on_commit, c)
+               : GR_OK;
     if (rc != GR_OK)
         on_commit(c, rc);
+}
+
+/* Queue the inserts of the n new jobs js (docs ours now) as one all-or-nothing write. */
+static void store_insert(struct gr_job **js, char **docs, int n)
+{
+    struct gr_store_job *v = calloc((size_t)n, sizeof *v);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        struct gr_job *j = js[i];
+        struct commit *c = v ? commit_of(j, docs[i], GR_QUEUED) : NULL;
+        if (!c) {
+            if (!v) {
+                free(docs[i]);
+                committed(j, GR_QUEUED, GR_ENOMEM);
+            }
+            continue;
+        }
+        v[k++] = (struct gr_store_job){j->id, j->op, gr_status_name(GR_QUEUED), docs[i], j->input,
+                                       j->input ? j->input_bytes : 0,
+                                       {j->tenant, j->idem_key, j->idem_fp, j->offered ? j->offer : NULL}, c};
+    }
+    int rc = k ? gr_store_insert_jobs(store, v, k, on_commit) : GR_OK;
+    for (int i = 0; rc != GR_OK && i < k; i++)
+        on_commit(v[i].ctx, rc);
+    free(v);
 }
 
 /* --- queues and workers --- */
@@ -638,7 +668,7 @@ static void run(struct worker *w, struct gr_job *j)
     /* a benchmark's kernel stage is all its variants' repeats: kept out of the stage histograms */
     gr_metrics_job_end(dev_of(q), j->op, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, j->kind == GR_JOB_BENCH ? NULL : &t,
                        j->input_bytes);
-    store_write(j, doc, j->status, 0);
+    store_write(j, doc, j->status);
     gr_log(rc == GR_OK ? GR_LOG_INFO : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
            gr_status_name(j->status), q->backend->name, j->algorithm, t.total, rc ? ": " : "", rc ? e.msg : "");
 }
@@ -778,46 +808,67 @@ int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
     return gr_fail(e, GR_EINVAL, "device", "unknown device '%s': use auto, cpu, gpu or gpu:N", device);
 }
 
-int gr_jobs_submit(struct gr_job *j, struct gr_err *e)
+int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e)
 {
-    /* the queue stage starts once the job is accepted, not when its body began to parse */
-    j->created_at = gr_now();
-    char *doc = gr_job_render(j); /* not shared yet: rendered without the lock */
+    char **docs = calloc((size_t)n, sizeof *docs);
+    int need[MAX_BACKENDS] = {0}, added = 0, rc = docs ? GR_OK : gr_fail(e, GR_ENOMEM, NULL, "out of memory");
+    for (int k = 0; rc == GR_OK && k < n; k++) {
+        /* the queue stage starts once the job is accepted, not when its body began to parse */
+        js[k]->created_at = gr_now();
+        if (!(docs[k] = gr_job_render(js[k]))) /* not shared yet: rendered without the lock */
+            rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory");
+    }
     pthread_mutex_lock(&mu);
-    struct queue *q = queue_of(j->backend);
-    if (!q || q->count + q->reserved >= capacity) {
-        pthread_mutex_unlock(&mu);
-        free(doc);
-        return gr_fail(e, GR_EFULL, NULL, "the queue for %s is full (%d jobs); retry after a second",
-                       j->backend ? j->backend->name : "?", capacity);
+    for (int k = 0; rc == GR_OK && k < n; k++) {
+        struct queue *q = queue_of(js[k]->backend);
+        if (!q || q->count + q->reserved + need[dev_of(q)] >= capacity)
+            rc = gr_fail(e, GR_EFULL, NULL, "the queue for %s is full (%d jobs); retry after a second",
+                         js[k]->backend ? js[k]->backend->name : "?", capacity);
+        else if (gr_tenant_add_job(js[k]->tenant, 0, e) == GR_OK)
+            need[dev_of(q)] += !js[k]->offered, added++;
+        else
+            rc = e->code;
     }
-    if (gr_tenant_add_job(j->tenant, 0, e) != GR_OK) {
+    if (rc != GR_OK) { /* all or none */
+        for (int k = 0; k < added; k++)
+            gr_tenant_drop_job(js[k]->tenant);
         pthread_mutex_unlock(&mu);
-        free(doc);
-        return e->code;
+        for (int k = 0; docs && k < n; k++)
+            free(docs[k]);
+        free(docs);
+        return rc;
     }
-    j->counted = 1;
-    if (j->offered) { /* the store's to hand out: waited on here as a stand-in (the table's reference) */
-        struct gr_job **p = watch_link(j->id);
-        j->hnext = NULL;
-        *p = j;
-        gr_job_ref(j);
-        pthread_mutex_unlock(&mu);
-        store_write(j, doc, GR_QUEUED, 1);
-        gr_log(GR_LOG_INFO, "job %s offered to %s", j->id, j->offer[0] ? j->offer : "any replica");
-        return GR_OK;
+    for (int k = 0; k < n; k++) {
+        struct gr_job *j = js[k];
+        j->counted = 1;
+        if (j->offered) { /* the store's to hand out: waited on here as a stand-in (the table's reference) */
+            struct gr_job **p = watch_link(j->id);
+            j->hnext = NULL;
+            *p = j;
+            gr_job_ref(j);
+        } else {
+            queue_of(j->backend)->reserved++;
+            table_add(j);
+        }
     }
-    q->reserved++;
-    table_add(j);
     pthread_mutex_unlock(&mu);
-    /* the insert is queued in the store before the worker can queue any update of it */
-    store_write(j, doc, GR_QUEUED, 1);
+    /* the inserts are queued in the store before a worker can queue any update of them */
+    store_insert(js, docs, n);
+    free(docs);
     pthread_mutex_lock(&mu);
-    q->reserved--;
-    gr_job_ref(j);
-    push(q, j);
+    for (int k = 0; k < n; k++)
+        if (!js[k]->offered) {
+            struct queue *q = queue_of(js[k]->backend);
+            q->reserved--;
+            gr_job_ref(js[k]);
+            push(q, js[k]);
+        }
     pthread_mutex_unlock(&mu);
-    gr_log(GR_LOG_INFO, "job %s queued for %s", j->id, q->backend->name);
+    for (int k = 0; k < n && k < 100; k++) /* a batch's first hundred: the log is no list of a million */
+        if (js[k]->offered)
+            gr_log(GR_LOG_INFO, "job %s offered to %s", js[k]->id, js[k]->offer[0] ? js[k]->offer : "any replica");
+        else
+            gr_log(GR_LOG_INFO, "job %s queued for %s", js[k]->id, js[k]->backend->name);
     return GR_OK;
 }
 
@@ -905,7 +956,7 @@ int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struc
     int dev = dev_of(queue_of(j->backend));
     pthread_mutex_unlock(&mu);
     gr_metrics_job_end(dev, j->op, GR_CANCELED, NULL, 0);
-    store_write(j, doc, GR_CANCELED, 0);
+    store_write(j, doc, GR_CANCELED);
     gr_log(GR_LOG_INFO, "job %s canceled", id);
     *out = j;
     return GR_OK;
@@ -997,6 +1048,14 @@ void gr_jobs_stop(void)
     }
     pthread_cond_destroy(&timer_cv);
     nqueues = 0;
+}
+
+int gr_jobs_settled(struct gr_job *j)
+{
+    pthread_mutex_lock(&mu);
+    int c = j->committed;
+    pthread_mutex_unlock(&mu);
+    return GR_TERMINAL(c) || c == -2 || c == -3;
 }
 
 char *gr_jobs_render(struct gr_job *j, int *committed, int *status)

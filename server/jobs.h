@@ -56,12 +56,13 @@ int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
 int gr_jobs_nbackends(void);
 struct gr_backend *gr_jobs_backend(int i);
 
-/* Accept j (its backend and tenant set): reserve a queue slot (GR_EFULL if none, or if its
- * tenant has --tenant-max-queued jobs queued or running), queue its insert in the store (with
- * its Idempotency-Key, if any), then queue it for its worker. Takes its own references. A job
- * offered (j->offer set) is inserted for the replicas to claim and queued nowhere here: from
- * then on it is a stand-in, as gr_jobs_watch's, that the store's word of its end fires. */
-int gr_jobs_submit(struct gr_job *j, struct gr_err *e);
+/* Accept the n jobs js (each with its backend and tenant set), all or none: reserve their queue
+ * slots (GR_EFULL if a queue lacks room, or a tenant would pass --tenant-max-queued), queue
+ * their inserts in the store as one transaction (with each one's Idempotency-Key, if any), then
+ * queue them for their workers. Takes its own references. A job offered (j->offered) is
+ * inserted for the replicas to claim and queued nowhere here: from then on it is a stand-in, as
+ * gr_jobs_watch's, that the store's word of its end fires. */
+int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e);
 
 /* Jobs queued for backend b, not yet taken by a worker. */
 int gr_jobs_queued_on(const struct gr_backend *b);
@@ -81,6 +82,10 @@ int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struc
 /* j's JSON as it stands now (malloc'd, NULL if out of memory), its status in memory and the
  * status the store has committed (-1 none yet, -2 refused). */
 char *gr_jobs_render(struct gr_job *j, int *committed, int *status);
+
+/* Whether nothing more will happen to j here: its final state is stored, the store refused it,
+ * or the store's state is the one to read (-3). */
+int gr_jobs_settled(struct gr_job *j);
 
 /* Park w (w->job, until, seen, deadline_ms, wake set by the caller). */
 void gr_jobs_wait(struct gr_waiter *w);

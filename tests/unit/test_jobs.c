@@ -114,12 +114,12 @@ static void test_queue_cancel_wait_recover(void **state)
 
     struct gr_job *a = make_job(1, 2), *b = make_job(3, 4), *c = make_job(5, 6), *d = make_job(7, 8),
                   *x = make_job(0, 0);
-    assert_int_equal(gr_jobs_submit(a, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&a, 1, &e), GR_OK);
     wait_for(a, status_of, GR_RUNNING); /* a is at the gate: the queue is empty again */
-    assert_int_equal(gr_jobs_submit(b, &e), GR_OK);
-    assert_int_equal(gr_jobs_submit(c, &e), GR_OK);
-    assert_int_equal(gr_jobs_submit(d, &e), GR_OK);
-    assert_int_equal(gr_jobs_submit(x, &e), GR_EFULL); /* capacity 3: b, c, d */
+    assert_int_equal(gr_jobs_submit(&b, 1, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&c, 1, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&d, 1, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&x, 1, &e), GR_EFULL); /* capacity 3: b, c, d */
     assert_int_equal(gr_jobs_queued(), 3);
 
     struct gr_job *canceled;
@@ -180,8 +180,51 @@ static void test_queue_cancel_wait_recover(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A batch is accepted whole or not at all: four jobs do not fit a queue of three, so none is
+ * queued or stored; three do, and each ends stored with its own sum. */
+static void test_batch_all_or_none(void **state)
+{
+    char dir[] = "/tmp/gpured-test-jobs-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct gr_store *store;
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
+    struct gr_backend *bs[] = {&gated};
+    assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
+    gate(1);
+    struct gr_job *big[4], *fit[3];
+    for (int k = 0; k < 4; k++)
+        big[k] = make_job(k, 100);
+    for (int k = 0; k < 3; k++)
+        fit[k] = make_job(k, 200);
+    assert_int_equal(gr_jobs_submit(big, 4, &e), GR_EFULL);
+    assert_int_equal(gr_jobs_queued(), 0);
+    assert_int_equal(gr_jobs_submit(fit, 3, &e), GR_OK);
+    char *doc = NULL, st[16], want[32];
+    for (int k = 0; k < 3; k++) {
+        wait_for(fit[k], committed_of, GR_SUCCEEDED);
+        assert_int_equal(gr_store_get_job(store, fit[k]->id, NULL, &doc, st, &e), GR_OK);
+        snprintf(want, sizeof want, "\"value\":%d", k + 200);
+        assert_non_null(strstr(doc, want));
+        free(doc);
+    }
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(gr_store_get_job(store, big[k]->id, NULL, &doc, st, &e), GR_ENOTFOUND);
+    gr_jobs_stop_workers();
+    gr_store_close(store);
+    gr_jobs_stop();
+    for (int k = 0; k < 4; k++)
+        gr_job_unref(big[k]);
+    for (int k = 0; k < 3; k++)
+        gr_job_unref(fit[k]);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover),
+                                       cmocka_unit_test(test_batch_all_or_none)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

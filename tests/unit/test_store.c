@@ -404,6 +404,38 @@ static void test_duplicate_insert_fails_alone(void **state)
     expect_job(fx, 6, "queued", "queued");
 }
 
+/* A group of inserts stands or falls together: one duplicate id in it sinks the other two, and
+ * every one of them is told the same failure, while a write beside them commits. */
+static void test_group_all_or_none(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct rec r[5] = {{0}};
+    insert(fx, 7, GR_SUM, "queued", NULL, 0, &r[0]);
+    wait_done(1);
+    char id[3][24];
+    struct gr_store_job v[3];
+    for (int k = 0; k < 3; k++) {
+        make_id(id[k], (unsigned long long)(k == 1 ? 7 : 8 + k));
+        v[k] = (struct gr_store_job){id[k], GR_SUM, "queued", make_doc(8 + (unsigned long long)k, "group"), NULL, 0,
+                                     {.tenant = "default"}, &r[1 + k]};
+    }
+    assert_int_equal(gr_store_insert_jobs(fx->s, v, 3, on_done), GR_OK);
+    insert(fx, 20, GR_MIN, "queued", NULL, 0, &r[4]);
+    wait_done(5);
+    for (int k = 1; k < 4; k++) {
+        assert_int_equal(r[k].calls, 1);
+        assert_int_equal(r[k].code, GR_EIO);
+    }
+    assert_int_equal(r[4].code, GR_OK);
+    char *doc = NULL, st[16];
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_get_job(fx->s, id[0], NULL, &doc, st, &e), GR_ENOTFOUND);
+    assert_int_equal(gr_store_get_job(fx->s, id[2], NULL, &doc, st, &e), GR_ENOTFOUND);
+    expect_job(fx, 7, "queued", "queued");
+    expect_job(fx, 20, "queued", "queued");
+}
+
 /* A write that fails half way (its input row refused by a test trigger after the job row
  * went in) sinks the batch; retried alone, it fails by itself and leaves nothing behind
  * while its neighbours in the same batch commit. */
@@ -1148,6 +1180,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_insert_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_insert_fails_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_all_or_none, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_isolated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_paging_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_pending, setup, teardown),

@@ -1,0 +1,120 @@
+# test_batch.py: POST /v1/jobs with a JSON array, a batch of jobs accepted whole or not at all.
+# Every op and dtype and a job on a dataset in one batch: 202 with the jobs in order, each ending
+# with the reference answer; with Prefer: wait, 200 once all have ended. A bad item anywhere is
+# answered with a problem naming it ("[k].member") and nothing of the batch is stored; so is a
+# batch over --queue-capacity, one that the queue has no room for (429), and one with an
+# Idempotency-Key. A batch killed -9 right after its 202 is all there after the restart, and
+# every job of it ends with the right answer.
+import struct
+
+import e2e_lib as L
+from e2e_lib import CHECK
+
+CAPACITY = 600
+
+
+def items(rng, count, n):
+    out = []
+    for i in range(count):
+        op, dt = L.OPS[i % len(L.OPS)], L.DTYPES[(i // len(L.OPS)) % len(L.DTYPES)]
+        out.append(dict(what="batch item %d %s %s" % (i, op, dt), op=op, dtype=dt, data=L.gen_data(op, dt, n, rng)))
+    return out
+
+
+def body(its):
+    return [{"op": j["op"], "dtype": j["dtype"], "data": j["data"], "device": L.DEVICE} for j in its]
+
+
+def check_ended(srv, ids, its, what):
+    for jid, j, r in zip(ids, its, srv.batch([dict(path="/v1/jobs/%s?wait=60" % i, timeout=70) for i in ids])):
+        job = r.json() if r.status == 200 else {}
+        if job.get("status") not in L.TERMINAL:  # a ?wait= ends at the first change
+            job = srv.get_json("/v1/jobs/%s?wait=60" % jid)
+        L.check_job("%s: %s" % (what, j["what"]), job, j["op"], j["dtype"], [len(j["data"])])
+        L.check_result("%s: %s" % (what, j["what"]), j["op"], j["dtype"], [j["data"]], None, "first", job.get("result"))
+
+
+def count_jobs(srv):
+    return len(L.store_rows(srv, "SELECT id FROM jobs"))
+
+
+def accepted(srv, rng):
+    its = items(rng, 56, 300)
+    xs = [rng.randrange(-1000, 1000) for _ in range(1000)]
+    r = srv.req("POST", "/v1/datasets?dtype=int32&shape=1000", struct.pack("<1000i", *xs),
+                {"Content-Type": "application/octet-stream"})
+    CHECK.eq(r.status, 201, "a dataset for a batch item")
+    b = body(its) + [{"op": "sum", "dataset": r.json()["id"], "device": L.DEVICE}]
+    r = srv.req("POST", "/v1/jobs", b)
+    jobs = r.json() if r.status == 202 else []
+    CHECK.eq((r.status, len(jobs)), (202, len(b)), "a batch of %d: 202 with every job" % len(b))
+    CHECK.eq([(j.get("op"), j.get("dtype")) for j in jobs], [(x["op"], x.get("dtype", "int32")) for x in b],
+             "the jobs in the batch's order")
+    ids = [j.get("id") for j in jobs]
+    CHECK.eq(len(set(ids)), len(b), "distinct ids")
+    check_ended(srv, ids[:-1], its, "a batch")
+    last = srv.get_json("/v1/jobs/%s?wait=60" % ids[-1])
+    CHECK.eq((last.get("status"), (last.get("result") or {}).get("value")), ("succeeded", sum(xs)),
+             "the batch's job on a dataset")
+
+    its = items(rng, 20, 50)
+    r = srv.req("POST", "/v1/jobs", body(its), {"Prefer": "wait=60"}, timeout=70)
+    jobs = r.json() if r.status == 200 else []
+    CHECK.eq((r.status, r.headers.get("preference-applied"), len(jobs)), (200, "wait=60", 20),
+             "Prefer: wait: 200 once all have ended")
+    CHECK.ok(jobs and all(j.get("status") == "succeeded" for j in jobs), "every job in the 200 has ended")
+    for j, job in zip(its, jobs):
+        L.check_result("a waited batch: " + j["what"], j["op"], j["dtype"], [j["data"]], None, "first", job.get("result"))
+
+
+def refused(srv, rng):
+    good = body(items(rng, 10, 20))
+    cases = [
+        ("an unknown member in item 7", good[:7] + [dict(good[7], colour="red")] + good[8:], 400, "[7].colour"),
+        ("a bad dtype in item 3", good[:3] + [dict(good[3], dtype="int8")] + good[4:], 400, "[3].dtype"),
+        ("an item that is no object", good[:5] + [42] + good[6:], 400, "[5]"),
+        ("an unknown dataset in item 9", good[:9] + [{"op": "sum", "dataset": "d_" + "0" * 16}], 404, "[9].dataset"),
+        ("an unknown device in item 2", good[:2] + [dict(good[2], device="tpu")] + good[3:], 400, "[2].device"),
+        ("an empty batch", [], 422, None),
+        ("a batch over --queue-capacity", [good[0]] * (CAPACITY + 1), 422, None),
+    ]
+    for what, b, status, field in cases:
+        before = count_jobs(srv)
+        r = srv.req("POST", "/v1/jobs", b)
+        p = r.json() if r.body else {}
+        CHECK.eq((r.status, p.get("field")), (status, field), "%s: %d naming %r" % (what, status, field))
+        CHECK.ok(r.headers.get("content-type", "").startswith("application/problem+json"), what + ": problem+json")
+        CHECK.eq(count_jobs(srv), before, what + ": nothing of the batch stored")
+    r = srv.req("POST", "/v1/jobs", good, {"Idempotency-Key": "batch-1"})
+    CHECK.eq((r.status, r.json().get("field")), (422, "Idempotency-Key"), "a batch with an Idempotency-Key: 422")
+    blocker = L.cpu_blocker(srv, 3) if L.DEVICE == "cpu" else None
+    if blocker:  # the CPU's queue held: a batch with no room in it is refused whole
+        half = srv.req("POST", "/v1/jobs", [good[0]] * (CAPACITY // 2))
+        CHECK.eq(half.status, 202, "half the queue's room taken")
+        before = count_jobs(srv)
+        r = srv.req("POST", "/v1/jobs", [good[0]] * (CAPACITY // 2 + 10))
+        CHECK.eq(r.status, 429, "a batch the queue has no room for: 429")
+        CHECK.eq(count_jobs(srv), before, "nothing of the refused batch stored")
+        srv.get_json("/v1/jobs/%s?wait=60" % blocker.json()["id"])
+
+
+def killed(srv, rng):
+    its = items(rng, 300, 200)
+    r = srv.req("POST", "/v1/jobs", body(its))
+    CHECK.eq(r.status, 202, "a batch of 300")
+    ids = [j["id"] for j in r.json()] if r.status == 202 else []
+    srv.kill9()
+    srv.start()
+    check_ended(srv, ids, its, "a batch after kill -9")
+
+
+def main():
+    srv = L.start_suite(args=["--queue-capacity", str(CAPACITY)])
+    rng = L.rng_for("test_batch")
+    accepted(srv, rng)
+    refused(srv, rng)
+    killed(srv, rng)
+    L.check_stop(srv)
+
+
+L.run_suite(main)
