@@ -287,6 +287,8 @@ static void answer_batch(struct gr_req *r)
     char applied[24];
     snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
     const char *hdrs[] = {"Preference-Applied", applied, NULL};
+    gr_log(GR_LOG_INFO, "a batch of %d jobs %s %.1f ms after its request came", r->nbatch,
+           done ? "ended" : "accepted", gr_mono_ms() - r->t0);
     gr_respond(r, done ? 200 : 202, "application/json", out.p, out.len, r->wait_s >= 0 ? hdrs : hdrs + 2);
 }
 

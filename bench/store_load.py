@@ -18,9 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 import pg_cluster  # noqa: E402
 
-BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "build", "gpured")
-SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 48
+# the command line's (main); bench scripts that import this one read their own
+BIN = SECS = CONNS = None
 
 
 def start(binary, data, env):
@@ -77,6 +76,10 @@ def run(store, n, cluster=None):
 
 
 def main():
+    global BIN, SECS, CONNS
+    BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "build", "gpured")
+    SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 48
     print("%-10s %8s %10s %9s %9s %7s" % ("store", "replicas", "jobs/s", "p50_ms", "p99_ms", "errors"))
     rows = [run("sqlite", 1)]
     cluster = pg_cluster.Cluster().start()

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+# batch.py: batch submission (POST /v1/jobs with a JSON array of small jobs: 4 int32 summed each)
+# of 1k, 10k and 100k jobs on each device: the time until the 202 (every job durable) is read,
+# and with Prefer: wait the time until the 200 (every job ended). Prints a table and writes
+# batch-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
+# measures.
+#   bench/batch.py path/to/gpured [devices, e.g. cpu,gpu]
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import urllib.request
+
+from store_load import HERE, start
+
+BIN = sys.argv[1]
+DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
+SIZES = (1000, 10000, 100000)
+
+
+def post(url, body, headers):
+    req = urllib.request.Request(url + "/v1/jobs", data=body, method="POST",
+                                 headers=dict(headers, **{"Content-Type": "application/json"}))
+    t0 = time.monotonic()
+    with urllib.request.urlopen(req, timeout=600) as r:
+        raw = r.read()
+        return r.status, time.monotonic() - t0, raw
+
+
+def main():
+    rows = []
+    print("%-6s %8s %9s %12s %12s %12s" % ("device", "jobs", "body_MB", "durable_s", "ended_s", "jobs/s"))
+    for dev in DEVICES:
+        data = tempfile.mkdtemp(prefix="gpured-batch-")
+        p, url = start(BIN, data, {"GPURED_QUEUE_CAPACITY": "1000000", "GPURED_MAX_BODY_BYTES": str(1 << 30)})
+        try:
+            for n in SIZES:
+                body = json.dumps([{"op": "sum", "dtype": "int32", "data": [i, 1, 2, 3], "device": dev}
+                                   for i in range(n)]).encode()
+                st, durable, raw = post(url, body, {})
+                assert st == 202 and len(json.loads(raw)) == n, (st, raw[:200])
+                time.sleep(n / 20000)  # let the first batch run out before the next is timed
+                st, ended, raw = post(url, body, {"Prefer": "wait=600"})
+                jobs = json.loads(raw)
+                assert st == 200 and all(j["status"] == "succeeded" for j in jobs), (st, raw[:200])
+                assert all(j["result"]["value"] == i + 6 for i, j in enumerate(jobs))
+                r = dict(device=dev, jobs=n, body_bytes=len(body), durable_s=durable, ended_s=ended,
+                         jobs_per_s=n / ended)
+                rows.append(r)
+                print("%-6s %8d %9.1f %12.3f %12.3f %12.0f" % (dev, n, len(body) / 1e6, durable, ended, n / ended),
+                      flush=True)
+        finally:
+            p.terminate()
+            p.wait(120)
+            shutil.rmtree(data, ignore_errors=True)
+    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")),
+                       "batch-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
+    with open(out, "w") as f:
+        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "cores": os.cpu_count(), "rows": rows}, f, indent=1)
+    print("wrote " + out)
+
+
+if __name__ == "__main__":
+    main()
