@@ -49,7 +49,7 @@ struct home {
     char replica[96];
 };
 static struct home *homes;
-static int nhomes;
+static int nhomes, others; /* and how many other replicas are live: with none, nothing is offered */
 
 void gr_cluster_join(struct gr_store *s, int64_t lease_s)
 {
@@ -128,13 +128,14 @@ static int by_dataset(const void *a, const void *b)
 
 struct homes {
     struct home *v;
-    int n, cap;
+    int n, cap, others;
 };
 
 /* Each dataset a live replica's GPU caches, from its announcement (a GR_SQL_REPLICAS row). */
 static void home_row(void *ctx, const char *id, const char *doc)
 {
     struct homes *h = ctx;
+    h->others += strcmp(id, replica) != 0;
     json_t *o = json_loads(doc, 0, NULL), *gpu, *ds;
     size_t i, k;
     json_array_foreach(json_object_get(o, "gpus"), i, gpu)
@@ -171,13 +172,14 @@ static void find_homes(void)
     free(homes);
     homes = h.v;
     nhomes = h.n;
+    others = h.others;
     pthread_mutex_unlock(&mu);
 }
 
 void gr_cluster_place(struct gr_job *j)
 {
     pthread_mutex_lock(&mu);
-    int here = !started || leaving;
+    int here = !started || leaving || !others;
     struct home key, *h = NULL;
     if (!here && j->dataset[0] && strcmp(j->device, "cpu")) {
         snprintf(key.dataset, sizeof key.dataset, "%s", j->dataset);
