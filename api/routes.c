@@ -198,6 +198,9 @@ static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job
         rc = check_variants(j, &e);
     if (!rc) {
         gr_cluster_place(j);
+        /* a job the client waits for is told to no one before its answer: stored once, at its
+         * end (or as queued when the wait runs out first); one commit where two were */
+        j->deferred = !j->offered && prefer_wait(r) > 0;
         rc = gr_jobs_submit(&j, 1, &e);
     }
     if (rc) {

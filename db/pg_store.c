@@ -326,6 +326,7 @@ static int pg_listen(void *impl, gr_store_told changed, gr_store_told offered, v
         s->listening = 0;
         return gr_fail(e, GR_EIO, NULL, "store: cannot start the listener thread");
     }
+    pthread_setname_np(s->listener, "gr-store-listen");
     return GR_OK;
 }
 

@@ -517,6 +517,8 @@ int gr_sqlite_store_open(const char *data_dir, void **impl, struct gr_err *e)
         code = open_writer(s, data_dir, e);
     if (code == GR_OK && !(s->have_checkpointer = pthread_create(&s->checkpointer, NULL, checkpointer_main, s) == 0))
         code = gr_fail(e, GR_EIO, NULL, "store: cannot start the checkpoint thread");
+    if (code == GR_OK)
+        pthread_setname_np(s->checkpointer, "gr-checkpoint");
     if (code != GR_OK) {
         sq_close(s);
         return code;

@@ -209,6 +209,8 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
         code = gr_dsfile_init(data_dir, has_dataset, s, s->file_age_s, e);
     if (code == GR_OK && !(s->have_writer = pthread_create(&s->writer, NULL, writer_main, s) == 0))
         code = gr_fail(e, GR_EIO, NULL, "store: cannot start the writer thread");
+    if (s->have_writer)
+        pthread_setname_np(s->writer, "gr-store-writer");
     if (code != GR_OK) {
         free_store(s);
         return code;

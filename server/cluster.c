@@ -303,6 +303,7 @@ int gr_cluster_start(struct gr_err *e)
     announce(); /* listed by GET /v1/devices everywhere from now on */
     if (pthread_create(&thread, NULL, cluster_main, NULL))
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the cluster thread");
+    pthread_setname_np(thread, "gr-cluster");
     pthread_mutex_lock(&mu);
     started = 1;
     pthread_mutex_unlock(&mu);

@@ -56,6 +56,9 @@ struct gr_job {
     double alpha, beta;
     struct gr_backend *backend; /* where it runs */
     int offered;       /* shared store: inserted for the replicas to claim, first offer (store.h's gr_owner) */
+    int deferred;      /* 1: submitted with Prefer: wait, so no one knows of it until it is answered: its one
+                        * store write is its final state, or queued once its wait runs out (2: being
+                        * written so); 0: stored (jobs lock) */
     char offer[96];
     int repeats, nalgos;        /* benchmark: n is shape[0]; nalgos 0 = every variant */
     char (*algos)[32];

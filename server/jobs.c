@@ -42,6 +42,7 @@ struct queue {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t timer_cv;
+static pthread_cond_t undefer_cv = PTHREAD_COND_INITIALIZER; /* a deferred job's insert is queued */
 static pthread_t timer_thread;
 static struct gr_store *store;
 static struct queue queues[MAX_BACKENDS];
@@ -297,12 +298,16 @@ int gr_jobs_parked(void)
     return n;
 }
 
+static int undefer(int all, double now);
+
 static void *timer_main(void *arg)
 {
     pthread_mutex_lock(&mu);
     while (!timer_stop) {
         double now = gr_mono_ms(), next = now + 1000;
         struct gr_waiter *fired = NULL;
+        if (undefer(0, now)) /* their waiters fire once the inserts commit */
+            continue;
         for (struct gr_waiter *w = timed, *n; w; w = n) {
             n = w->tnext;
             if (w->deadline_ms <= now)
@@ -483,29 +488,85 @@ static void store_write(struct gr_job *j, char *doc, int status)
         on_commit(c, rc);
 }
 
-/* Queue the inserts of the n new jobs js (docs ours now) as one all-or-nothing write. */
-static void store_insert(struct gr_job **js, char **docs, int n)
+/* Queue the inserts of the n jobs js at status (docs ours now) as one all-or-nothing write: new
+ * jobs, queued with their inputs, or a deferred job's one write, its final state. Deferred jobs
+ * among new ones are left for that write (their docs freed). */
+static void store_insert(struct gr_job **js, char **docs, int n, int status)
 {
     struct gr_store_job *v = calloc((size_t)n, sizeof *v);
     int k = 0;
     for (int i = 0; i < n; i++) {
         struct gr_job *j = js[i];
-        struct commit *c = v ? commit_of(j, docs[i], GR_QUEUED) : NULL;
+        struct commit *c = status == GR_QUEUED && j->deferred == 1 ? (free(docs[i]), NULL)
+                           : v                                  ? commit_of(j, docs[i], status)
+                                                                : NULL;
         if (!c) {
             if (!v) {
                 free(docs[i]);
-                committed(j, GR_QUEUED, GR_ENOMEM);
+                committed(j, status, GR_ENOMEM);
             }
             continue;
         }
-        v[k++] = (struct gr_store_job){j->id, j->op, gr_status_name(GR_QUEUED), docs[i], j->input,
-                                       j->input ? j->input_bytes : 0,
+        int queued = status == GR_QUEUED; /* an input is kept only to run the job again */
+        v[k++] = (struct gr_store_job){j->id, j->op, gr_status_name(status), docs[i], queued ? j->input : NULL,
+                                       queued && j->input ? j->input_bytes : 0,
                                        {j->tenant, j->idem_key, j->idem_fp, j->offered ? j->offer : NULL}, c};
     }
     int rc = k ? gr_store_insert_jobs(store, v, k, on_commit) : GR_OK;
     for (int i = 0; rc != GR_OK && i < k; i++)
         on_commit(v[i].ctx, rc);
     free(v);
+}
+
+/* Queue the write of j's final state (doc ours now): its first write, an insert, if it is still
+ * deferred (the timer may be inserting it as queued just now: wait for that), else an update. */
+static void store_final(struct gr_job *j, char *doc)
+{
+    pthread_mutex_lock(&mu);
+    while (j->deferred == 2)
+        pthread_cond_wait(&undefer_cv, &mu);
+    int first = j->deferred;
+    j->deferred = 0;
+    pthread_mutex_unlock(&mu);
+    if (first)
+        store_insert(&j, &doc, 1, j->status);
+    else
+        store_write(j, doc, j->status);
+}
+
+/* Store, as queued, deferred jobs whose answer cannot wait for their end any longer: those whose
+ * waiter's deadline passed (all 0), or every one (all 1, at shutdown). At most 64 a call; how
+ * many (mu held; released and taken again). */
+static int undefer(int all, double now)
+{
+    struct gr_job *js[64];
+    char *docs[64];
+    int n = 0;
+    for (struct gr_waiter *w = timed; !all && w && n < 64; w = w->tnext)
+        if (w->deadline_ms <= now && w->job->deferred == 1)
+            js[n++] = w->job;
+    for (int b = 0; all && b < NBUCKETS && n < 64; b++)
+        for (struct gr_job *j = table[b]; j && n < 64; j = j->hnext)
+            if (j->deferred == 1)
+                js[n++] = j;
+    for (int k = 0; k < n; k++) {
+        js[k]->deferred = 2; /* its worker's final write waits for this insert to be queued */
+        gr_job_ref(js[k]);
+        docs[k] = gr_job_render(js[k]);
+    }
+    if (!n)
+        return 0;
+    pthread_mutex_unlock(&mu);
+    store_insert(js, docs, n, GR_QUEUED);
+    pthread_mutex_lock(&mu);
+    for (int k = 0; k < n; k++)
+        js[k]->deferred = 0;
+    pthread_cond_broadcast(&undefer_cv);
+    pthread_mutex_unlock(&mu);
+    for (int k = 0; k < n; k++)
+        gr_job_unref(js[k]);
+    pthread_mutex_lock(&mu);
+    return n;
 }
 
 /* --- queues and workers --- */
@@ -668,7 +729,7 @@ static void run(struct worker *w, struct gr_job *j)
     /* a benchmark's kernel stage is all its variants' repeats: kept out of the stage histograms */
     gr_metrics_job_end(dev_of(q), j->op, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, j->kind == GR_JOB_BENCH ? NULL : &t,
                        j->input_bytes);
-    store_write(j, doc, j->status);
+    store_final(j, doc);
     gr_log(rc == GR_OK ? GR_LOG_INFO : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
            gr_status_name(j->status), q->backend->name, j->algorithm, t.total, rc ? ": " : "", rc ? e.msg : "");
 }
@@ -747,11 +808,15 @@ int gr_jobs_start(struct gr_store *s, struct gr_backend **backends, int nbackend
             *w = (struct worker){.q = q, .lane = k};
             if (pthread_create(&w->thread, NULL, worker_main, w))
                 return gr_fail(e, GR_EINTERNAL, NULL, "cannot start worker %d for %s", k, backends[i]->name);
+            char name[16]; /* as top -H and perf show it: "gr-gpu:0-3" */
+            snprintf(name, sizeof name, "gr-%.6s-%d", backends[i]->name, k);
+            pthread_setname_np(w->thread, name);
             w->started = 1;
         }
     }
     if (pthread_create(&timer_thread, NULL, timer_main, NULL))
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the timer thread");
+    pthread_setname_np(timer_thread, "gr-timer");
     timer_started = 1;
     return GR_OK;
 }
@@ -841,6 +906,7 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e)
     for (int k = 0; k < n; k++) {
         struct gr_job *j = js[k];
         j->counted = 1;
+        j->deferred &= !stopping; /* no worker takes it before the shutdown: stored now, answered 202 */
         if (j->offered) { /* the store's to hand out: waited on here as a stand-in (the table's reference) */
             struct gr_job **p = watch_link(j->id);
             j->hnext = NULL;
@@ -853,7 +919,7 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e)
     }
     pthread_mutex_unlock(&mu);
     /* the inserts are queued in the store before a worker can queue any update of them */
-    store_insert(js, docs, n);
+    store_insert(js, docs, n, GR_QUEUED);
     free(docs);
     pthread_mutex_lock(&mu);
     for (int k = 0; k < n; k++)
@@ -956,7 +1022,7 @@ int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struc
     int dev = dev_of(queue_of(j->backend));
     pthread_mutex_unlock(&mu);
     gr_metrics_job_end(dev, j->op, GR_CANCELED, NULL, 0);
-    store_write(j, doc, GR_CANCELED);
+    store_final(j, doc);
     gr_log(GR_LOG_INFO, "job %s canceled", id);
     *out = j;
     return GR_OK;
@@ -1008,6 +1074,8 @@ void gr_jobs_wake_all(void)
     struct gr_waiter *fired = NULL;
     pthread_mutex_lock(&mu);
     waking_all = 1;
+    while (undefer(1, 0)) /* stored as queued: they run after a restart */
+        ;
     double now = gr_mono_ms();
     for (int b = 0; b < NBUCKETS; b++)
         for (struct gr_job *j = table[b]; j; j = j->hnext)

@@ -153,6 +153,7 @@ int gr_sweep_start(struct gr_store *s, int64_t result_ttl_s, int64_t key_ttl_s, 
     stopping = 0;
     if (pthread_create(&thread, NULL, sweep_main, NULL))
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the retention sweep");
+    pthread_setname_np(thread, "gr-sweep");
     started = 1;
     return GR_OK;
 }

@@ -114,6 +114,38 @@ def main():
     CHECK.ok(len(extra) <= lost, "%d listed jobs were never accepted (only %d requests were cut off)" % (len(extra), lost))
     CHECK.ok(all(j.get("status") == "succeeded" for j in listed),
              "listed jobs not succeeded: %s" % [(j.get("id"), j.get("status")) for j in listed if j.get("status") != "succeeded"][:5])
+    # Prefer: wait jobs are stored once, at their end, unless their wait runs out first: then
+    # they are stored as queued before the 202, and survive kill -9; at SIGTERM the ones still
+    # queued are stored and answered 202, and run after the restart
+    for stop in ("kill -9", "SIGTERM"):
+        blocker = L.cpu_blocker(srv, 4)
+        CHECK.eq(blocker.status, 202, "%s: a long job holds the CPU" % stop)
+        jobs = make_jobs(rng, 8, 1000, "waited, " + stop)
+        reqs = [dict(method="POST", path="/v1/jobs", headers={"Prefer": "wait=1" if stop == "kill -9" else "wait=60"},
+                     body={"op": j["op"], "dtype": j["dtype"], "data": j["data"], "device": "cpu"}, timeout=70)
+                for j in jobs]
+        answers = [None] * len(reqs)
+
+        def send(k):
+            answers[k] = srv.req("POST", reqs[k]["path"], reqs[k]["body"], reqs[k]["headers"], timeout=70, may_fail=True)
+
+        senders = [threading.Thread(target=send, args=(k,)) for k in range(len(reqs))]  # all at once
+        for t in senders:
+            t.start()
+        if stop == "SIGTERM":
+            time.sleep(1)
+            rc = srv.stop()
+            CHECK.eq(rc, 0, "SIGTERM with waited jobs queued: exit 0")
+        for t in senders:
+            t.join()
+        CHECK.eq([a.status for a in answers], [202] * len(jobs),
+                 "%s: each waited job answered 202 once its wait could last no longer" % stop)
+        accepted = {a.json()["id"]: j for a, j in zip(answers, jobs) if a.status == 202}
+        if stop == "kill -9":
+            srv.kill9()
+        srv.start()
+        finish_all(srv, accepted, "waited jobs after " + stop)
+
     L.check_stop(srv)
     print("store after the final stop: %s" % (store_counts(srv),), flush=True)
 
