@@ -68,6 +68,7 @@ void gr_job_unref(struct gr_job *j)
         if (j->mm[k].pinned)
             gr_jobs_unpin_dataset(j->mm[k].dataset);
     free(j->input);
+    free(j->final_doc);
     free(j->idem_key);
     free(j->algos);
     free(j->rows);

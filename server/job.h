@@ -73,6 +73,7 @@ struct gr_job {
     int64_t epoch; /* this replica's claim on it (store.h: fences a late final state), 1 at submit */
     double started_at, finished_at;
     char replica[96]; /* shared store: the replica that ran it */
+    char *final_doc;  /* its JSON once final (malloc'd; jobs lock): answers send it as it was stored */
     struct gr_result result;
     /* a large result's datasets ("" when inline): the worker sets them before the final status */
     char result_dataset[24], indices_dataset[24];

@@ -20,7 +20,7 @@
 
 #define MAX_BACKENDS 17
 #define MAX_LANES 16
-#define NBUCKETS 4096 /* in-flight table; jobs leave it once their final state is stored */
+#define NBUCKETS 65536 /* in-flight table (a batch may put 100k jobs in flight); jobs leave it once their final state is stored */
 
 struct queue;
 struct worker {
@@ -522,7 +522,10 @@ static void store_insert(struct gr_job **js, char **docs, int n, int status)
  * deferred (the timer may be inserting it as queued just now: wait for that), else an update. */
 static void store_final(struct gr_job *j, char *doc)
 {
+    char *copy = doc ? strdup(doc) : NULL; /* what its answers send: a final job no longer changes */
     pthread_mutex_lock(&mu);
+    free(j->final_doc);
+    j->final_doc = copy;
     while (j->deferred == 2)
         pthread_cond_wait(&undefer_cv, &mu);
     int first = j->deferred;
@@ -880,7 +883,8 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e)
     for (int k = 0; rc == GR_OK && k < n; k++) {
         /* the queue stage starts once the job is accepted, not when its body began to parse */
         js[k]->created_at = gr_now();
-        if (!(docs[k] = gr_job_render(js[k]))) /* not shared yet: rendered without the lock */
+        /* not shared yet: rendered without the lock; a deferred job's first write is its end */
+        if (!js[k]->deferred && !(docs[k] = gr_job_render(js[k])))
             rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory");
     }
     pthread_mutex_lock(&mu);
@@ -918,6 +922,9 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e)
         }
     }
     pthread_mutex_unlock(&mu);
+    for (int k = 0; k < n; k++) /* deferred no more (a shutdown began): not queued yet, so unchanged */
+        if (!js[k]->deferred && !docs[k])
+            docs[k] = gr_job_render(js[k]);
     /* the inserts are queued in the store before a worker can queue any update of them */
     store_insert(js, docs, n, GR_QUEUED);
     free(docs);
@@ -1131,6 +1138,11 @@ char *gr_jobs_render(struct gr_job *j, int *committed, int *status)
     pthread_mutex_lock(&mu);
     *committed = j->committed;
     *status = j->status;
+    if (GR_TERMINAL(*status) && j->final_doc) { /* rendered once, at its end */
+        char *doc = strdup(j->final_doc);
+        pthread_mutex_unlock(&mu);
+        return doc;
+    }
     if (GR_TERMINAL(*status)) { /* a final job no longer changes: render it without the lock */
         pthread_mutex_unlock(&mu);
         return gr_job_render(j);
