@@ -193,7 +193,7 @@ static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job
     }
     int rc = parse(r, j, &e);
     if (!rc)
-        rc = gr_jobs_route(j->device, &j->backend, &e);
+        rc = gr_jobs_route(j->device, j->dataset, &j->backend, &e);
     if (!rc)
         rc = check_variants(j, &e);
     if (!rc) {
@@ -327,7 +327,8 @@ static void submit_batch(struct gr_req *r)
                                          &e);
     for (int k = 0; rc == GR_OK && k < n; k++) {
         memcpy(js[k]->tenant, r->who.tenant, sizeof js[k]->tenant);
-        if ((rc = gr_jobs_route(js[k]->device, &js[k]->backend, &e)) || (rc = check_variants(js[k], &e)))
+        if ((rc = gr_jobs_route(js[k]->device, js[k]->dataset, &js[k]->backend, &e)) ||
+            (rc = check_variants(js[k], &e)))
             gr_err_at(&e, k);
         else
             gr_cluster_place(js[k]);

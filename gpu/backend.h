@@ -61,11 +61,12 @@ struct gr_backend {
     /* Datasets: takes_fd says reduce() reads req->fd itself (so the caller need not map the file);
      * evict drops a dataset from the device's cache (DELETE; any thread, NULL: no cache);
      * cache_stats reads the cache's counters and cached the ids it holds, most recently used
-     * first, at most max of them (their count; any thread). */
+     * first, at most max of them (their count; any thread); NULL where there is no cache. */
     int takes_fd;
     void (*evict)(struct gr_backend *b, const char *dataset);
     void (*cache_stats)(struct gr_backend *b, struct gr_cache_stats *s);
     int (*cached)(struct gr_backend *b, char ids[][24], int max);
+    int (*holds)(struct gr_backend *b, const char *dataset); /* 1 if the cache holds it (any thread) */
     /* Device memory in use now, in bytes, or -1; NULL where it means nothing (the CPU).
      * Safe from any thread (read by /metrics). */
     int64_t (*memory_used)(struct gr_backend *b);

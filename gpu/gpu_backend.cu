@@ -218,6 +218,17 @@ static int gpu_cached(struct gr_backend *b, char ids[][24], int max)
     return n;
 }
 
+static int gpu_holds(struct gr_backend *b, const char *dataset)
+{
+    struct gpu *g = static_cast<struct gpu *>(b->impl);
+    pthread_mutex_lock(&g->mu);
+    struct entry *x = g->cache;
+    while (x && (strcmp(x->id, dataset) || !x->ready || x->doomed))
+        x = x->next;
+    pthread_mutex_unlock(&g->mu);
+    return x != NULL;
+}
+
 static void gpu_cache_stats(struct gr_backend *b, struct gr_cache_stats *s)
 {
     struct gpu *g = static_cast<struct gpu *>(b->impl);
@@ -629,6 +640,7 @@ static struct gr_backend *gpu_new(int dev, int streams, int64_t cache_bytes, str
     b->evict = gpu_evict;
     b->cache_stats = gpu_cache_stats;
     b->cached = gpu_cached;
+    b->holds = gpu_holds;
     if (gpu_init(b, g, streams, cache_bytes, e) != GR_OK) {
         gpu_destroy(b);
         return NULL;

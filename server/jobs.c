@@ -742,7 +742,7 @@ static void run(struct worker *w, struct gr_job *j)
 static int moved(struct queue *from, struct gr_job *j)
 {
     struct gr_backend *to;
-    if (gr_jobs_route(j->device, &to, NULL) != GR_OK || to == from->backend)
+    if (gr_jobs_route(j->device, j->dataset, &to, NULL) != GR_OK || to == from->backend)
         return 0;
     pthread_mutex_lock(&mu);
     j->backend = to;
@@ -827,7 +827,31 @@ int gr_jobs_start(struct gr_store *s, struct gr_backend **backends, int nbackend
 int gr_jobs_nbackends(void) { return nqueues; }
 struct gr_backend *gr_jobs_backend(int i) { return i >= 0 && i < nqueues ? queues[i].backend : NULL; }
 
-int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
+/* The GPU for a job on dataset (NULL: none) among the working ones, 0 if none works (mu held;
+ * holds[i]: GPU i caches it, bytes[i]: what its cache holds). The one that caches the dataset,
+ * unless its queue is AFFINITY_SLACK longer than the shortest; else the shortest queue, and
+ * among equal ones, for a dataset cached nowhere, the emptiest cache: two hot datasets settle on
+ * two GPUs instead of evicting each other on one. */
+#define AFFINITY_SLACK 16
+static int pick_gpu(const char *dataset, const int *holds, const int64_t *bytes)
+{
+    int best = 0, home = 0;
+    for (int i = 1; i < nqueues; i++) {
+        if (broken(&queues[i]))
+            continue;
+        int load = queues[i].count + queues[i].reserved;
+        int best_load = best ? queues[best].count + queues[best].reserved : 0;
+        if (!best || load < best_load || (load == best_load && dataset && bytes[i] < bytes[best]))
+            best = i;
+        if (holds[i] && (!home || load < queues[home].count + queues[home].reserved))
+            home = i;
+    }
+    if (home && queues[home].count + queues[home].reserved <= queues[best].count + queues[best].reserved + AFFINITY_SLACK)
+        return home;
+    return best;
+}
+
+int gr_jobs_route(const char *device, const char *dataset, struct gr_backend **out, struct gr_err *e)
 {
     *out = NULL;
     if (!strcmp(device, "cpu")) {
@@ -845,13 +869,21 @@ int gr_jobs_route(const char *device, struct gr_backend **out, struct gr_err *e)
                            "device 'gpu' was asked for but this server has no GPU (GET /v1/devices); "
                            "use \"device\": \"cpu\" or \"auto\"");
         }
-        /* the working GPU with the shortest queue; auto falls back to the CPU when none works */
+        /* where its dataset is cached, asked before the lock (each cache has its own) */
+        int holds[MAX_BACKENDS] = {0};
+        int64_t bytes[MAX_BACKENDS] = {0};
+        dataset = dataset && dataset[0] ? dataset : NULL;
+        for (int i = 1; dataset && i < nqueues; i++) {
+            struct gr_backend *b = queues[i].backend;
+            struct gr_cache_stats cs = {0};
+            holds[i] = b->holds && b->holds(b, dataset);
+            if (b->cache_stats)
+                b->cache_stats(b, &cs);
+            bytes[i] = cs.bytes;
+        }
+        /* auto falls back to the CPU when no GPU works */
         pthread_mutex_lock(&mu);
-        int best = 0;
-        for (int i = 1; i < nqueues; i++)
-            if (!broken(&queues[i]) &&
-                (!best || queues[i].count + queues[i].reserved < queues[best].count + queues[best].reserved))
-                best = i;
+        int best = pick_gpu(dataset, holds, bytes);
         pthread_mutex_unlock(&mu);
         if (!best && !auto_dev)
             return gr_fail(e, GR_EUNAVAIL, "device",
@@ -967,7 +999,7 @@ static void recover_one(void *ctx, const char *id, const char *doc, const void *
     }
     j->epoch = epoch;
     /* a job's device may be gone (a GPU job restarted on a CPU-only machine): run it on the CPU */
-    if (gr_jobs_route(j->device, &j->backend, &e) != GR_OK)
+    if (gr_jobs_route(j->device, j->dataset, &j->backend, &e) != GR_OK)
         j->backend = queues[0].backend;
     pthread_mutex_lock(&mu);
     j->counted = gr_tenant_add_job(j->tenant, 1, &e) == GR_OK; /* accepted before: past the quota too */

@@ -222,9 +222,72 @@ static void test_batch_all_or_none(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Two stand-in GPUs whose caches hold what the test says, for routing. */
+static int held[2];
+static int64_t cached_bytes[2];
+static int fake_holds(struct gr_backend *b, const char *dataset) { return held[b->name[4] - '0']; }
+static void fake_stats(struct gr_backend *b, struct gr_cache_stats *s)
+{
+    *s = (struct gr_cache_stats){.bytes = cached_bytes[b->name[4] - '0']};
+}
+static struct gr_backend gpu0 = {.name = "gpu:0", .reduce = gated_reduce, .destroy = no_destroy,
+                                 .holds = fake_holds, .cache_stats = fake_stats},
+                         gpu1 = {.name = "gpu:1", .reduce = gated_reduce, .destroy = no_destroy,
+                                 .holds = fake_holds, .cache_stats = fake_stats};
+
+static struct gr_backend *route(const char *dataset)
+{
+    struct gr_backend *b = NULL;
+    struct gr_err e = {0};
+    assert_int_equal(gr_jobs_route("auto", dataset, &b, &e), GR_OK);
+    return b;
+}
+
+/* A job on a dataset goes to the GPU caching it unless that GPU has 16 more queued than the
+ * shortest queue; a dataset cached nowhere goes to the emptiest cache among the shortest queues. */
+static void test_route_by_cache(void **state)
+{
+    char dir[] = "/tmp/gpured-test-jobs-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct gr_store *store;
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
+    struct gr_backend *bs[] = {&gated, &gpu0, &gpu1};
+    assert_int_equal(gr_jobs_start(store, bs, 3, 100, &e), GR_OK);
+    gate(0);
+    assert_ptr_equal(route("d_a"), &gpu0); /* nothing cached, queues equal: the first */
+    cached_bytes[0] = 1 << 20;
+    assert_ptr_equal(route("d_a"), &gpu1); /* gpu:0's cache holds another dataset */
+    assert_ptr_equal(route(NULL), &gpu0);  /* no dataset: the shortest queue, the first */
+    held[1] = 1;
+    struct gr_job *js[40];
+    for (int k = 0; k < 40; k++) {
+        js[k] = make_job(k, 1);
+        js[k]->backend = &gpu1;
+    }
+    assert_int_equal(gr_jobs_submit(js, 17, &e), GR_OK); /* one at the gate, 16 queued on gpu:1 */
+    wait_for(js[0], status_of, GR_RUNNING);
+    assert_ptr_equal(route("d_a"), &gpu1); /* 16 longer: still the one caching it */
+    assert_int_equal(gr_jobs_submit(js + 17, 1, &e), GR_OK);
+    assert_ptr_equal(route("d_a"), &gpu0); /* 17 longer: the shortest queue */
+    assert_ptr_equal(route(NULL), &gpu0);
+    gate(1);
+    for (int k = 0; k < 18; k++)
+        wait_for(js[k], committed_of, GR_SUCCEEDED);
+    gr_jobs_stop_workers();
+    gr_store_close(store);
+    gr_jobs_stop();
+    for (int k = 0; k < 40; k++)
+        gr_job_unref(js[k]);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover),
-                                       cmocka_unit_test(test_batch_all_or_none)};
+                                       cmocka_unit_test(test_batch_all_or_none),
+                                       cmocka_unit_test(test_route_by_cache)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
