@@ -113,10 +113,28 @@ static int parse_shape(json_t *v, int64_t count, int nested, const char *of, int
 }
 
 /* One element into its slot of the packed input; range-checked for the dtype. */
-static int put(json_t *x, int dtype, void *out, size_t k, const char *field, const char *where, struct gr_err *e)
+/* Where element (r, c) of field is, for a message: "data[3]" or "data[1][2]". Formatted only
+ * for a failure: a job's thousands of elements would pay a printf each. */
+struct place {
+    char text[64];
+};
+static const char *where_of(struct place *p, const char *field, int nested, size_t r, size_t c)
 {
+    if (nested)
+        snprintf(p->text, sizeof p->text, "%s[%zu][%zu]", field, r, c);
+    else
+        snprintf(p->text, sizeof p->text, "%s[%zu]", field, c);
+    return p->text;
+}
+
+/* Element x into out[k] as dtype; on failure e names it (field, nested, r, c: where_of). */
+static int put(json_t *x, int dtype, void *out, size_t k, const char *field, int nested, size_t r, size_t c,
+               struct gr_err *e)
+{
+    struct place pl;
     if (!json_is_number(x))
-        return gr_fail(e, GR_EINVAL, field, "%s is %s; elements must be numbers", where, type_name(x));
+        return gr_fail(e, GR_EINVAL, field, "%s is %s; elements must be numbers", where_of(&pl, field, nested, r, c),
+                       type_name(x));
     int is_int = json_is_integer(x);
     json_int_t iv = is_int ? json_integer_value(x) : 0;
     double dv = is_int ? (double)iv : json_real_value(x);
@@ -125,17 +143,17 @@ static int put(json_t *x, int dtype, void *out, size_t k, const char *field, con
     case GR_INT64: {
         if (!is_int) {
             if (dv != floor(dv))
-                return gr_fail(e, GR_EUNPROC, field, "%s is %g, not an integer as dtype %s needs", where, dv,
-                               gr_dtype_name(dtype));
+                return gr_fail(e, GR_EUNPROC, field, "%s is %g, not an integer as dtype %s needs",
+                               where_of(&pl, field, nested, r, c), dv, gr_dtype_name(dtype));
             if (!(dv >= -9223372036854775808.0 && dv < 9223372036854775808.0))
-                return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of %s", where, dv,
-                               gr_dtype_name(dtype));
+                return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of %s",
+                               where_of(&pl, field, nested, r, c), dv, gr_dtype_name(dtype));
             iv = (json_int_t)dv;
         }
         if (dtype == GR_INT32) {
             if (iv < INT32_MIN || iv > INT32_MAX)
-                return gr_fail(e, GR_EUNPROC, field, "%s = %lld is outside the range of int32", where,
-                               (long long)iv);
+                return gr_fail(e, GR_EUNPROC, field, "%s = %lld is outside the range of int32",
+                               where_of(&pl, field, nested, r, c), (long long)iv);
             ((int32_t *)out)[k] = (int32_t)iv;
         } else {
             ((int64_t *)out)[k] = (int64_t)iv;
@@ -144,7 +162,8 @@ static int put(json_t *x, int dtype, void *out, size_t k, const char *field, con
     }
     case GR_FLOAT32:
         if (fabs(dv) > FLT_MAX)
-            return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of float32", where, dv);
+            return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of float32",
+                           where_of(&pl, field, nested, r, c), dv);
         ((float *)out)[k] = (float)dv;
         return GR_OK;
     default:
@@ -156,20 +175,17 @@ static int put(json_t *x, int dtype, void *out, size_t k, const char *field, con
 /* The elements of data (nested: rows) packed into out as dtype; field names it in errors. */
 static int pack(json_t *data, int nested, int dtype, void *out, const char *field, struct gr_err *e)
 {
-    char where[64];
+    struct place pl;
     size_t k = 0;
     size_t rows = nested ? json_array_size(data) : 1;
     for (size_t r = 0; r < rows; r++) {
         json_t *row = nested ? json_array_get(data, r) : data;
         for (size_t c = 0; c < json_array_size(row); c++, k++) {
             json_t *x = json_array_get(row, c);
-            if (nested)
-                snprintf(where, sizeof where, "%s[%zu][%zu]", field, r, c);
-            else
-                snprintf(where, sizeof where, "%s[%zu]", field, c);
             if (json_is_array(x))
-                return gr_fail(e, GR_EUNPROC, field, "%s is an array: only 1-D and 2-D data are supported", where);
-            int rc = put(x, dtype, out, k, field, where, e);
+                return gr_fail(e, GR_EUNPROC, field, "%s is an array: only 1-D and 2-D data are supported",
+                               where_of(&pl, field, nested, r, c));
+            int rc = put(x, dtype, out, k, field, nested, r, c, e);
             if (rc)
                 return rc;
         }
