@@ -238,6 +238,7 @@ static int parse_binary_job(struct gr_req *r, struct gr_job *j, struct gr_err *e
     struct query q = {json_object(), 0};
     if (q.args)
         MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+    json_object_del(q.args, "batch"); /* post_job's (submit_rows) */
     int npy = gr_ctype_is(gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), "application/x-npy");
     int rc = !q.args ? gr_fail(e, GR_ENOMEM, NULL, "out of memory")
              : q.bad ? gr_fail(e, GR_EINVAL, NULL, "each query argument must appear once, in UTF-8")
@@ -313,30 +314,22 @@ static void batch_next(struct gr_req *r)
     gr_park(r, batch_next);
 }
 
-/* POST /v1/jobs with a JSON array: every job is parsed, routed and checked before any is
- * accepted, then all are accepted in one transaction, or none (the problem names the item). */
-static void submit_batch(struct gr_req *r)
+/* Accept the n jobs js of a batch (ours now; rc: how parsing them went, e why not) whole or not
+ * at all: each routed and checked (the problem names the first that fails), then all stored in
+ * one transaction; park until they are durable, or with Prefer: wait until they end. */
+static void accept_batch(struct gr_req *r, struct gr_job **js, int n, int rc, struct gr_err *e)
 {
-    struct gr_err e = {0};
-    struct gr_job **js = NULL;
-    int n = 0, rc = gr_header(r, "Idempotency-Key")
-                        ? gr_fail(&e, GR_EUNPROC, "Idempotency-Key",
-                                  "a batch takes no Idempotency-Key yet: send it without one, or its jobs one by one "
-                                  "with a key each")
-                        : gr_parse_batch(r->body, r->len, gr_api_cfg->queue_capacity, gr_dataset_for_job, r, &js, &n,
-                                         &e);
     for (int k = 0; rc == GR_OK && k < n; k++) {
         memcpy(js[k]->tenant, r->who.tenant, sizeof js[k]->tenant);
-        if ((rc = gr_jobs_route(js[k]->device, js[k]->dataset, &js[k]->backend, &e)) ||
-            (rc = check_variants(js[k], &e)))
-            gr_err_at(&e, k);
+        if ((rc = gr_jobs_route(js[k]->device, js[k]->dataset, &js[k]->backend, e)) || (rc = check_variants(js[k], e)))
+            gr_err_at(e, k);
         else
             gr_cluster_place(js[k]);
     }
     if (rc == GR_OK)
-        rc = gr_jobs_submit(js, n, &e);
+        rc = gr_jobs_submit(js, n, e);
     if (rc) {
-        gr_respond_problem(r, &e);
+        gr_respond_problem(r, e);
         for (int k = 0; k < n; k++)
             gr_job_unref(js[k]);
         free(js);
@@ -354,6 +347,52 @@ static void submit_batch(struct gr_req *r)
     gr_park(r, batch_next);
 }
 
+/* GR_OK, or the problem of an Idempotency-Key on a batch. */
+static int batch_unkeyed(struct gr_req *r, struct gr_err *e)
+{
+    return gr_header(r, "Idempotency-Key")
+               ? gr_fail(e, GR_EUNPROC, "Idempotency-Key",
+                         "a batch takes no Idempotency-Key yet: send it without one, or its jobs one by one with a key "
+                         "each")
+               : GR_OK;
+}
+
+/* POST /v1/jobs with a JSON array of jobs. */
+static void submit_batch(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    struct gr_job **js = NULL;
+    int n = 0, rc = batch_unkeyed(r, &e);
+    if (rc == GR_OK)
+        rc = gr_parse_batch(r->body, r->len, gr_api_cfg->queue_capacity, gr_dataset_for_job, r, &js, &n, &e);
+    accept_batch(r, js, n, rc, &e);
+}
+
+/* POST /v1/jobs?batch=rows with a one-shot body of 2-D values: each row a job of its own,
+ * reduced whole. */
+static void submit_rows(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    struct gr_job *t = gr_job_new(), **js = NULL;
+    int n = 0, rc = !t ? gr_fail(&e, GR_ENOMEM, NULL, "out of memory") : batch_unkeyed(r, &e);
+    if (rc == GR_OK)
+        rc = parse_binary_job(r, t, &e);
+    if (rc == GR_OK && (t->ndim != 2 || t->axis != GR_AXIS_ALL))
+        rc = gr_fail(&e, GR_EUNPROC, "batch", "?batch=rows makes each row of 2-D values (?shape=R,C, or a 2-D .npy) "
+                                              "a job that reduces it whole: give 2-D values and no ?axis=");
+    else if (rc == GR_OK && t->shape[0] > gr_api_cfg->queue_capacity)
+        rc = gr_fail(&e, GR_EUNPROC, "batch", "a batch of %lld rows is over the limit of %d (--queue-capacity): send "
+                                              "it in parts",
+                     (long long)t->shape[0], gr_api_cfg->queue_capacity);
+    else if (rc == GR_OK && !(js = calloc((size_t)t->shape[0], sizeof *js)))
+        rc = gr_fail(&e, GR_ENOMEM, NULL, "out of memory");
+    for (int64_t k = 0; rc == GR_OK && k < t->shape[0]; k++, n++)
+        if (!(js[k] = gr_job_row(t, k)))
+            rc = gr_fail(&e, GR_ENOMEM, NULL, "out of memory");
+    gr_job_unref(t);
+    accept_batch(r, js, n, rc, &e);
+}
+
 static void post_job(struct gr_req *r)
 {
     int json = gr_ctype_is(gr_header(r, MHD_HTTP_HEADER_CONTENT_TYPE), "application/json");
@@ -368,11 +407,18 @@ static void post_job(struct gr_req *r)
         gr_respond_problem(r, &e);
         return;
     }
-    const char *b = r->body ? r->body + strspn(r->body, " \t\r\n") : "";
-    if (json && *b == '[')
+    const char *b = r->body ? r->body + strspn(r->body, " \t\r\n") : "", *batch = gr_query(r, "batch");
+    if (json && *b == '[') {
         submit_batch(r);
-    else
+    } else if (batch && strcmp(batch, "rows")) {
+        struct gr_err e;
+        gr_fail(&e, GR_EINVAL, "batch", "?batch= takes one value: rows (each row of the values a job of its own)");
+        gr_respond_problem(r, &e);
+    } else if (batch) {
+        submit_rows(r);
+    } else {
         submit(r, json ? parse_json_job : parse_binary_job);
+    }
 }
 
 static void post_benchmark(struct gr_req *r) { submit(r, parse_benchmark); }

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-# batch.py: batch submission (POST /v1/jobs with a JSON array of small jobs: 4 int32 summed each)
-# of 1k, 10k and 100k jobs on each device: the time until the 202 (every job durable) is read,
-# and with Prefer: wait the time until the 200 (every job ended). Prints a table and writes
+# batch.py: batch submission of 1k, 10k and 100k small jobs (4 int32 summed each) on each device,
+# as a JSON array and as the binary form (?batch=rows, a raw body of R x 4 values): the time until
+# the 202 (every job durable) is read, and with Prefer: wait the time until the 200 (every job
+# ended). Prints a table and writes
 # batch-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
 # measures.
 #   bench/batch.py path/to/gpured [devices, e.g. cpu,gpu]
 import json
 import os
+import struct
 import shutil
 import socket
 import sys
@@ -21,9 +23,9 @@ DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
 SIZES = (1000, 10000, 100000)
 
 
-def post(url, body, headers):
-    req = urllib.request.Request(url + "/v1/jobs", data=body, method="POST",
-                                 headers=dict(headers, **{"Content-Type": "application/json"}))
+def post(url, body, headers, query="", ctype="application/json"):
+    req = urllib.request.Request(url + "/v1/jobs" + query, data=body, method="POST",
+                                 headers=dict(headers, **{"Content-Type": ctype}))
     t0 = time.monotonic()
     with urllib.request.urlopen(req, timeout=600) as r:
         raw = r.read()
@@ -32,26 +34,30 @@ def post(url, body, headers):
 
 def main():
     rows = []
-    print("%-6s %8s %9s %12s %12s %12s" % ("device", "jobs", "body_MB", "durable_s", "ended_s", "jobs/s"))
+    print("%-6s %-6s %8s %9s %12s %12s %12s" % ("device", "form", "jobs", "body_MB", "durable_s", "ended_s", "jobs/s"))
     for dev in DEVICES:
         data = tempfile.mkdtemp(prefix="gpured-batch-")
         p, url = start(BIN, data, {"GPURED_QUEUE_CAPACITY": "1000000", "GPURED_MAX_BODY_BYTES": str(1 << 30)})
         try:
             for n in SIZES:
-                body = json.dumps([{"op": "sum", "dtype": "int32", "data": [i, 1, 2, 3], "device": dev}
-                                   for i in range(n)]).encode()
-                st, durable, raw = post(url, body, {})
-                assert st == 202 and len(json.loads(raw)) == n, (st, raw[:200])
-                time.sleep(n / 20000)  # let the first batch run out before the next is timed
-                st, ended, raw = post(url, body, {"Prefer": "wait=600"})
-                jobs = json.loads(raw)
-                assert st == 200 and all(j["status"] == "succeeded" for j in jobs), (st, raw[:200])
-                assert all(j["result"]["value"] == i + 6 for i, j in enumerate(jobs))
-                r = dict(device=dev, jobs=n, body_bytes=len(body), durable_s=durable, ended_s=ended,
-                         jobs_per_s=n / ended)
-                rows.append(r)
-                print("%-6s %8d %9.1f %12.3f %12.3f %12.0f" % (dev, n, len(body) / 1e6, durable, ended, n / ended),
-                      flush=True)
+                forms = {"json": (json.dumps([{"op": "sum", "dtype": "int32", "data": [i, 1, 2, 3], "device": dev}
+                                              for i in range(n)]).encode(), "", "application/json"),
+                         "rows": (b"".join(struct.pack("<4i", i, 1, 2, 3) for i in range(n)),
+                                  "?batch=rows&op=sum&dtype=int32&shape=%d,4&device=%s" % (n, dev),
+                                  "application/octet-stream")}
+                for form, (body, query, ctype) in forms.items():
+                    st, durable, raw = post(url, body, {}, query, ctype)
+                    assert st == 202 and len(json.loads(raw)) == n, (st, raw[:200])
+                    time.sleep(n / 20000)  # let the first batch run out before the next is timed
+                    st, ended, raw = post(url, body, {"Prefer": "wait=600"}, query, ctype)
+                    jobs = json.loads(raw)
+                    assert st == 200 and all(j["status"] == "succeeded" for j in jobs), (st, raw[:200])
+                    assert all(j["result"]["value"] == i + 6 for i, j in enumerate(jobs))
+                    r = dict(device=dev, form=form, jobs=n, body_bytes=len(body), durable_s=durable, ended_s=ended,
+                             jobs_per_s=n / ended)
+                    rows.append(r)
+                    print("%-6s %-6s %8d %9.1f %12.3f %12.3f %12.0f" % (dev, form, n, len(body) / 1e6, durable, ended,
+                                                                        n / ended), flush=True)
         finally:
             p.terminate()
             p.wait(120)

@@ -76,6 +76,27 @@ void gr_job_unref(struct gr_job *j)
     free(j);
 }
 
+struct gr_job *gr_job_row(const struct gr_job *t, int64_t r)
+{
+    struct gr_job *j = gr_job_new();
+    size_t bytes = (size_t)t->shape[1] * gr_dtype_size(t->dtype);
+    if (!j || !(j->input = malloc(bytes))) {
+        gr_job_unref(j);
+        return NULL;
+    }
+    memcpy(j->input, (const char *)t->input + (size_t)r * bytes, bytes);
+    j->input_bytes = bytes;
+    j->kind = t->kind;
+    j->op = t->op;
+    j->dtype = t->dtype;
+    j->ties_last = t->ties_last;
+    j->shape[0] = t->shape[1];
+    memcpy(j->algorithm, t->algorithm, sizeof j->algorithm);
+    memcpy(j->device, t->device, sizeof j->device);
+    memcpy(j->tenant, t->tenant, sizeof j->tenant);
+    return j;
+}
+
 int64_t gr_job_rows(const struct gr_job *j) { return j->ndim == 2 ? j->shape[0] : 1; }
 int64_t gr_job_cols(const struct gr_job *j) { return j->ndim == 2 ? j->shape[1] : j->shape[0]; }
 

@@ -97,6 +97,10 @@ int64_t gr_job_cols(const struct gr_job *j);
  * jobs lock or otherwise knows the job is not changing. */
 char *gr_job_render(const struct gr_job *j);
 
+/* A new job of t's op, dtype, ties, algorithm, device and tenant that reduces row r of t's 2-D
+ * inline values whole (a copy of them); NULL when memory is out. */
+struct gr_job *gr_job_row(const struct gr_job *t, int64_t r);
+
 /* On the worker, once r is j's result: a result over GR_RESULT_INLINE_MAX outputs becomes a
  * dataset of its values (and one of its indices for argmin/argmax), durable with its row
  * committed before this returns, so that a job's final state never names a missing dataset;

@@ -1,4 +1,5 @@
 # test_batch.py: POST /v1/jobs with a JSON array, a batch of jobs accepted whole or not at all.
+# Also the binary form, ?batch=rows: each row of a raw or .npy body's 2-D values is a job.
 # Every op and dtype and a job on a dataset in one batch: 202 with the jobs in order, each ending
 # with the reference answer; with Prefer: wait, 200 once all have ended. A bad item anywhere is
 # answered with a problem naming it ("[k].member") and nothing of the batch is stored; so is a
@@ -100,6 +101,44 @@ def refused(srv, rng):
         srv.get_json("/v1/jobs/%s?wait=60" % blocker.json()["id"])
 
 
+def npy2(rows, code, fmt):
+    """A 2-D .npy of rows (dtype code like '<f8', struct format letter fmt)."""
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%d, %d), }" % (code, len(rows), len(rows[0]))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    flat = [x for row in rows for x in row]
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + struct.pack("<%d%s" % (len(flat), fmt), *flat)
+
+
+def rows_form(srv, rng):
+    """?batch=rows: each row of a one-shot body's 2-D values is a job of its own."""
+    for dtype, code, fmt, ctype in (("int32", "<i4", "i", "application/octet-stream"),
+                                    ("float64", "<f8", "d", "application/x-npy")):
+        rows = [L.gen_data("sum", dtype, 37, rng) for _ in range(25)]
+        if ctype == "application/x-npy":
+            body, q = npy2(rows, code, fmt), "?batch=rows&op=max&device=%s" % L.DEVICE
+        else:
+            flat = [x for row in rows for x in row]
+            body, q = struct.pack("<%d%s" % (len(flat), fmt), *flat), \
+                "?batch=rows&op=max&dtype=%s&shape=25,37&device=%s" % (dtype, L.DEVICE)
+        r = srv.req("POST", "/v1/jobs" + q, body, {"Content-Type": ctype, "Prefer": "wait=60"}, timeout=70)
+        jobs = r.json() if r.status == 200 else []
+        CHECK.eq((r.status, len(jobs)), (200, 25), "?batch=rows, %s %s: 25 jobs, all ended" % (dtype, ctype))
+        for k, (row, job) in enumerate(zip(rows, jobs)):
+            L.check_job("?batch=rows %s row %d" % (dtype, k), job, "max", dtype, [37])
+            L.check_result("?batch=rows %s row %d" % (dtype, k), "max", dtype, [row], None, "first", job.get("result"))
+    flat = struct.pack("<12i", *range(12))
+    for what, q, status in (("1-D values", "?batch=rows&op=sum&dtype=int32&shape=12", 422),
+                            ("an axis", "?batch=rows&op=sum&dtype=int32&shape=3,4&axis=1", 422),
+                            ("another batch kind", "?batch=cols&op=sum&dtype=int32&shape=3,4", 400),
+                            ("more rows than --queue-capacity", "?batch=rows&op=sum&dtype=int32&shape=%d,1" % (CAPACITY + 1),
+                             422)):
+        body = struct.pack("<%di" % (CAPACITY + 1), *range(CAPACITY + 1)) if "capacity" in what else flat
+        before = count_jobs(srv)
+        r = srv.req("POST", "/v1/jobs" + q, body, {"Content-Type": "application/octet-stream"})
+        CHECK.eq((r.status, r.json().get("field")), (status, "batch"), "?batch=rows with %s: %d" % (what, status))
+        CHECK.eq(count_jobs(srv), before, "?batch=rows with %s: nothing stored" % what)
+
+
 def killed(srv, rng):
     its = items(rng, 300, 200)
     r = srv.req("POST", "/v1/jobs", body(its))
@@ -115,6 +154,7 @@ def main():
     rng = L.rng_for("test_batch")
     accepted(srv, rng)
     refused(srv, rng)
+    rows_form(srv, rng)
     killed(srv, rng)
     L.check_stop(srv)
 
