@@ -20,7 +20,9 @@
 
 #define MAX_BACKENDS 17
 #define MAX_LANES 16
-#define NBUCKETS 65536 /* in-flight table (a batch may put 100k jobs in flight); jobs leave it once their final state is stored */
+/* in-flight table (a batch may put 100k jobs in flight); jobs leave it once their final state
+ * is stored */
+#define NBUCKETS 65536
 
 struct queue;
 struct worker {
@@ -846,9 +848,8 @@ static int pick_gpu(const char *dataset, const int *holds, const int64_t *bytes)
         if (holds[i] && (!home || load < queues[home].count + queues[home].reserved))
             home = i;
     }
-    if (home && queues[home].count + queues[home].reserved <= queues[best].count + queues[best].reserved + AFFINITY_SLACK)
-        return home;
-    return best;
+    int home_load = home ? queues[home].count + queues[home].reserved : 0;
+    return home && home_load <= queues[best].count + queues[best].reserved + AFFINITY_SLACK ? home : best;
 }
 
 int gr_jobs_route(const char *device, const char *dataset, struct gr_backend **out, struct gr_err *e)
