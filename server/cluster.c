@@ -178,6 +178,8 @@ static void find_homes(void)
 
 void gr_cluster_place(struct gr_job *j)
 {
+    if (!store || !gr_store_shared(store)) /* SQLite's one gpured: no lock taken per job */
+        return;
     pthread_mutex_lock(&mu);
     int here = !started || leaving || !others;
     struct home key, *h = NULL;
