@@ -813,8 +813,9 @@ int gr_jobs_start(struct gr_store *s, struct gr_backend **backends, int nbackend
             *w = (struct worker){.q = q, .lane = k};
             if (pthread_create(&w->thread, NULL, worker_main, w))
                 return gr_fail(e, GR_EINTERNAL, NULL, "cannot start worker %d for %s", k, backends[i]->name);
-            char name[16]; /* as top -H and perf show it: "gr-gpu:0-3" */
-            snprintf(name, sizeof name, "gr-%.6s-%d", backends[i]->name, k);
+            char name[40]; /* as top -H and perf show it: "gr-gpu:0-3", cut to the 15 bytes a name holds */
+            snprintf(name, sizeof name, "gr-%s-%d", backends[i]->name, k);
+            name[15] = '\0';
             pthread_setname_np(w->thread, name);
             w->started = 1;
         }
