@@ -9,9 +9,7 @@
 # test: it measures.
 #   bench/affinity.py path/to/gpured [seconds] [connections] [MiB per dataset]
 import json
-import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -106,12 +104,8 @@ def main():
         rows.append(run("2 replicas on PostgreSQL, affinity", True, [dict(e, GPURED_STORE=url) for e in env]))
     finally:
         cluster.remove()
-    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(R.HERE, "results")),
-                       "affinity-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
-    with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "gpus": names, "seconds": R.SECS,
-                   "connections": R.CONNS, "dataset_mib": R.MIB, "cache_bytes": int(cache), "rows": rows}, f, indent=1)
-    print("wrote " + out)
+    store_load.save("affinity", {"gpus": names, "seconds": R.SECS, "connections": R.CONNS, "dataset_mib": R.MIB,
+                                 "cache_bytes": int(cache), "rows": rows})
 
 
 if __name__ == "__main__":

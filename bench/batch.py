@@ -10,13 +10,12 @@ import json
 import os
 import struct
 import shutil
-import socket
 import sys
 import tempfile
 import time
 import urllib.request
 
-from store_load import HERE, start
+from store_load import save, start
 
 BIN = sys.argv[1]
 DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
@@ -62,11 +61,7 @@ def main():
             p.terminate()
             p.wait(120)
             shutil.rmtree(data, ignore_errors=True)
-    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")),
-                       "batch-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
-    with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "cores": os.cpu_count(), "rows": rows}, f, indent=1)
-    print("wrote " + out)
+    save("batch", {"cores": os.cpu_count(), "rows": rows})
 
 
 if __name__ == "__main__":

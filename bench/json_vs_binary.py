@@ -11,14 +11,13 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import struct
 import sys
 import tempfile
 import time
 
-from store_load import HERE, start
+from store_load import save, start
 
 
 def npy(values):
@@ -63,11 +62,7 @@ def main():
         p.terminate()
         p.wait(60)
         shutil.rmtree(data, ignore_errors=True)
-    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")),
-                       "json_vs_binary-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
-    with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "cores": os.cpu_count(), "rows": rows}, f, indent=1)
-    print("wrote " + out)
+    save("json_vs_binary", {"cores": os.cpu_count(), "rows": rows})
 
 
 if __name__ == "__main__":

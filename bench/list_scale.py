@@ -8,14 +8,13 @@
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
 import time
 import urllib.request
 
-from store_load import HERE, start
+from store_load import save, start
 
 BIN = sys.argv[1]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 1000000
@@ -75,12 +74,8 @@ def main():
         p.wait(120)
         size = sum(os.path.getsize(os.path.join(data, f)) for f in os.listdir(data) if f.startswith("gpured.db"))
         shutil.rmtree(data, ignore_errors=True)
-    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")),
-                       "list_scale-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
-    with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "jobs": N, "fill_s": filled,
-                   "db_bytes": size, "cores": os.cpu_count(), "rows": rows}, f, indent=1)
-    print("filled in %.0f s; store %.0f MB; wrote %s" % (filled, size / 1e6, out))
+    print("filled in %.0f s; store %.0f MB" % (filled, size / 1e6))
+    save("list_scale", {"jobs": N, "fill_s": filled, "db_bytes": size, "cores": os.cpu_count(), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -8,12 +8,10 @@
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,12 +79,8 @@ def main():
                         [{"GPURED_STORE": url, "CUDA_VISIBLE_DEVICES": str(k)} for k in range(len(names))]))
     finally:
         cluster.remove()
-    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")),
-                       "replicas_gpu-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
-    with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "gpus": names, "seconds": SECS,
-                   "connections": CONNS, "dataset_mib": MIB, "rows": rows}, f, indent=1)
-    print("wrote " + out)
+    store_load.save("replicas_gpu", {"gpus": names, "seconds": SECS, "connections": CONNS, "dataset_mib": MIB,
+                                     "rows": rows})
 
 
 if __name__ == "__main__":

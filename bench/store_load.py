@@ -39,6 +39,17 @@ def start(binary, data, env):
     raise RuntimeError("gpured did not start: " + log.read()[-2000:])
 
 
+def save(name, doc):
+    """Write doc (a date added) as <name>-<host>-<date>.json under GPURED_BENCH_OUT (default
+    bench/results), say where, and return the path."""
+    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")), "%s-%s-%s.json" % (
+        name, socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
+    with open(out, "w") as f:
+        json.dump(dict({"date": time.strftime("%Y-%m-%d", time.gmtime())}, **doc), f, indent=1)
+    print("wrote " + out)
+    return out
+
+
 def load(targets, secs, conns, threads=2):
     """wrk on every (url, env) target at once, conns split between them (env: what http_load.lua
     reads, e.g. GPURED_BENCH_BODY): summed jobs/s, the worst p50 and p99."""
@@ -88,12 +99,7 @@ def main():
     finally:
         cluster.remove()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")),
-                       "store_load-%s-%s.json" % (socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
-    with open(out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d", time.gmtime()), "cpu": cpu, "cores": os.cpu_count(),
-                   "seconds": SECS, "connections": CONNS, "rows": rows}, f, indent=1)
-    print("wrote " + out)
+    save("store_load", {"cpu": cpu, "cores": os.cpu_count(), "seconds": SECS, "connections": CONNS, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -101,15 +101,39 @@ static void wake_flag(struct gr_waiter *w)
     pthread_mutex_unlock(&f->mu);
 }
 
+/* A store in a new folder, and the jobs module on its n backends with room for cap per queue. */
+struct rig {
+    char dir[32];
+    struct gr_store *store;
+};
+
+static void rig_up(struct rig *g, struct gr_backend **bs, int n, int cap)
+{
+    struct gr_err e = {0};
+    snprintf(g->dir, sizeof g->dir, "/tmp/gpured-test-jobs-XXXXXX");
+    assert_non_null(mkdtemp(g->dir));
+    assert_int_equal(gr_store_open(&g->store, NULL, g->dir, &e), GR_OK);
+    assert_int_equal(gr_jobs_start(g->store, bs, n, cap, &e), GR_OK);
+}
+
+/* Stop the workers, the store and the jobs module, and remove the folder. */
+static void rig_down(struct rig *g)
+{
+    gr_jobs_stop_workers();
+    gr_store_close(g->store);
+    gr_jobs_stop();
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_queue_cancel_wait_recover(void **state)
 {
-    char dir[] = "/tmp/gpured-test-jobs-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    struct gr_store *store;
-    struct gr_err e = {0};
-    assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
+    struct rig g;
     struct gr_backend *bs[] = {&gated};
-    assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
+    rig_up(&g, bs, 1, 3);
+    struct gr_store *store = g.store;
+    struct gr_err e = {0};
     gate(0);
 
     struct gr_job *a = make_job(1, 2), *b = make_job(3, 4), *c = make_job(5, 6), *d = make_job(7, 8),
@@ -151,8 +175,9 @@ static void test_queue_cancel_wait_recover(void **state)
     gr_jobs_stop();
 
     /* restart on the same store: c and d run, a and b do not run again */
-    assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
+    assert_int_equal(gr_store_open(&store, NULL, g.dir, &e), GR_OK);
     assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
+    g.store = store;
     assert_int_equal(gr_jobs_recover(0, &e), 2);
     /* d may have run and left the jobs in flight already: its state is the store's to read */
     char *doc = NULL, st[16] = "";
@@ -170,27 +195,20 @@ static void test_queue_cancel_wait_recover(void **state)
     assert_non_null(strstr(doc, "\"value\":11"));
     free(doc);
     assert_int_equal(runs, 3);
-    gr_jobs_stop_workers();
-    gr_store_close(store);
-    gr_jobs_stop();
+    rig_down(&g);
     for (struct gr_job **j = (struct gr_job *[]){a, b, c, d, x, NULL}; *j; j++)
         gr_job_unref(*j);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
 }
 
 /* A batch is accepted whole or not at all: four jobs do not fit a queue of three, so none is
  * queued or stored; three do, and each ends stored with its own sum. */
 static void test_batch_all_or_none(void **state)
 {
-    char dir[] = "/tmp/gpured-test-jobs-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    struct gr_store *store;
-    struct gr_err e = {0};
-    assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
+    struct rig g;
     struct gr_backend *bs[] = {&gated};
-    assert_int_equal(gr_jobs_start(store, bs, 1, 3, &e), GR_OK);
+    rig_up(&g, bs, 1, 3);
+    struct gr_store *store = g.store;
+    struct gr_err e = {0};
     gate(1);
     struct gr_job *big[4], *fit[3];
     for (int k = 0; k < 4; k++)
@@ -210,16 +228,11 @@ static void test_batch_all_or_none(void **state)
     }
     for (int k = 0; k < 4; k++)
         assert_int_equal(gr_store_get_job(store, big[k]->id, NULL, &doc, st, &e), GR_ENOTFOUND);
-    gr_jobs_stop_workers();
-    gr_store_close(store);
-    gr_jobs_stop();
+    rig_down(&g);
     for (int k = 0; k < 4; k++)
         gr_job_unref(big[k]);
     for (int k = 0; k < 3; k++)
         gr_job_unref(fit[k]);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
 }
 
 /* Two stand-in GPUs whose caches hold what the test says, for routing. */
@@ -247,13 +260,10 @@ static struct gr_backend *route(const char *dataset)
  * shortest queue; a dataset cached nowhere goes to the emptiest cache among the shortest queues. */
 static void test_route_by_cache(void **state)
 {
-    char dir[] = "/tmp/gpured-test-jobs-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    struct gr_store *store;
-    struct gr_err e = {0};
-    assert_int_equal(gr_store_open(&store, NULL, dir, &e), GR_OK);
+    struct rig g;
     struct gr_backend *bs[] = {&gated, &gpu0, &gpu1};
-    assert_int_equal(gr_jobs_start(store, bs, 3, 100, &e), GR_OK);
+    rig_up(&g, bs, 3, 100);
+    struct gr_err e = {0};
     gate(0);
     assert_ptr_equal(route("d_a"), &gpu0); /* nothing cached, queues equal: the first */
     cached_bytes[0] = 1 << 20;
@@ -274,14 +284,9 @@ static void test_route_by_cache(void **state)
     gate(1);
     for (int k = 0; k < 18; k++)
         wait_for(js[k], committed_of, GR_SUCCEEDED);
-    gr_jobs_stop_workers();
-    gr_store_close(store);
-    gr_jobs_stop();
+    rig_down(&g);
     for (int k = 0; k < 40; k++)
         gr_job_unref(js[k]);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
 }
 
 int main(void)
