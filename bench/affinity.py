@@ -9,15 +9,12 @@
 # test: it measures.
 #   bench/affinity.py path/to/gpured [seconds] [connections] [MiB per dataset]
 import json
-import shutil
 import subprocess
-import tempfile
 import time
 import urllib.request
 
 import replicas_gpu as R
 import store_load
-from store_load import start
 
 
 def post(url, path, body, headers):
@@ -56,11 +53,7 @@ def where(store):
 
 
 def run(name, shared, envs):
-    dirs = [tempfile.mkdtemp(prefix="gpured-affinity-")]
-    dirs += dirs * (len(envs) - 1) if shared else [tempfile.mkdtemp(prefix="gpured-affinity-") for _ in envs[1:]]
-    servers = [start(R.BIN, d, env) for d, env in zip(dirs, envs)]
-    urls = [u for _, u in servers]
-    try:
+    with store_load.serving(R.BIN, envs, shared) as (urls, _):
         # shared: each dataset uploaded once; else each replica gets both
         ds = [[R.upload(urls[0]), R.upload(urls[0])]] * 2 if shared else [[R.upload(u), R.upload(u)] for u in urls]
         for k, u in enumerate(urls):  # the first job on dataset k through replica k: its cache holds it
@@ -72,12 +65,6 @@ def run(name, shared, envs):
         r = store_load.load(targets, R.SECS, R.CONNS, threads=2)
         h1, m1 = counters(urls)
         placed = where(envs[0]["GPURED_STORE"]) if shared else None
-    finally:
-        for p, _ in servers:
-            p.terminate()
-            p.wait(120)
-        for d in set(dirs):
-            shutil.rmtree(d, ignore_errors=True)
     looked = (h1 - h0) + (m1 - m0)
     r.update(setup=name, hits=h1 - h0, misses=m1 - m0, hit_rate=(h1 - h0) / looked if looked else None, placed=placed)
     print("%-44s %9.0f %9.3f %9.3f %8s %7d" % (name, r["jobs_per_s"], r["p50_ms"], r["p99_ms"],

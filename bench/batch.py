@@ -9,13 +9,11 @@
 import json
 import os
 import struct
-import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 
-from store_load import save, start
+from store_load import save, serving
 
 BIN = sys.argv[1]
 DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
@@ -35,9 +33,8 @@ def main():
     rows = []
     print("%-6s %-6s %8s %9s %12s %12s %12s" % ("device", "form", "jobs", "body_MB", "durable_s", "ended_s", "jobs/s"))
     for dev in DEVICES:
-        data = tempfile.mkdtemp(prefix="gpured-batch-")
-        p, url = start(BIN, data, {"GPURED_QUEUE_CAPACITY": "1000000", "GPURED_MAX_BODY_BYTES": str(1 << 30)})
-        try:
+        with serving(BIN, [{"GPURED_QUEUE_CAPACITY": "1000000", "GPURED_MAX_BODY_BYTES": str(1 << 30)}]) as (urls, _):
+            url = urls[0]
             for n in SIZES:
                 forms = {"json": (json.dumps([{"op": "sum", "dtype": "int32", "data": [i, 1, 2, 3], "device": dev}
                                               for i in range(n)]).encode(), "", "application/json"),
@@ -57,10 +54,6 @@ def main():
                     rows.append(r)
                     print("%-6s %-6s %8d %9.1f %12.3f %12.3f %12.0f" % (dev, form, n, len(body) / 1e6, durable, ended,
                                                                         n / ended), flush=True)
-        finally:
-            p.terminate()
-            p.wait(120)
-            shutil.rmtree(data, ignore_errors=True)
     save("batch", {"cores": os.cpu_count(), "rows": rows})
 
 

@@ -10,14 +10,12 @@ import http.client
 import json
 import os
 import random
-import shutil
 import statistics
 import struct
 import sys
-import tempfile
 import time
 
-from store_load import save, start
+from store_load import save, serving
 
 
 def npy(values):
@@ -27,14 +25,12 @@ def npy(values):
 
 
 def main():
-    data = tempfile.mkdtemp(prefix="gpured-jvb-")
-    p, url = start(sys.argv[1], data, {"GPURED_MAX_BODY_BYTES": str(1 << 28)})
-    host, port = url[7:].split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    rows = []
-    rng = random.Random(5)
-    print("%8s %10s %10s %10s %12s %10s" % ("n", "json_ms", "raw_ms", "npy_ms", "json/raw", "json_MB"))
-    try:
+    with serving(sys.argv[1], [{"GPURED_MAX_BODY_BYTES": str(1 << 28)}]) as (urls, _):
+        host, port = urls[0][7:].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        rows = []
+        rng = random.Random(5)
+        print("%8s %10s %10s %10s %12s %10s" % ("n", "json_ms", "raw_ms", "npy_ms", "json/raw", "json_MB"))
         for n in (1024, 4096, 16384, 65536, 262144, 1048576):
             values = array.array("f", [rng.uniform(-1000, 1000) for _ in range(n)])
             forms = {
@@ -58,10 +54,6 @@ def main():
             rows.append(r)
             print("%8d %10.3f %10.3f %10.3f %12.1f %10.2f" % (n, r["json_ms"], r["raw_ms"], r["npy_ms"], r["json_over_raw"],
                                                              r["json_bytes"] / 1e6), flush=True)
-    finally:
-        p.terminate()
-        p.wait(60)
-        shutil.rmtree(data, ignore_errors=True)
     save("json_vs_binary", {"cores": os.cpu_count(), "rows": rows})
 
 

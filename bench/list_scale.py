@@ -7,14 +7,12 @@
 #   bench/list_scale.py path/to/gpured [jobs, default 1000000]
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import urllib.request
 
-from store_load import save, start
+from store_load import save, serving
 
 BIN = sys.argv[1]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 1000000
@@ -44,10 +42,9 @@ def fill(url):
 
 
 def main():
-    data = tempfile.mkdtemp(prefix="gpured-list-")
-    p, url = start(BIN, data, {"GPURED_QUEUE_CAPACITY": str(BATCH), "GPURED_MAX_BODY_BYTES": str(1 << 30)})
     rows = []
-    try:
+    with serving(BIN, [{"GPURED_QUEUE_CAPACITY": str(BATCH), "GPURED_MAX_BODY_BYTES": str(1 << 30)}]) as (urls, dirs):
+        url = urls[0]
         filled = fill(url)
         _, page = get(url + "/v1/jobs?limit=100")
         cursor = page.get("next_cursor")
@@ -69,11 +66,7 @@ def main():
             n = len(got.get("jobs", [])) if "jobs" in got else 1
             rows.append(dict(list=name, path=path, p50_ms=statistics.median(ts), max_ms=max(ts), jobs=n))
             print("%-28s %8.2f %8.2f %6d" % (name, statistics.median(ts), max(ts), n), flush=True)
-    finally:
-        p.terminate()
-        p.wait(120)
-        size = sum(os.path.getsize(os.path.join(data, f)) for f in os.listdir(data) if f.startswith("gpured.db"))
-        shutil.rmtree(data, ignore_errors=True)
+        size = sum(os.path.getsize(os.path.join(dirs[0], f)) for f in os.listdir(dirs[0]) if f.startswith("gpured.db"))
     print("filled in %.0f s; store %.0f MB" % (filled, size / 1e6))
     save("list_scale", {"jobs": N, "fill_s": filled, "db_bytes": size, "cores": os.cpu_count(), "rows": rows})
 

@@ -11,14 +11,12 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 import pg_cluster  # noqa: E402
 import store_load  # noqa: E402
-from store_load import start  # noqa: E402
 
 BIN = sys.argv[1]
 SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 15
@@ -49,17 +47,10 @@ def load(urls, ds):
 
 
 def run(name, envs):
-    data = tempfile.mkdtemp(prefix="gpured-replicas-")
-    servers = [start(BIN, data, env) for env in envs]
-    try:
-        ds = upload(servers[0][1])
-        load([u for _, u in servers], ds)  # warm: every GPU caches the dataset
-        r = load([u for _, u in servers], ds)
-    finally:
-        for p, _ in servers:
-            p.terminate()
-            p.wait(120)
-        shutil.rmtree(data, ignore_errors=True)
+    with store_load.serving(BIN, envs) as (urls, _):
+        ds = upload(urls[0])
+        load(urls, ds)  # warm: every GPU caches the dataset
+        r = load(urls, ds)
     r.update(setup=name, replicas=len(envs))
     print("%-34s %9.0f %9.3f %9.3f %7d" % (name, r["jobs_per_s"], r["p50_ms"], r["p99_ms"], r["errors"]), flush=True)
     return r

@@ -4,6 +4,7 @@
 # 1, 2 and 3 replicas sharing it, wrk driving each replica with an equal share of the connections.
 # Prints a table and writes bench/results/store_load-<host>-<date>.json. Not a test: it measures.
 #   bench/store_load.py [path/to/gpured] [seconds per run] [connections]
+import contextlib
 import json
 import os
 import re
@@ -39,6 +40,25 @@ def start(binary, data, env):
     raise RuntimeError("gpured did not start: " + log.read()[-2000:])
 
 
+@contextlib.contextmanager
+def serving(binary, envs, shared=True):
+    """One gpured per env (added to the environment), all on one new data folder (shared) or each
+    on its own; yields (urls, folders). They are stopped and the folders removed after."""
+    dirs = [tempfile.mkdtemp(prefix="gpured-bench-")]
+    dirs += dirs * (len(envs) - 1) if shared else [tempfile.mkdtemp(prefix="gpured-bench-") for _ in envs[1:]]
+    servers = []
+    try:
+        for d, env in zip(dirs, envs):
+            servers.append(start(binary, d, env))
+        yield [u for _, u in servers], dirs
+    finally:
+        for p, _ in servers:
+            p.terminate()
+            p.wait(120)
+        for d in set(dirs):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def save(name, doc):
     """Write doc (a date added) as <name>-<host>-<date>.json under GPURED_BENCH_OUT (default
     bench/results), say where, and return the path."""
@@ -68,18 +88,11 @@ def load(targets, secs, conns, threads=2):
 
 
 def run(store, n, cluster=None):
-    data = tempfile.mkdtemp(prefix="gpured-store-load-")
     env = {}
     if cluster:
         env["GPURED_STORE"] = cluster.create_db("load_%d_%d" % (n, os.getpid()))
-    servers = [start(BIN, data, env) for _ in range(n)]
-    try:
-        r = load([(u, {"GPURED_DEVICE": "cpu"}) for _, u in servers], SECS, CONNS)
-    finally:
-        for p, _ in servers:
-            p.terminate()
-            p.wait(60)
-        shutil.rmtree(data, ignore_errors=True)
+    with serving(BIN, [env] * n) as (urls, _):
+        r = load([(u, {"GPURED_DEVICE": "cpu"}) for u in urls], SECS, CONNS)
     r.update(store=store, replicas=n)
     print("%-10s %8d %10.0f %9.3f %9.3f %7d" % (store, n, r["jobs_per_s"], r["p50_ms"], r["p99_ms"], r["errors"]),
           flush=True)
