@@ -109,13 +109,23 @@ struct upload {
     int stored;    /* its row is committed: the file stays */
 };
 
+/* Removes the values of an upload that will not be kept: its .tmp, or its durable .bin whose
+ * row was never stored. Called before a failure is answered, so a client that has its answer
+ * finds no file of it. */
+static void discard(struct upload *u)
+{
+    gr_dsfile_close(u->file);
+    u->file = NULL;
+    if (u->committed && !u->stored)
+        gr_dsfile_remove(data_dir(), u->id, NULL);
+    u->committed = 0;
+}
+
 static void release(struct upload *u)
 {
     if (!u)
         return;
-    gr_dsfile_close(u->file);
-    if (u->committed && !u->stored) /* durable values whose row was never stored */
-        gr_dsfile_remove(data_dir(), u->id, NULL);
+    discard(u);
     if (!u->stored)
         gr_tenant_drop_bytes(u->tenant, u->counted);
     EVP_MD_CTX_free(u->sha);
@@ -247,10 +257,8 @@ static int upload_chunk(struct gr_req *r, const char *data, size_t n, struct gr_
     if (!rc && n)
         rc = gr_dsfile_write(u->file, data, n, e);
     u->got += n;
-    if (rc) { /* nothing more is written; the rest is dropped */
-        gr_dsfile_close(u->file);
-        u->file = NULL;
-    }
+    if (rc) /* nothing more is written; the rest is dropped */
+        discard(u);
     return rc;
 }
 
@@ -285,6 +293,7 @@ static void answer_upload(struct gr_req *r)
 {
     struct upload *u = r->state;
     if (!u->stored) {
+        discard(u);
         problem(r, r->store_code == GR_ENOMEM ? GR_ENOMEM : GR_EIO, NULL,
                 r->store_code == GR_ENOMEM ? "the server's disk is full: nothing was kept"
                                            : "the store could not keep this dataset; nothing was kept");
@@ -311,8 +320,7 @@ static int upload_key(struct gr_req *r, struct upload *u, char fp[65])
     int rc = gr_idem_lookup(r, fp, id, &e);
     if (rc == GR_ENOTFOUND)
         return GR_OK;
-    gr_dsfile_remove(data_dir(), u->id, NULL);
-    u->committed = 0;
+    discard(u);
     if (rc == GR_OK && (rc = gr_store_get_dataset(gr_api_store, id, NULL, &doc, &e)) == GR_ENOTFOUND)
         gr_fail(&e, rc, NULL, "dataset %s, which this Idempotency-Key made, has been deleted since", id);
     if (rc == GR_OK) {
@@ -337,17 +345,20 @@ void gr_post_dataset(struct gr_req *r)
                 u->npy ? "the .npy ends after %zu of the %zu bytes of values its header gives"
                        : "the body is %zu bytes but ?dtype= and ?shape= give %zu",
                 u->got, u->expect);
+        discard(u);
         gr_respond_problem(r, &e);
         return;
     }
     int rc = gr_dsfile_commit(u->file, &e);
     if (rc) {
+        discard(u);
         gr_respond_problem(r, &e);
         return;
     }
     u->committed = 1;
     u->doc = gr_dataset_render(u->id, u->tenant, u->src.dtype, u->src.ndim, u->src.shape, u->expect, u->sha);
     if (!u->doc) {
+        discard(u);
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset (or its sha256 failed)");
         return;
     }
@@ -356,6 +367,7 @@ void gr_post_dataset(struct gr_req *r)
         return; /* the values just received go with the request */
     char *copy = strdup(u->doc);
     if (!copy) {
+        discard(u);
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset");
         return;
     }
