@@ -373,9 +373,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct gr_req *r = *con_cls;
     if (!r)
         return;
-    gr_log(GR_LOG_INFO, "%s %s %u %.3fms%s", r->method, r->url, r->status, gr_mono_ms() - r->t0,
+    double ms = gr_mono_ms() - r->t0;
+    gr_log(GR_LOG_INFO, "%s %s %u %.3fms%s", r->method, r->url, r->status, ms,
            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
-    gr_metrics_http(r->route ? (int)(r->route - gr_routes) : -1, r->route ? r->route->path : NULL, r->method, r->status);
+    gr_metrics_http(r->route ? (int)(r->route - gr_routes) : -1, r->route ? r->route->path : NULL, r->method, r->status,
+                    ms);
     if (r->resume) /* resumed, but the client was gone before it could be answered */
         atomic_fetch_sub(&suspended, 1);
     if (r->streaming && r->route->stream->close)

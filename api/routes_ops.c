@@ -3,7 +3,9 @@
 #include "routes_ops.h"
 
 #include "assets.h"
+#include "http.h"
 #include "metrics.h"
+#include "store.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +50,7 @@ void gr_get_metrics(struct gr_req *r)
     struct gr_err e = {0};
     char *text;
     size_t len;
-    if (gr_metrics_render(&text, &len, &e) != GR_OK) {
+    if (gr_metrics_render(gr_store_data_dir(gr_api_store), &text, &len, &e) != GR_OK) {
         gr_respond_problem(r, &e);
         return;
     }

@@ -2,7 +2,8 @@
 # batch.py: batch submission of 1k, 10k and 100k small jobs (4 int32 summed each) on each device,
 # as a JSON array and as the binary form (?batch=rows, a raw body of R x 4 values): the time until
 # the 202 (every job durable) is read, and with Prefer: wait the time until the 200 (every job
-# ended). Prints a table and writes
+# ended), with launch groups (the default --launch-group 256) and without (1: each job its own
+# launch). Prints a table and writes
 # batch-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
 # measures.
 #   bench/batch.py path/to/gpured [devices, e.g. cpu,gpu]
@@ -18,6 +19,7 @@ from store_load import save, serving
 BIN = sys.argv[1]
 DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
 SIZES = (1000, 10000, 100000)
+LAUNCH_GROUPS = (1, 256)
 
 
 def post(url, body, headers, query="", ctype="application/json"):
@@ -31,9 +33,11 @@ def post(url, body, headers, query="", ctype="application/json"):
 
 def main():
     rows = []
-    print("%-6s %-6s %8s %9s %12s %12s %12s" % ("device", "form", "jobs", "body_MB", "durable_s", "ended_s", "jobs/s"))
-    for dev in DEVICES:
-        with serving(BIN, [{"GPURED_QUEUE_CAPACITY": "1000000", "GPURED_MAX_BODY_BYTES": str(1 << 30)}]) as (urls, _):
+    print("%-6s %5s %-6s %8s %9s %12s %12s %12s" % ("device", "group", "form", "jobs", "body_MB", "durable_s", "ended_s",
+                                                    "jobs/s"))
+    for dev, group in ((d, g) for d in DEVICES for g in LAUNCH_GROUPS):
+        env = {"GPURED_QUEUE_CAPACITY": "1000000", "GPURED_MAX_BODY_BYTES": str(1 << 30), "GPURED_LAUNCH_GROUP": str(group)}
+        with serving(BIN, [env]) as (urls, _):
             url = urls[0]
             for n in SIZES:
                 forms = {"json": (json.dumps([{"op": "sum", "dtype": "int32", "data": [i, 1, 2, 3], "device": dev}
@@ -49,11 +53,12 @@ def main():
                     jobs = json.loads(raw)
                     assert st == 200 and all(j["status"] == "succeeded" for j in jobs), (st, raw[:200])
                     assert all(j["result"]["value"] == i + 6 for i, j in enumerate(jobs))
-                    r = dict(device=dev, form=form, jobs=n, body_bytes=len(body), durable_s=durable, ended_s=ended,
+                    launched = max(j.get("launch_group", 1) for j in jobs)
+                    r = dict(device=dev, launch_group=group, largest_group=launched, form=form, jobs=n, body_bytes=len(body), durable_s=durable, ended_s=ended,
                              jobs_per_s=n / ended)
                     rows.append(r)
-                    print("%-6s %-6s %8d %9.1f %12.3f %12.3f %12.0f" % (dev, form, n, len(body) / 1e6, durable, ended,
-                                                                        n / ended), flush=True)
+                    print("%-6s %5d %-6s %8d %9.1f %12.3f %12.3f %12.0f" % (dev, group, form, n, len(body) / 1e6, durable,
+                                                                            ended, n / ended), flush=True)
     save("batch", {"cores": os.cpu_count(), "rows": rows})
 
 

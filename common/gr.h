@@ -109,6 +109,10 @@ enum { GR_CACHE_NONE, GR_CACHE_HIT, GR_CACHE_MISS };
 /* Checked size arithmetic: return 0 and set *out, or -1 on overflow. */
 int gr_mul_size(size_t a, size_t b, size_t *out);
 
+/* This build: its version (CMake's project version), git commit ("-dirty" when built from
+ * uncommitted changes, "unknown" outside git), CUDA toolkit version ("none": CPU only). */
+extern const char gr_version[], gr_commit[], gr_cuda_version[];
+
 double gr_now(void);     /* seconds since the epoch, wall clock */
 double gr_mono_ms(void); /* monotonic milliseconds */
 

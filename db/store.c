@@ -32,6 +32,7 @@ struct gr_store {
     char owner[64]; /* this replica on a shared store (gr_store_join) */
     double lease_s;
     int64_t file_age_s; /* dataset files without a row older than this are a crash's leftovers */
+    void (*_Atomic observer)(double ms, int writes); /* told of each commit (metrics), or NULL */
 };
 
 /* Commit the n writes from o (one, or a group that stands or falls together) in a transaction of
@@ -93,6 +94,7 @@ static int try_batch(struct gr_store *s, op_t *batch)
 static void commit_batch(struct gr_store *s, op_t *batch)
 {
     const struct gr_store_backend *b = s->b;
+    double t0 = gr_mono_ms();
     if (b->usable(s->impl, NULL) != GR_OK) { /* nothing is written: every write of the batch fails */
         for (op_t *o = batch; o; o = o->next)
             o->code = GR_EIO;
@@ -121,6 +123,13 @@ static void commit_batch(struct gr_store *s, op_t *batch)
     }
 done:
     atomic_fetch_add(&s->version, 1);
+    void (*observer)(double, int) = atomic_load(&s->observer);
+    if (observer) {
+        int n = 0;
+        for (op_t *o = batch; o; o = o->next)
+            n++;
+        observer(gr_mono_ms() - t0, n);
+    }
     while (batch) {
         op_t *next = batch->next;
         if (batch->done)
@@ -531,6 +540,8 @@ int gr_store_held(struct gr_store *s, gr_store_row row, void *ctx, struct gr_err
 uint64_t gr_store_version(struct gr_store *s) { return atomic_load(&s->version); }
 
 const char *gr_store_data_dir(struct gr_store *s) { return s->dir; }
+
+void gr_store_observe_commits(struct gr_store *s, void (*fn)(double ms, int writes)) { atomic_store(&s->observer, fn); }
 
 int gr_store_ping(struct gr_store *s, struct gr_err *e) { return s->b->ping(s->impl, e); }
 

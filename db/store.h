@@ -186,6 +186,10 @@ int gr_store_cancel_job(struct gr_store *s, const char *id, const char *scope, c
 /* The data directory the store was opened on. */
 const char *gr_store_data_dir(struct gr_store *s);
 
+/* fn (any thread may set it; NULL: none) is called by the writer after each of its transactions
+ * with the milliseconds from begin to durable and the writes it held (the metrics' histogram). */
+void gr_store_observe_commits(struct gr_store *s, void (*fn)(double ms, int writes));
+
 /* Bumped after every commit: lets list pages carry a cheap ETag. */
 uint64_t gr_store_version(struct gr_store *s);
 

@@ -102,8 +102,10 @@ json_t *gr_cluster_devices(void)
                             "datasets", cached));
     }
     const struct gr_backend *cpu = gr_jobs_backend(0);
-    json_t *o = json_pack("{s:o, s:{s:s, s:s, s:i, s:I}}", "gpus", gpus, "cpu", "id", cpu->name, "name", cpu->info.name,
-                          "threads", cpu->info.sms, "memory_bytes", (json_int_t)cpu->info.memory_bytes);
+    json_t *o = json_pack("{s:o, s:{s:s, s:s, s:i, s:I}, s:{s:s, s:s, s:s}}", "gpus", gpus, "cpu", "id", cpu->name,
+                          "name", cpu->info.name, "threads", cpu->info.sms, "memory_bytes",
+                          (json_int_t)cpu->info.memory_bytes, "build", "version", gr_version, "commit", gr_commit,
+                          "cuda", gr_cuda_version);
     if (o && store && gr_store_shared(store))
         json_object_set_new(o, "replica", json_string(replica));
     return o;
@@ -322,8 +324,11 @@ void gr_cluster_leave(void)
     pthread_mutex_unlock(&mu);
     pthread_mutex_unlock(&claim_mu);
     struct gr_err e = {0};
-    char running[256][24]; /* the store has them as queued: they stay this replica's */
-    if (gr_store_release(store, running, gr_jobs_taken(running, 256), &e) != GR_OK)
+    char(*running)[24]; /* the store has them as queued: they stay this replica's */
+    int n = gr_jobs_taken(&running);
+    int rc = gr_store_release(store, running, n, &e);
+    free(running);
+    if (rc != GR_OK)
         gr_log(GR_LOG_WARN, "handing this replica's queued jobs back: %s (they wait for the lease to run out)", e.msg);
     else
         gr_log(GR_LOG_INFO, "this replica's queued jobs are handed back to the others");

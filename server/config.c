@@ -1,6 +1,7 @@
 /* config.c: flags and environment into struct gr_config; runs on the main thread at start-up. */
 #include "config.h"
 
+#include "jobs.h" /* GR_JOBS_GROUP_MAX */
 #include "log.h"
 
 #include <errno.h>
@@ -36,6 +37,8 @@ static const struct opt {
      "debug, info, warn or error"},
     {"--streams", "GPURED_STREAMS", K_INT, offsetof(struct gr_config, streams), 0, 1, 16,
      "CUDA streams per GPU (each runs one job at a time)"},
+    {"--launch-group", "GPURED_LAUNCH_GROUP", K_INT, offsetof(struct gr_config, launch_group), 0, 1, GR_JOBS_GROUP_MAX,
+     "small like jobs queued together run as one launch of at most this many (1: each alone)"},
     {"--gpu-cache-bytes", "GPURED_GPU_CACHE_BYTES", K_I64, offsetof(struct gr_config, gpu_cache_bytes), 0, -1,
      (long long)1 << 46, "datasets kept on each GPU (LRU); 0 none, -1 half the memory free at start"},
     {"--store", "GPURED_STORE", K_STR, offsetof(struct gr_config, store), sizeof((struct gr_config *)0)->store, 0, 0,
@@ -126,10 +129,11 @@ static void usage(const struct gr_config *d)
     for (size_t i = 0; i < NOPTS; i++)
         fprintf(stderr, "  %-20s %-25s %s\n", opts[i].flag, opts[i].env, opts[i].help);
     fprintf(stderr, "\ndefaults: --port %d --bind %s --data-dir %s --threads %d --queue-capacity %d "
-                    "--max-body-bytes %zu --max-dataset-bytes %zu --log-level info --streams %d --gpu-cache-bytes %lld\n",
+                    "--max-body-bytes %zu --max-dataset-bytes %zu --log-level info --streams %d --launch-group %d\n"
+                    "          --gpu-cache-bytes %lld",
             d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->max_dataset_bytes,
-            d->streams, (long long)d->gpu_cache_bytes);
-    fprintf(stderr, "          --tokens-file '' --tenant-max-queued 0 --tenant-max-bytes 0 --result-ttl 0 "
+            d->streams, d->launch_group, (long long)d->gpu_cache_bytes);
+    fprintf(stderr, " --tokens-file '' --tenant-max-queued 0 --tenant-max-bytes 0 --result-ttl 0 "
                     "--idempotency-ttl %llds\n",
             (long long)d->idempotency_ttl_s);
 }
@@ -147,6 +151,7 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .max_dataset_bytes = (size_t)4 << 30,
                             .log_level = GR_LOG_INFO,
                             .streams = 4,
+                            .launch_group = GR_JOBS_GROUP_MAX,
                             .gpu_cache_bytes = -1,
                             .idempotency_ttl_s = 86400,
                             .lease_s = 10,

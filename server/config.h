@@ -16,6 +16,7 @@ struct gr_config {
     size_t max_dataset_bytes; /* one upload to POST /v1/datasets */
     int log_level;
     int streams;             /* CUDA streams per GPU */
+    int launch_group;        /* most small like jobs run as one launch (jobs.h); 1: each alone */
     int64_t gpu_cache_bytes; /* datasets kept on each GPU; -1: half the free memory (GR_CACHE_DEFAULT) */
     char store[4096];        /* "" : sqlite in data_dir; or a postgresql:// URL (it may hold a password) */
     char tokens_file[4096];  /* "" : no tokens (one tenant, "default") */

@@ -269,6 +269,8 @@ char *gr_job_render(const struct gr_job *j)
     }
     if (j->replica[0])
         json_object_set_new(o, "replica", json_string(j->replica));
+    if (j->group > 1) /* ran in one launch with others: its stage times are its share of the launch's */
+        json_object_set_new(o, "launch_group", json_integer(j->group));
     if (j->kind == GR_JOB_MATMUL) {
         for (int k = 0; k < GR_MM_OPERANDS; k++)
             if (j->mm[k].present)

@@ -80,6 +80,7 @@ struct gr_job {
     struct gr_bench_row *rows; /* benchmark result */
     int nrows;
     struct gr_timings t;
+    int group;         /* jobs in the launch it ran in (jobs.c's launch groups); 1: alone */
     struct gr_err err; /* when failed */
     struct gr_waiter *waiters;
     struct gr_job *hnext, *qnext; /* in-flight table, queue */

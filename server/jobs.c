@@ -24,11 +24,18 @@
  * is stored */
 #define NBUCKETS 65536
 
+/* Launch groups (jobs.h): the jobs' values side by side as the rows of one axis-1 reduction (one
+ * copy in, one kernel, one copy out), each row's result its job's. At most group_max jobs of
+ * GROUP_JOB_BYTES each. */
+#define GROUP_MAX GR_JOBS_GROUP_MAX
+#define GROUP_JOB_BYTES (64 << 10) /* larger jobs fill the device alone: they gain nothing */
+
 struct queue;
 struct worker {
     struct queue *q;
-    int lane;                /* the backend lane this thread alone uses */
-    struct gr_job *current; /* the job it took (mu) */
+    int lane;                         /* the backend lane this thread alone uses */
+    struct gr_job *taken[GROUP_MAX]; /* the jobs it runs now: one, or a launch group (mu) */
+    int ntaken;
     pthread_t thread;
     int started;
 };
@@ -52,6 +59,7 @@ static int nqueues, capacity, stopping, waking_all, timer_stop, timer_started;
 static struct gr_job *table[NBUCKETS];
 static struct gr_waiter *timed; /* waiters with a deadline */
 static char replica[96];        /* set once before any job runs */
+static int group_max = GROUP_MAX; /* likewise */
 static int parked;
 
 /* --- in-flight table (mu held) --- */
@@ -383,14 +391,15 @@ void gr_jobs_changed(void *ctx, const char *id)
     gr_job_unref(w);
 }
 
-int gr_jobs_taken(char ids[][24], int max)
+int gr_jobs_taken(char (**ids)[24])
 {
     int n = 0;
     pthread_mutex_lock(&mu);
-    for (int i = 0; i < nqueues; i++)
+    *ids = malloc(sizeof **ids * MAX_BACKENDS * MAX_LANES * GROUP_MAX);
+    for (int i = 0; i < nqueues && *ids; i++)
         for (int k = 0; k < queues[i].nworkers; k++)
-            if (queues[i].workers[k].current && n < max)
-                snprintf(ids[n++], sizeof ids[0], "%s", queues[i].workers[k].current->id);
+            for (int t = 0; t < queues[i].workers[k].ntaken; t++)
+                memcpy((*ids)[n++], queues[i].workers[k].taken[t]->id, sizeof **ids);
     pthread_mutex_unlock(&mu);
     return n;
 }
@@ -667,76 +676,155 @@ static int run_matmul(struct worker *w, struct gr_job *j, struct gr_result *r, s
     return rc;
 }
 
-static void run(struct worker *w, struct gr_job *j)
+/* What running a job gave: its end, as end() records it. */
+struct outcome {
+    int rc;
+    struct gr_err e;
+    struct gr_result r;
+    struct gr_timings t;
+    char used[32];
+    struct gr_bench_row *rows; /* a benchmark's */
+    int nrows;
+    int group; /* jobs in its launch (1: alone) */
+};
+
+/* Not canceled, stored, and not claimed away by another replica: j can run (mu held). */
+static int runnable(const struct gr_job *j)
 {
-    struct queue *q = w->q;
-    char *doc;
-    struct gr_waiter *fired = NULL;
-    pthread_mutex_lock(&mu);
+    return j->status == GR_QUEUED && j->committed != -2 && j->committed != -3;
+}
+
+/* May b share a's launch (launch groups, above)? joins(a, a): may a lead one (mu held). */
+static int joins(const struct gr_job *a, const struct gr_job *b)
+{
+    return b->kind == GR_JOB_REDUCE && b->input && !b->dataset[0] && (b->ndim == 1 || b->axis == GR_AXIS_ALL) &&
+           !strcmp(b->algorithm, "auto") && b->input_bytes > 0 && b->input_bytes <= GROUP_JOB_BYTES &&
+           b->input_bytes == a->input_bytes && b->op == a->op && b->dtype == a->dtype &&
+           b->ties_last == a->ties_last && runnable(b);
+}
+
+/* j is running from now (mu held): its waiters for that go on *fired. */
+static void begin(struct queue *q, struct gr_job *j, struct gr_waiter **fired)
+{
     j->started_at = gr_now();
     j->t.queue = (j->started_at - j->created_at) * 1e3;
     j->status = GR_RUNNING; /* in memory only: one store write less per job */
     gr_metrics_running(dev_of(q), 1);
-    collect(j, gr_mono_ms(), &fired);
-    pthread_mutex_unlock(&mu);
-    wake_list(fired);
-    gr_log(GR_LOG_INFO, "job %s running on %s", j->id, q->backend->name);
+    collect(j, gr_mono_ms(), fired);
+}
 
+/* Run one job on w's lane into o. */
+static void execute(struct worker *w, struct gr_job *j, struct outcome *o)
+{
+    struct queue *q = w->q;
     struct gr_reduce_req req = {.op = j->op, .dtype = j->dtype, .axis = j->ndim == 1 ? GR_AXIS_ALL : j->axis,
                                 .ties_last = j->ties_last, .rows = gr_job_rows(j), .cols = gr_job_cols(j),
                                 .data = j->input, .algorithm = j->algorithm, .lane = w->lane};
-    struct gr_result r = {0};
-    struct gr_timings t = {0};
-    struct gr_err e = {0};
-    struct gr_bench_row *rows = NULL;
-    int nrows = 0, rc;
-    char used[32] = "";
+    o->group = 1;
     if (broken(q)) { /* asked for this GPU by name, so not moved (moved()) */
-        rc = gr_fail(&e, GR_EUNAVAIL, "device", "%s broke before this job ran (%s); restart gpured, or submit with "
-                                                "\"device\": \"auto\"",
-                     q->backend->name, q->backend->broken_why);
+        o->rc = gr_fail(&o->e, GR_EUNAVAIL, "device",
+                        "%s broke before this job ran (%s); restart gpured, or submit with \"device\": \"auto\"",
+                        q->backend->name, q->backend->broken_why);
     } else if (j->kind == GR_JOB_BENCH) {
         double t0 = gr_mono_ms();
         /* the CPU backend is the reference every answer is checked against */
-        rc = gr_bench_run(q->backend, w->lane, queues[0].backend, j->op, j->dtype, j->shape[0], j->algos, j->nalgos,
-                          j->repeats, &rows, &nrows, &e);
-        t.kernel = gr_mono_ms() - t0;
-        snprintf(used, sizeof used, "benchmark");
+        o->rc = gr_bench_run(q->backend, w->lane, queues[0].backend, j->op, j->dtype, j->shape[0], j->algos,
+                             j->nalgos, j->repeats, &o->rows, &o->nrows, &o->e);
+        o->t.kernel = gr_mono_ms() - t0;
+        snprintf(o->used, sizeof o->used, "benchmark");
     } else if (j->kind == GR_JOB_MATMUL) {
-        rc = run_matmul(w, j, &r, &t, used, &e);
+        o->rc = run_matmul(w, j, &o->r, &o->t, o->used, &o->e);
     } else {
-        rc = input_open(j, q->backend, &req, &e);
-        if (rc == GR_OK)
-            rc = q->backend->reduce(q->backend, &req, &r, &t, used, &e);
+        o->rc = input_open(j, q->backend, &req, &o->e);
+        if (o->rc == GR_OK)
+            o->rc = q->backend->reduce(q->backend, &req, &o->r, &o->t, o->used, &o->e);
         input_close(j, &req);
-        if (rc == GR_OK) /* a large result is durable as datasets before the state naming them is stored */
-            rc = gr_job_keep_result(j, &r, store, &e);
+        if (o->rc == GR_OK) /* a large result is durable as datasets before the state naming them is stored */
+            o->rc = gr_job_keep_result(j, &o->r, store, &o->e);
     }
+}
 
+/* j ends with o (whose result and rows it takes): recorded, rendered, its final state queued. */
+static void end(struct queue *q, struct gr_job *j, struct outcome *o)
+{
     pthread_mutex_lock(&mu);
     j->finished_at = gr_now();
-    t.queue = j->t.queue;
-    t.total = (j->finished_at - j->created_at) * 1e3;
-    j->t = t;
-    j->result = r;
-    j->rows = rows;
-    j->nrows = nrows;
+    o->t.queue = j->t.queue;
+    o->t.total = (j->finished_at - j->created_at) * 1e3;
+    j->t = o->t;
+    j->result = o->r;
+    j->rows = o->rows;
+    j->nrows = o->nrows;
+    j->group = o->group;
     snprintf(j->device, sizeof j->device, "%s", q->backend->name);
     memcpy(j->replica, replica, sizeof replica);
-    if (used[0])
-        snprintf(j->algorithm, sizeof j->algorithm, "%s", used);
-    if (rc != GR_OK)
-        j->err = e.code ? e : (struct gr_err){.code = rc, .msg = "the backend failed without a message"};
-    j->status = rc == GR_OK ? GR_SUCCEEDED : GR_FAILED;
+    if (o->used[0])
+        snprintf(j->algorithm, sizeof j->algorithm, "%s", o->used);
+    if (o->rc != GR_OK)
+        j->err = o->e.code ? o->e : (struct gr_err){.code = o->rc, .msg = "the backend failed without a message"};
+    j->status = o->rc == GR_OK ? GR_SUCCEEDED : GR_FAILED;
     pthread_mutex_unlock(&mu);
-    doc = gr_job_render(j); /* a final job no longer changes: no lock needed to read it */
+    char *doc = gr_job_render(j); /* a final job no longer changes: no lock needed to read it */
     gr_metrics_running(dev_of(q), -1);
     /* a benchmark's kernel stage is all its variants' repeats: kept out of the stage histograms */
-    gr_metrics_job_end(dev_of(q), j->op, rc == GR_OK ? GR_SUCCEEDED : GR_FAILED, j->kind == GR_JOB_BENCH ? NULL : &t,
-                       j->input_bytes);
+    gr_metrics_job_end(dev_of(q), j->op, j->status, j->kind == GR_JOB_BENCH ? NULL : &o->t, j->input_bytes);
     store_final(j, doc);
-    gr_log(rc == GR_OK ? GR_LOG_INFO : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
-           gr_status_name(j->status), q->backend->name, j->algorithm, t.total, rc ? ": " : "", rc ? e.msg : "");
+    gr_log(o->rc == GR_OK ? GR_LOG_INFO : GR_LOG_WARN, "job %s %s on %s (%s) in %.3f ms%s%s", j->id,
+           gr_status_name(j->status), q->backend->name, j->algorithm, o->t.total, o->rc ? ": " : "",
+           o->rc ? o->e.msg : "");
+}
+
+/* The n jobs of a launch group as one axis-1 reduction, each row's result its job's; the launch's
+ * copy and kernel times are shared out evenly. GR_OK with every job ended; else none is (the
+ * caller runs them one by one, so a job's fate never depends on the company it was queued in). */
+static int run_group(struct worker *w, struct gr_job **js, int n)
+{
+    struct gr_backend *b = w->q->backend;
+    const struct gr_job *j0 = js[0];
+    size_t each = j0->input_bytes; /* n * each <= GROUP_MAX * GROUP_JOB_BYTES: no overflow */
+    struct outcome all = {0};
+    char *values = malloc(n * each);
+    if (!values)
+        return GR_ENOMEM;
+    for (int k = 0; k < n; k++)
+        memcpy(values + k * each, js[k]->input, each);
+    struct gr_reduce_req req = {.op = j0->op, .dtype = j0->dtype, .axis = 1, .ties_last = j0->ties_last, .rows = n,
+                                .cols = gr_job_rows(j0) * gr_job_cols(j0), .data = values, .algorithm = "auto",
+                                .lane = w->lane};
+    all.rc = b->reduce(b, &req, &all.r, &all.t, all.used, &all.e);
+    free(values);
+    if (all.rc != GR_OK) {
+        gr_log(GR_LOG_WARN, "a launch of %d jobs failed on %s (%s): they run one by one", n, b->name, all.e.msg);
+        return all.rc;
+    }
+    for (int k = 0; k < n; k++) {
+        struct outcome o = {.group = n, .t = {.h2d = all.t.h2d / n, .kernel = all.t.kernel / n, .d2h = all.t.d2h / n}};
+        memcpy(o.used, all.used, sizeof o.used);
+        o.rc = gr_result_alloc(&o.r, 1, all.r.i != NULL, all.r.index != NULL, &o.e);
+        if (o.rc == GR_OK && o.r.i)
+            o.r.i[0] = all.r.i[k];
+        if (o.rc == GR_OK && o.r.f)
+            o.r.f[0] = all.r.f[k];
+        if (o.rc == GR_OK && o.r.index)
+            o.r.index[0] = all.r.index[k];
+        end(w->q, js[k], &o);
+    }
+    gr_result_free(&all.r);
+    return GR_OK;
+}
+
+/* The n jobs w has taken (running since): as one launch when they are a group, else one by one. */
+static void run(struct worker *w, int n)
+{
+    for (int k = 0; k < n; k++)
+        gr_log(GR_LOG_INFO, "job %s running on %s", w->taken[k]->id, w->q->backend->name);
+    if (n > 1 && run_group(w, w->taken, n) == GR_OK)
+        return;
+    for (int k = 0; k < n; k++) {
+        struct outcome o = {0};
+        execute(w, w->taken[k], &o);
+        end(w->q, w->taken[k], &o);
+    }
 }
 
 /* A job queued on a broken GPU goes where its "device" sends it now (auto: another GPU, else the
@@ -755,6 +843,32 @@ static int moved(struct queue *from, struct gr_job *j)
     return 1;
 }
 
+static struct gr_job *pop(struct queue *q)
+{
+    struct gr_job *j = q->head;
+    q->head = j->qnext;
+    if (!q->head)
+        q->tail = NULL;
+    q->count--;
+    gr_metrics_queued(dev_of(q), -1);
+    return j;
+}
+
+/* w takes j, and when j may lead a launch group the jobs queued right behind it that join it,
+ * marking them running in the same hold of mu that takes them off the queue: a cancel finds
+ * them queued, or running, never taken and still queued. How many (mu held). */
+static int take(struct worker *w, struct gr_job *j, struct gr_waiter **fired)
+{
+    struct queue *q = w->q;
+    int n = 1, leads = !broken(q) && joins(j, j);
+    begin(q, j, fired);
+    while (leads && n < group_max && q->head && joins(j, q->head)) {
+        w->taken[n] = pop(q);
+        begin(q, w->taken[n++], fired);
+    }
+    return n;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -765,22 +879,28 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&q->cv, &mu);
         if (stopping)
             break;
-        struct gr_job *j = q->head;
-        q->head = j->qnext;
-        if (!q->head)
-            q->tail = NULL;
-        q->count--;
-        gr_metrics_queued(dev_of(q), -1);
-        /* canceled, never stored, or claimed away by another replica */
-        int skip = j->status != GR_QUEUED || j->committed == -2 || j->committed == -3;
-        w->current = j;
+        struct gr_job *j = w->taken[0] = pop(q);
+        struct gr_waiter *fired = NULL;
+        int n = 0;
+        if (runnable(j) && broken(q)) { /* moved elsewhere, or run here to fail */
+            pthread_mutex_unlock(&mu);
+            int gone = moved(q, j);
+            pthread_mutex_lock(&mu);
+            if (!gone && runnable(j))
+                begin(q, j, &fired), n = 1;
+        } else if (runnable(j)) {
+            n = take(w, j, &fired);
+        }
+        w->ntaken = n;
         pthread_mutex_unlock(&mu);
-        if (!skip && !(broken(q) && moved(q, j)))
-            run(w, j);
+        wake_list(fired);
+        if (n)
+            run(w, n);
         pthread_mutex_lock(&mu);
-        w->current = NULL;
+        w->ntaken = 0;
         pthread_mutex_unlock(&mu);
-        gr_job_unref(j);
+        for (int k = 0; k < (n ? n : 1); k++)
+            gr_job_unref(w->taken[k]);
         pthread_mutex_lock(&mu);
     }
     pthread_mutex_unlock(&mu);
@@ -1079,6 +1199,9 @@ int gr_jobs_queued_on(const struct gr_backend *b)
 }
 
 void gr_jobs_set_replica(const char *id) { snprintf(replica, sizeof replica, "%s", id); }
+void gr_jobs_set_launch_group(int n) { group_max = n < 1 ? 1 : n > GROUP_MAX ? GROUP_MAX : n; }
+
+int gr_jobs_capacity(void) { return capacity; } /* set once at start-up */
 
 int gr_jobs_queued(void)
 {

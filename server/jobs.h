@@ -43,8 +43,9 @@ int gr_jobs_recover(int limit, struct gr_err *e);
 struct gr_job *gr_jobs_watch(const char *id, int status);
 void gr_jobs_changed(void *ctx, const char *id);
 
-/* The ids of the jobs the workers have taken (running, or about to), at most max. How many. */
-int gr_jobs_taken(char ids[][24], int max);
+/* The ids of the jobs the workers have taken (running, or about to): how many, into *ids
+ * (malloc'd; the caller frees it; NULL and 0 when memory is out). */
+int gr_jobs_taken(char (**ids)[24]);
 
 /* Up to max kept results of runs fenced out (another replica claimed their job), taken from the
  * list jobs keeps of them, for the sweep to delete. How many. */
@@ -71,6 +72,11 @@ int gr_jobs_queued_on(const struct gr_backend *b);
 
 /* On a shared store: the replica this one is, named in the jobs it runs. */
 void gr_jobs_set_replica(const char *replica);
+
+/* Small whole-array reductions queued one behind another, of one op, dtype and length, run as one
+ * launch of at most n jobs (1..GR_JOBS_GROUP_MAX; 1: each alone). Set before gr_jobs_start. */
+#define GR_JOBS_GROUP_MAX 256
+void gr_jobs_set_launch_group(int n);
 
 /* The in-flight job with this id of tenant scope (NULL: any tenant's), with a reference taken;
  * NULL when not in flight (or another tenant's). */
@@ -112,5 +118,6 @@ void gr_jobs_delete_dataset_end(const char *id);
 
 /* Gauges for /readyz and logs. */
 int gr_jobs_queued(void);
+int gr_jobs_capacity(void); /* --queue-capacity: jobs a device's queue holds before 429 */
 
 #endif

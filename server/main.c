@@ -6,6 +6,7 @@
 #include "http.h"
 #include "jobs.h"
 #include "log.h"
+#include "metrics.h"
 #include "store.h"
 #include "sweep.h"
 #include "tenants.h"
@@ -113,6 +114,8 @@ static int serve(struct gr_config *cfg)
 
     int port = 0, rc = 1;
     gr_cluster_join(store, cfg->lease_s);
+    gr_jobs_set_launch_group(cfg->launch_group);
+    gr_store_observe_commits(store, gr_metrics_store_commit);
     if (gr_jobs_start(store, backends, nb, cfg->queue_capacity, &e) != GR_OK) {
         die("cannot start the workers", &e);
         goto out;
@@ -178,8 +181,12 @@ out:
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        printf("gpured %s (commit %s, CUDA %s)\n", gr_version, gr_commit, gr_cuda_version);
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "serve")) {
-        fprintf(stderr, "usage: gpured serve [--help | options]\n"
+        fprintf(stderr, "usage: gpured serve [--help | options] | gpured --version\n"
                         "gpured runs reductions on NVIDIA GPUs (or the CPU) as jobs over HTTP; see README.md\n");
         return argc < 2 ? 2 : (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
     }

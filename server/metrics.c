@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <sys/statvfs.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,8 @@ struct hist {
 };
 
 static counter http_count[GR_METRICS_ROUTES + 1][NMETHODS][NCODES]; /* last route: unmatched */
+static struct hist http_time[GR_METRICS_ROUTES + 1];
+static struct hist store_commits;
 static const char *_Atomic route_path[GR_METRICS_ROUTES];
 static counter jobs[GR_METRICS_DEVICES][NOPS][NFINAL];
 static struct hist stages[GR_METRICS_DEVICES][NSTAGES];
@@ -61,7 +64,9 @@ static counter refused[2], slow_bodies; /* refused: over the total, over the per
 static void add(counter *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 static uint64_t get(counter *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
-void gr_metrics_http(int route, const char *path, const char *method, unsigned status)
+static void observe(struct hist *h, double ms);
+
+void gr_metrics_http(int route, const char *path, const char *method, unsigned status, double ms)
 {
     if (route < 0 || route >= GR_METRICS_ROUTES || !path)
         route = GR_METRICS_ROUTES;
@@ -74,6 +79,7 @@ void gr_metrics_http(int route, const char *path, const char *method, unsigned s
     while (c < NCODES - 1 && codes[c] != status)
         c++;
     add(&http_count[route][m][c], 1);
+    observe(&http_time[route], ms);
 }
 
 static void observe(struct hist *h, double ms)
@@ -101,6 +107,12 @@ void gr_metrics_job_end(int dev, int op, int status, const struct gr_timings *t,
     for (int s = 0; s < NSTAGES; s++)
         if (ms[s] > 0 || s == ST_QUEUE || s == ST_TOTAL)
             observe(&stages[dev][s], ms[s]);
+}
+
+void gr_metrics_store_commit(double ms, int writes)
+{
+    (void)writes;
+    observe(&store_commits, ms);
 }
 
 void gr_metrics_queued(int dev, int delta)
@@ -135,23 +147,27 @@ static void put_escaped(struct gr_buf *b, const char *s)
     gr_buf_printf(b, "%s", out);
 }
 
-static void render_hist(struct gr_buf *b, const char *dev, const char *stage, struct hist *h)
+/* Histogram h as series of family name with the labels given (text such as
+ * `device="cpu",stage="h2d"`, or "" for none). */
+static void render_hist(struct gr_buf *b, const char *name, const char *labels, struct hist *h)
 {
+    const char *sep = labels[0] ? "," : "";
     uint64_t cum = 0;
     for (size_t i = 0; i <= NBOUNDS; i++) {
         cum += get(&h->bucket[i]);
-        gr_buf_printf(b, "gpured_job_stage_seconds_bucket{device=\"%s\",stage=\"%s\",le=\"%s\"} %llu\n", dev, stage,
-            i < NBOUNDS ? bounds[i].le : "+Inf", (unsigned long long)cum);
+        gr_buf_printf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, labels, sep, i < NBOUNDS ? bounds[i].le : "+Inf",
+                      (unsigned long long)cum);
     }
-    gr_buf_printf(b, "gpured_job_stage_seconds_sum{device=\"%s\",stage=\"%s\"} %.9f\n", dev, stage, (double)get(&h->sum_ns) / 1e9);
-    gr_buf_printf(b, "gpured_job_stage_seconds_count{device=\"%s\",stage=\"%s\"} %llu\n", dev, stage, (unsigned long long)cum);
+    const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
+    gr_buf_printf(b, "%s_sum%s%s%s %.9f\n", name, open, labels, close, (double)get(&h->sum_ns) / 1e9);
+    gr_buf_printf(b, "%s_count%s%s%s %llu\n", name, open, labels, close, (unsigned long long)cum);
 }
 
 void gr_metrics_connection(int delta) { atomic_fetch_add_explicit(&connections, delta, memory_order_relaxed); }
 void gr_metrics_refused(int per_ip) { add(&refused[per_ip != 0], 1); }
 void gr_metrics_slow_body(void) { add(&slow_bodies, 1); }
 
-int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
+int gr_metrics_render(const char *data_dir, char **out, size_t *len, struct gr_err *e)
 {
     struct gr_buf b = {0};
     int ndev = gr_jobs_nbackends();
@@ -174,6 +190,16 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
             }
     }
 
+    family(&b, "gpured_http_request_duration_seconds", "histogram",
+           "Time from a request's first byte to its answer being queued, by route pattern (parked waits included).");
+    for (int r = 0; r <= GR_METRICS_ROUTES; r++) {
+        const char *path = r < GR_METRICS_ROUTES ? atomic_load_explicit(&route_path[r], memory_order_relaxed) : "unmatched";
+        char labels[160];
+        snprintf(labels, sizeof labels, "route=\"%s\"", path ? path : "");
+        if (path) /* a route seen once at least */
+            render_hist(&b, "gpured_http_request_duration_seconds", labels, &http_time[r]);
+    }
+
     family(&b, "gpured_jobs_total", "counter", "Jobs that reached a final status, by device, op and status.");
     for (int d = 0; d < ndev; d++)
         for (int op = 0; op < NOPS; op++)
@@ -184,8 +210,11 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
     family(&b, "gpured_job_stage_seconds", "histogram",
            "Time of each stage of the jobs that ran (not benchmarks): queue, h2d, kernel, d2h (stages a device has) and total.");
     for (int d = 0; d < ndev; d++)
-        for (int s = 0; s < NSTAGES; s++)
-            render_hist(&b, gr_jobs_backend(d)->name, stage_names[s], &stages[d][s]);
+        for (int s = 0; s < NSTAGES; s++) {
+            char labels[160];
+            snprintf(labels, sizeof labels, "device=\"%s\",stage=\"%s\"", gr_jobs_backend(d)->name, stage_names[s]);
+            render_hist(&b, "gpured_job_stage_seconds", labels, &stages[d][s]);
+        }
 
     family(&b, "gpured_processed_bytes_total", "counter", "Input bytes of the jobs that succeeded, by device.");
     for (int d = 0; d < ndev; d++)
@@ -196,12 +225,30 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
     for (int d = 0; d < ndev; d++)
         gr_buf_printf(&b, "gpured_jobs_queued{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
             (long long)atomic_load_explicit(&queued[d], memory_order_relaxed));
+    family(&b, "gpured_queue_capacity", "gauge", "Jobs each device's queue holds before POST answers 429 (--queue-capacity).");
+    for (int d = 0; d < ndev; d++)
+        gr_buf_printf(&b, "gpured_queue_capacity{device=\"%s\"} %d\n", gr_jobs_backend(d)->name, gr_jobs_capacity());
     family(&b, "gpured_jobs_running", "gauge", "Jobs running on each device.");
     for (int d = 0; d < ndev; d++)
         gr_buf_printf(&b, "gpured_jobs_running{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,
             (long long)atomic_load_explicit(&running[d], memory_order_relaxed));
     family(&b, "gpured_parked_requests", "gauge", "HTTP requests held open waiting for a job (Prefer: wait, ?wait=).");
     gr_buf_printf(&b, "gpured_parked_requests %d\n", gr_jobs_parked());
+
+    family(&b, "gpured_store_commit_seconds", "histogram",
+           "Time of each transaction of the store's writer (a group commit of every write queued meanwhile), "
+           "begin to durable.");
+    render_hist(&b, "gpured_store_commit_seconds", "", &store_commits);
+    struct statvfs sv;
+    if (data_dir && statvfs(data_dir, &sv) == 0) {
+        family(&b, "gpured_data_dir_free_bytes", "gauge",
+               "Bytes free to gpured on the disk of its data directory (datasets, SQLite), read at scrape time.");
+        gr_buf_printf(&b, "gpured_data_dir_free_bytes %llu\n", (unsigned long long)sv.f_bavail * sv.f_frsize);
+    }
+    family(&b, "gpured_build_info", "gauge",
+           "The running build: version, git commit and the CUDA toolkit it was built with (none: CPU only); always 1.");
+    gr_buf_printf(&b, "gpured_build_info{version=\"%s\",commit=\"%s\",cuda=\"%s\"} 1\n", gr_version, gr_commit,
+                  gr_cuda_version);
 
     family(&b, "gpured_connections_open", "gauge", "Client connections open (parked ones included).");
     gr_buf_printf(&b, "gpured_connections_open %lld\n", (long long)atomic_load_explicit(&connections, memory_order_relaxed));
@@ -218,6 +265,11 @@ int gr_metrics_render(char **out, size_t *len, struct gr_err *e)
         put_escaped(&b, gr_jobs_backend(d)->info.name);
         gr_buf_printf(&b, "\"} 1\n");
     }
+    family(&b, "gpured_device_up", "gauge",
+           "1 while a device runs jobs; 0 once it broke (a lost CUDA context: /readyz answers 503, restart gpured).");
+    for (int d = 0; d < ndev; d++)
+        gr_buf_printf(&b, "gpured_device_up{device=\"%s\"} %d\n", gr_jobs_backend(d)->name,
+                      !__atomic_load_n(&gr_jobs_backend(d)->broken, __ATOMIC_ACQUIRE));
     family(&b, "gpured_device_memory_total_bytes", "gauge", "Memory of each device (host memory for the CPU).");
     for (int d = 0; d < ndev; d++)
         gr_buf_printf(&b, "gpured_device_memory_total_bytes{device=\"%s\"} %lld\n", gr_jobs_backend(d)->name,

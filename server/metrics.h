@@ -8,8 +8,12 @@
 #define GR_METRICS_DEVICES 17 /* the CPU and up to 16 GPUs, indexed like gr_jobs_backend() */
 #define GR_METRICS_ROUTES 32  /* routing table entries; index -1 counts unmatched paths */
 
-/* One answered (or abandoned: status 0) HTTP request. path is the route's static pattern. */
-void gr_metrics_http(int route, const char *path, const char *method, unsigned status);
+/* One answered (or abandoned: status 0) HTTP request that took ms. path is the route's static
+ * pattern. */
+void gr_metrics_http(int route, const char *path, const char *method, unsigned status, double ms);
+
+/* One transaction of the store's writer: ms from begin to durable, for writes writes. */
+void gr_metrics_store_commit(double ms, int writes);
 
 /* A job reached final status (GR_SUCCEEDED, GR_FAILED, GR_CANCELED) on device dev. t: its
  * stage timings for the histograms, or NULL; bytes: its input, counted if it succeeded. */
@@ -26,7 +30,8 @@ void gr_metrics_connection(int delta);
 void gr_metrics_refused(int per_ip);
 void gr_metrics_slow_body(void);
 
-/* The text exposition (format 0.0.4) into *out (malloc'd, *len bytes). GR_OK or GR_ENOMEM. */
-int gr_metrics_render(char **out, size_t *len, struct gr_err *e);
+/* The text exposition (format 0.0.4) into *out (malloc'd, *len bytes); data_dir's disk is
+ * measured for the free-bytes gauge. GR_OK or GR_ENOMEM. */
+int gr_metrics_render(const char *data_dir, char **out, size_t *len, struct gr_err *e);
 
 #endif

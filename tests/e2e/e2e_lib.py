@@ -10,6 +10,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import struct
 import subprocess
@@ -45,6 +46,13 @@ def pg_cluster():
         _cluster = pg_cluster.Cluster().start()
         atexit.register(_cluster.remove)
     return _cluster
+
+
+def free_port():
+    """A loopback port free now, for a helper server (Prometheus) the test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def store_only(what):
@@ -567,11 +575,11 @@ def dataset_ids(srv, page):
 
 
 
-def cpu_blocker(srv, seconds):
-    """POST (202) a CPU benchmark that keeps a CPU worker busy for about `seconds` in this build.
+def blocker(srv, seconds, device="cpu"):
+    """POST (202) a benchmark that keeps a worker of device busy for about `seconds` in this build.
     It is sized from smaller ones timed first (each 4x the last until one takes seconds/8), since a
     sanitizer build runs it many times slower and a fixed size would hold a TSan run for minutes."""
-    body = {"op": "sum", "dtype": "float32", "n": 1 << 14, "repeats": 8, "device": "cpu"}
+    body = {"op": "sum", "dtype": "float32", "n": 1 << 14, "repeats": 8, "device": device}
     while True:
         t0 = time.monotonic()
         r = srv.req("POST", "/v1/benchmarks", body, {"Prefer": "wait=300"}, timeout=310)

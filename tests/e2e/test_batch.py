@@ -90,7 +90,7 @@ def refused(srv, rng):
         CHECK.eq(count_jobs(srv), before, what + ": nothing of the batch stored")
     r = srv.req("POST", "/v1/jobs", good, {"Idempotency-Key": "batch-1"})
     CHECK.eq((r.status, r.json().get("field")), (422, "Idempotency-Key"), "a batch with an Idempotency-Key: 422")
-    blocker = L.cpu_blocker(srv, 3) if L.DEVICE == "cpu" else None
+    blocker = L.blocker(srv, 3) if L.DEVICE == "cpu" else None
     if blocker:  # the CPU's queue held: a batch with no room in it is refused whole
         half = srv.req("POST", "/v1/jobs", [good[0]] * (CAPACITY // 2))
         CHECK.eq(half.status, 202, "half the queue's room taken")

@@ -125,7 +125,7 @@ def offered(rs, rng):
     its final state from the other replica."""
     a = rs[0]
     names = {listed(r)[1]: r.name for r in rs}
-    blocker = L.cpu_blocker(a, 6)
+    blocker = L.blocker(a, 6)
     expect = submit(a, small_jobs(rng, 32))  # queued on replica 0, behind the long job
     more = small_jobs(rng, 48)
     extra = submit(a, more)
@@ -154,7 +154,7 @@ def canceled_elsewhere(rs, rng):
     """A job queued on replica 0 canceled through replica 1: canceled everywhere, and replica 0's
     run of it (it had it queued) is fenced out."""
     a, b, c = rs
-    blocker = L.cpu_blocker(a, 3)
+    blocker = L.blocker(a, 3)
     body, _ = small_jobs(rng, 1)[0]
     jid = a.req("POST", "/v1/jobs", body).json()["id"]
     r = b.req("DELETE", "/v1/jobs/" + jid)
@@ -171,7 +171,7 @@ def canceled_elsewhere(rs, rng):
 def waited_elsewhere(rs, rng):
     """A wait through replica 1 on a job replica 0 holds ends when the job does, not at once."""
     a, b = rs[0], rs[1]
-    blocker = L.cpu_blocker(a, 2)
+    blocker = L.blocker(a, 2)
     body, want = small_jobs(rng, 1)[0]
     jid = a.req("POST", "/v1/jobs", body).json()["id"]
     t0 = time.monotonic()
@@ -187,7 +187,7 @@ def stray(rs, rng):
     """A job the store says replica 2 holds but replica 2 never had (as after a claim whose answer
     the connection lost): replica 2 lets it go at its next renewal, and it runs."""
     a, c = rs[0], rs[2]
-    blocker = L.cpu_blocker(a, 3)
+    blocker = L.blocker(a, 3)
     body, want = small_jobs(rng, 1)[0]
     jid = a.req("POST", "/v1/jobs", body).json()["id"]
     owner = listed(c)[1]
@@ -199,7 +199,7 @@ def stray(rs, rng):
 
 def killed(rs, rng):
     a, b, c = rs
-    blocker = L.cpu_blocker(a, 6)
+    blocker = L.blocker(a, 6)
     CHECK.eq(blocker.status, 202, "a long job holds replica 0's CPU")
     expect = submit(a, small_jobs(rng, 30))  # queued behind it, held by replica 0
     gone = listed(a)[1]
@@ -227,7 +227,7 @@ def killed(rs, rng):
 def handed_back(rs, rng):
     b, c = rs[1], rs[2]
     b_id = listed(b)[1]
-    blocker = L.cpu_blocker(b, 8)
+    blocker = L.blocker(b, 8)
     expect = submit(b, small_jobs(rng, 20))
     b.proc.send_signal(15)
     done = finish_through(c, expect, "after replica 1 got SIGTERM")

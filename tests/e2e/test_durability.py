@@ -118,7 +118,7 @@ def main():
     # they are stored as queued before the 202, and survive kill -9; at SIGTERM the ones still
     # queued are stored and answered 202, and run after the restart
     for stop in ("kill -9", "SIGTERM"):
-        blocker = L.cpu_blocker(srv, 4)
+        blocker = L.blocker(srv, 4)
         CHECK.eq(blocker.status, 202, "%s: a long job holds the CPU" % stop)
         jobs = make_jobs(rng, 8, 1000, "waited, " + stop)
         reqs = [dict(method="POST", path="/v1/jobs", headers={"Prefer": "wait=1" if stop == "kill -9" else "wait=60"},

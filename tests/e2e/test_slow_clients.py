@@ -191,7 +191,7 @@ def trickle(srv):
 
 def parked_not_idle(srv):
     """A request parked on a job (?wait=) outlives --conn-timeout: its own deadline governs it."""
-    bench = L.cpu_blocker(srv, 2 * TIMEOUT + 6)
+    bench = L.blocker(srv, 2 * TIMEOUT + 6)
     CHECK.eq(bench.status, 202, "a long benchmark holds the CPU (%r)" % bench.body[:200])
     small = srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int32", "data": [1], "device": "cpu"}).json()
     t0 = time.monotonic()

@@ -19,7 +19,7 @@
 
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gate_open, runs;
+static int gate_open, runs, calls; /* runs: jobs reduced; calls: launches (a launch group is one) */
 
 static void gate(int open)
 {
@@ -29,19 +29,24 @@ static void gate(int open)
     pthread_mutex_unlock(&gate_mu);
 }
 
+/* Sums int32s as the backend contract says: the whole array, or (axis 1) each row. */
 static int gated_reduce(struct gr_backend *b, const struct gr_reduce_req *req, struct gr_result *r,
                         struct gr_timings *t, char algo_used[32], struct gr_err *e)
 {
+    int64_t nout = req->axis == 1 ? req->rows : 1, len = req->rows * req->cols / nout;
     pthread_mutex_lock(&gate_mu);
-    runs++;
+    runs += (int)nout;
+    calls++;
     while (!gate_open)
         pthread_cond_wait(&gate_cv, &gate_mu);
     pthread_mutex_unlock(&gate_mu);
-    if (gr_result_alloc(r, 1, 1, 0, e))
+    if (gr_result_alloc(r, nout, 1, 0, e))
         return e->code;
-    r->i[0] = 0;
-    for (int64_t k = 0; k < req->rows * req->cols; k++)
-        r->i[0] += ((const int32_t *)req->data)[k];
+    for (int64_t o = 0; o < nout; o++) {
+        r->i[o] = 0;
+        for (int64_t k = 0; k < len; k++)
+            r->i[o] += ((const int32_t *)req->data)[o * len + k];
+    }
     snprintf(algo_used, 32, "gate");
     return GR_OK;
 }
@@ -235,6 +240,46 @@ static void test_batch_all_or_none(void **state)
         gr_job_unref(fit[k]);
 }
 
+/* Like jobs queued behind a running one run as one launch (one call, each its own sum and
+ * "launch_group"); one of another op waits for its own, and the launch is at most
+ * --launch-group jobs. */
+static void test_launch_groups(void **state)
+{
+    struct rig g;
+    struct gr_backend *bs[] = {&gated};
+    gr_jobs_set_launch_group(2);
+    rig_up(&g, bs, 1, 8);
+    struct gr_err e = {0};
+    gate(0);
+    calls = 0;
+    struct gr_job *first = make_job(0, 1), *like[3], *other = make_job(9, 9);
+    assert_int_equal(gr_jobs_submit(&first, 1, &e), GR_OK);
+    wait_for(first, status_of, GR_RUNNING);
+    for (int k = 0; k < 3; k++)
+        like[k] = make_job(k, 10);
+    other->op = GR_MAX; /* the stand-in sums whatever the op: only the grouping is under test */
+    struct gr_job *queued[] = {like[0], like[1], other, like[2]};
+    assert_int_equal(gr_jobs_submit(queued, 4, &e), GR_OK);
+    gate(1);
+    for (int k = 0; k < 4; k++)
+        wait_for(queued[k], committed_of, GR_SUCCEEDED);
+    assert_int_equal(calls, 4); /* first, {like 0, like 1}, other, like 2 */
+    const char *want[] = {"\"launch_group\":2", "\"launch_group\":2", NULL, NULL};
+    for (int k = 0; k < 4; k++) {
+        char *doc = NULL, st[16], value[32];
+        assert_int_equal(gr_store_get_job(g.store, queued[k]->id, NULL, &doc, st, &e), GR_OK);
+        snprintf(value, sizeof value, "\"value\":%d", k == 2 ? 18 : (k == 3 ? 2 : k) + 10);
+        assert_non_null(strstr(doc, value));
+        assert_true(want[k] ? strstr(doc, want[k]) != NULL : strstr(doc, "launch_group") == NULL);
+        free(doc);
+    }
+    rig_down(&g);
+    gr_jobs_set_launch_group(GR_JOBS_GROUP_MAX);
+    gr_job_unref(first);
+    for (int k = 0; k < 4; k++)
+        gr_job_unref(queued[k]);
+}
+
 /* Two stand-in GPUs whose caches hold what the test says, for routing. */
 static int held[2];
 static int64_t cached_bytes[2];
@@ -262,6 +307,7 @@ static void test_route_by_cache(void **state)
 {
     struct rig g;
     struct gr_backend *bs[] = {&gated, &gpu0, &gpu1};
+    gr_jobs_set_launch_group(1); /* queue lengths are under test: jobs taken one at a time */
     rig_up(&g, bs, 3, 100);
     struct gr_err e = {0};
     gate(0);
@@ -285,6 +331,7 @@ static void test_route_by_cache(void **state)
     for (int k = 0; k < 18; k++)
         wait_for(js[k], committed_of, GR_SUCCEEDED);
     rig_down(&g);
+    gr_jobs_set_launch_group(GR_JOBS_GROUP_MAX);
     for (int k = 0; k < 40; k++)
         gr_job_unref(js[k]);
 }
@@ -293,6 +340,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover),
                                        cmocka_unit_test(test_batch_all_or_none),
+                                       cmocka_unit_test(test_launch_groups),
                                        cmocka_unit_test(test_route_by_cache)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
