@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "connections.h"
+#include "events.h"
 #include "idempotency.h"
 #include "log.h"
 #include "metrics.h"
@@ -168,7 +169,7 @@ void gr_suspend(struct gr_req *r, void (*resume)(struct gr_req *r))
 
 void gr_wake(struct gr_req *r) { MHD_resume_connection(r->conn); }
 
-int gr_api_suspended(void) { return atomic_load(&suspended); }
+int gr_api_suspended(void) { return atomic_load(&suspended) + gr_events_suspended(); }
 
 static void wake(struct gr_waiter *w) { gr_wake((struct gr_req *)((char *)w - offsetof(struct gr_req, w))); }
 
@@ -418,6 +419,8 @@ int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port,
      * splits between its threads, sits above them as a backstop. Its timeout closes a connection
      * idle that long; a parked (suspended) one never times out: its wait has its own deadline. */
     gr_conn_limits(cfg->max_connections, cfg->max_connections_per_ip);
+    if (gr_events_start(store, e) != GR_OK)
+        return GR_EIO;
     daemon_ = MHD_start_daemon(flags, (uint16_t)cfg->port, gr_conn_accept, NULL, on_request, NULL,
                                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa,
                                MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_NOTIFY_COMPLETED,
@@ -436,10 +439,12 @@ void gr_api_quiesce(void)
 {
     if (daemon_)
         MHD_quiesce_daemon(daemon_);
+    gr_events_stop(); /* event streams end now: their clients reconnect elsewhere */
 }
 
 void gr_api_stop(void)
 {
+    gr_events_stop();
     if (daemon_)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;

@@ -9,6 +9,7 @@
 #include "cluster.h"
 #include "config.h"
 #include "datasets.h"
+#include "events.h"
 #include "headers.h"
 #include "id.h"
 #include "idempotency.h"
@@ -808,6 +809,7 @@ const struct gr_route gr_routes[] = {
     {"/v1/datasets/{id}/data", gr_get_dataset_data, NULL, NULL, 0, NULL, 0},
     {"/v1/algorithms", algorithms, NULL, NULL, 0, NULL, 0},
     {"/v1/devices", devices, NULL, NULL, 0, NULL, 0},
+    {"/v1/events", gr_get_events, NULL, NULL, 0, NULL, 0},
     {"/healthz", healthz, NULL, NULL, 0, NULL, 1},
     {"/readyz", readyz, NULL, NULL, 0, NULL, 1},
     {"/metrics", gr_get_metrics, NULL, NULL, 0, NULL, 0},

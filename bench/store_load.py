@@ -64,6 +64,7 @@ def save(name, doc):
     bench/results), say where, and return the path."""
     out = os.path.join(os.environ.get("GPURED_BENCH_OUT", os.path.join(HERE, "results")), "%s-%s-%s.json" % (
         name, socket.gethostname().split(".")[0], time.strftime("%Y%m%d", time.gmtime())))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         json.dump(dict({"date": time.strftime("%Y-%m-%d", time.gmtime())}, **doc), f, indent=1)
     print("wrote " + out)

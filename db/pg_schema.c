@@ -57,6 +57,29 @@ const char *const gr_pg_schema_steps[] = {
     " EXECUTE FUNCTION gpured_job_offered();"
     "CREATE TRIGGER jobs_let_go AFTER UPDATE OF owner ON jobs FOR EACH ROW"
     " WHEN (NEW.owner = '' AND OLD.owner <> '' AND NEW.status = 'queued') EXECUTE FUNCTION gpured_job_offered();",
+    /* Events, as in SQLite. Replicas commit side by side, so each event's transaction first
+     * takes one transaction-scoped advisory lock: seqs are then handed out in commit order, and
+     * a reader that has seen seq n never later finds a smaller one committed. */
+    "CREATE TABLE events(seq bigserial PRIMARY KEY, kind text NOT NULL, id text NOT NULL, status text NOT NULL,"
+    "                    tenant text NOT NULL, at double precision NOT NULL);"
+    "CREATE FUNCTION gpured_event() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+    " PERFORM pg_advisory_xact_lock(747576);" /* any constant: only events take it */
+    " IF TG_TABLE_NAME = 'jobs' THEN"
+    "  INSERT INTO events(kind, id, status, tenant, at) VALUES ('job', NEW.id, NEW.status, NEW.tenant, " NOW ");"
+    " ELSIF TG_OP = 'INSERT' THEN"
+    "  INSERT INTO events(kind, id, status, tenant, at) VALUES ('dataset', NEW.id, 'created', NEW.tenant, " NOW ");"
+    " ELSE"
+    "  INSERT INTO events(kind, id, status, tenant, at) VALUES ('dataset', OLD.id, 'deleted', OLD.tenant, " NOW ");"
+    " END IF;"
+    " RETURN NULL; END$$;"
+    "CREATE TRIGGER events_job_new AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION gpured_event();"
+    "CREATE TRIGGER events_job_status AFTER UPDATE OF status ON jobs FOR EACH ROW"
+    " WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION gpured_event();"
+    "CREATE TRIGGER events_dataset AFTER INSERT OR DELETE ON datasets FOR EACH ROW EXECUTE FUNCTION gpured_event();"
+    "CREATE FUNCTION gpured_events_pruned() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$BEGIN DELETE FROM events WHERE seq <= NEW.seq - 1000000; RETURN NULL; END$$;"
+    "CREATE TRIGGER events_pruned AFTER INSERT ON events FOR EACH ROW WHEN (NEW.seq % 1000 = 0)"
+    " EXECUTE FUNCTION gpured_events_pruned();",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -82,6 +105,10 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_KEY_GET] = "SELECT fingerprint, resource FROM idempotency WHERE tenant = $1 AND key = $2"
                        " AND created >= $3::float8",
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
+    /* ORDER BY events.seq: a bare seq would name the text column, and "10" sorts before "5" */
+    [GR_SQL_EVENTS] = "SELECT seq::text, json_build_object('seq', seq, 'kind', kind, 'id', id, 'status', status,"
+                      " 'tenant', tenant, 'at', at)::text FROM events WHERE seq > $1::bigint ORDER BY events.seq LIMIT $2::int",
+    [GR_SQL_EVENTS_LAST] = "SELECT seq::text, '' FROM events WHERE seq > $1::bigint ORDER BY events.seq DESC LIMIT $2::int",
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < $1 AND status IN " FINAL " LIMIT $2::int",
     /* SKIP LOCKED: a row the writer is ending waits for no renewal, and one renewal never meets
      * a writer's batch in a deadlock (each holding rows the other wants, until PostgreSQL's

@@ -32,6 +32,8 @@ enum gr_sql_id {
     GR_SQL_KEY_GET,        /* ?1 tenant, ?2 key, ?3 oldest created -> fingerprint, resource */
     GR_SQL_TENANT_BYTES,   /* -> tenant, bytes */
     GR_SQL_EXPIRED,        /* ?1 before id, ?2 limit -> id, doc */
+    GR_SQL_EVENTS,         /* ?1 after seq (text), ?2 limit -> seq, the event as JSON, oldest first */
+    GR_SQL_EVENTS_LAST,    /* the same, newest first, the event "" */
     /* shared stores (PostgreSQL) only, on the cluster thread's connection: $11 owner, $12 lease
      * seconds (from the database's clock), $2 limit */
     GR_SQL_RENEW,   /* the owner's queued and running jobs held for another lease */

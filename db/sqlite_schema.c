@@ -7,6 +7,9 @@
  * id index has to be kept up. Inputs live apart in job_inputs so that gets and list pages
  * never page through big blobs; that table keeps its rowid since WITHOUT ROWID suits only
  * small rows. */
+/* The time now as epoch seconds (SQLite 3.40 has no unixepoch('subsec')). */
+#define SQ_NOW "((julianday('now') - 2440587.5) * 86400.0)"
+
 const char *const gr_schema_steps[] = {
     "CREATE TABLE jobs(id TEXT PRIMARY KEY NOT NULL, status TEXT NOT NULL, op TEXT NOT NULL,"
     "                  doc TEXT NOT NULL, created REAL NOT NULL) WITHOUT ROWID;"
@@ -39,6 +42,26 @@ const char *const gr_schema_steps[] = {
     "CREATE TABLE idempotency(tenant TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,"
     "                         resource TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY(tenant, key)) WITHOUT ROWID;"
     "CREATE INDEX idempotency_created ON idempotency(created);",
+    /* Events (GET /v1/events): each job's stored status and each dataset made or deleted, in
+     * commit order (one writer), written by triggers in the transaction that makes the change.
+     * AUTOINCREMENT: a seq is never reused, so a client's Last-Event-ID stays meaningful. The
+     * newest EVENTS_KEPT (1,000,000) are kept, pruned every 1,000th insert. */
+    "CREATE TABLE events(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, id TEXT NOT NULL,"
+    "                    status TEXT NOT NULL, tenant TEXT NOT NULL, at REAL NOT NULL);"
+    "CREATE TRIGGER events_job_new AFTER INSERT ON jobs BEGIN"
+    " INSERT INTO events(kind, id, status, tenant, at) VALUES ('job', NEW.id, NEW.status, NEW.tenant, " SQ_NOW ");"
+    " END;"
+    "CREATE TRIGGER events_job_status AFTER UPDATE OF status ON jobs WHEN NEW.status <> OLD.status BEGIN"
+    " INSERT INTO events(kind, id, status, tenant, at) VALUES ('job', NEW.id, NEW.status, NEW.tenant, " SQ_NOW ");"
+    " END;"
+    "CREATE TRIGGER events_dataset_new AFTER INSERT ON datasets BEGIN"
+    " INSERT INTO events(kind, id, status, tenant, at) VALUES ('dataset', NEW.id, 'created', NEW.tenant, " SQ_NOW ");"
+    " END;"
+    "CREATE TRIGGER events_dataset_gone AFTER DELETE ON datasets BEGIN"
+    " INSERT INTO events(kind, id, status, tenant, at) VALUES ('dataset', OLD.id, 'deleted', OLD.tenant, " SQ_NOW ");"
+    " END;"
+    "CREATE TRIGGER events_pruned AFTER INSERT ON events WHEN NEW.seq % 1000 = 0 BEGIN"
+    " DELETE FROM events WHERE seq <= NEW.seq - 1000000; END;",
 };
 const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_steps[0]);
 
@@ -69,6 +92,9 @@ const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
     /* The retention sweep: finished jobs submitted before ?1 (ids are creation times), in no
      * particular order, so that each batch is an index range read, not a sort of every old job. */
+    [GR_SQL_EVENTS] = "SELECT seq, json_object('seq', seq, 'kind', kind, 'id', id, 'status', status, 'tenant', tenant,"
+                      " 'at', at) FROM events WHERE seq > CAST(?1 AS INTEGER) ORDER BY seq LIMIT ?2",
+    [GR_SQL_EVENTS_LAST] = "SELECT seq, '' FROM events WHERE seq > CAST(?1 AS INTEGER) ORDER BY seq DESC LIMIT ?2",
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < ?1 AND status IN " FINAL " LIMIT ?2",
     /* GR_SQL_RENEW, _CLAIM, _RELEASE, _HELD, _LET_GO, _CANCEL, _SLOT, _ANNOUNCE, _REPLICAS and _LEAVE: none; one
      * SQLite file has one gpured, which holds every queued job itself */

@@ -437,6 +437,22 @@ int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_
     return s->b->list(s->impl, GR_SQL_EXPIRED, before, limit, NULL, NULL, NULL, row, ctx, e);
 }
 
+int gr_store_events(struct gr_store *s, int64_t after, int limit, gr_store_row row, void *ctx, struct gr_err *e)
+{
+    char from[24];
+    snprintf(from, sizeof from, "%lld", (long long)after);
+    return s->b->list(s->impl, GR_SQL_EVENTS, from, limit, NULL, NULL, NULL, row, ctx, e);
+}
+
+static void seq_of(void *ctx, const char *seq, const char *event) { *(int64_t *)ctx = strtoll(seq, NULL, 10); }
+
+int gr_store_events_span(struct gr_store *s, int64_t *oldest, int64_t *newest, struct gr_err *e)
+{
+    *oldest = *newest = 0;
+    int rc = s->b->list(s->impl, GR_SQL_EVENTS, "-1", 1, NULL, NULL, NULL, seq_of, oldest, e);
+    return rc ? rc : s->b->list(s->impl, GR_SQL_EVENTS_LAST, "-1", 1, NULL, NULL, NULL, seq_of, newest, e);
+}
+
 int gr_store_tenant_bytes(struct gr_store *s, gr_store_tenant tenant, void *ctx, struct gr_err *e)
 {
     return s->b->tenant_bytes(s->impl, tenant, ctx, e);

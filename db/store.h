@@ -109,6 +109,14 @@ int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *statu
 int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
                           struct gr_err *e);
 
+/* Events (GET /v1/events) with seq > after, oldest first, at most limit (1..1000): row(ctx, seq
+ * as text, the event {"seq", "kind": "job"|"dataset", "id", "status", "tenant", "at"} as JSON).
+ * Each job status the store keeps and each dataset made or deleted is one, in commit order;
+ * the newest 1,000,000 are kept. */
+int gr_store_events(struct gr_store *s, int64_t after, int limit, gr_store_row row, void *ctx, struct gr_err *e);
+/* The oldest and newest seq kept (0 and 0: none yet). */
+int gr_store_events_span(struct gr_store *s, int64_t *oldest, int64_t *newest, struct gr_err *e);
+
 /* Jobs left queued or running, with their input, for re-queueing: pending(ctx, id, doc, input,
  * bytes, epoch) for each. SQLite: every one (oldest first), at start-up. A shared store: those
  * whose holder's lease ran out (a replica gone), each claimed for this replica under a new epoch

@@ -3,6 +3,7 @@
 #include "backend.h"
 #include "cluster.h"
 #include "config.h"
+#include "events.h"
 #include "http.h"
 #include "jobs.h"
 #include "log.h"
@@ -75,6 +76,13 @@ static void fit_connections(struct gr_config *cfg)
 
 static void count_bytes(void *ctx, const char *tenant, uint64_t bytes) { gr_tenant_add_bytes(tenant, bytes, 0, 1, NULL); }
 
+/* Each store commit (the writer thread): timed for /metrics, told to the event streams. */
+static void committed(double ms, int writes)
+{
+    gr_metrics_store_commit(ms, writes);
+    gr_events_kick();
+}
+
 static int serve(struct gr_config *cfg)
 {
     /* signals are taken by sigwait below; every thread started from here inherits the mask */
@@ -115,7 +123,7 @@ static int serve(struct gr_config *cfg)
     int port = 0, rc = 1;
     gr_cluster_join(store, cfg->lease_s);
     gr_jobs_set_launch_group(cfg->launch_group);
-    gr_store_observe_commits(store, gr_metrics_store_commit);
+    gr_store_observe_commits(store, committed);
     if (gr_jobs_start(store, backends, nb, cfg->queue_capacity, &e) != GR_OK) {
         die("cannot start the workers", &e);
         goto out;

@@ -69,6 +69,12 @@ include-method = "POST"
 checks.positive_data_acceptance.enabled = false
 
 [[operations]]
+include-path = "/v1/events"
+# An event stream does not end: each request would wait out --request-timeout. test_events.py
+# checks the stream's events against the Event schema instead.
+enabled = false
+
+[[operations]]
 include-path = "/v1/benchmarks"
 include-method = "POST"
 # Only bodies the spec says are wrong: a valid one can keep the CPU busy for minutes (n up to
@@ -340,9 +346,11 @@ def run_schemathesis(venv, srv, spec):
     CHECK.eq(p.returncode, 0, "schemathesis exit code (failures above)")
     CHECK.ok(m and int(m.group(1)) >= 200 and m.group(1) == m.group(2),
              "schemathesis generated and passed: %s" % (m.group(0) if m else "no summary line"))
-    # schemathesis leaves out the operation that serves the spec it reads (fetched above)
+    # schemathesis leaves out the operation that serves the spec it reads (fetched above), and the
+    # config the event stream
     n = sum(1 for p, item in spec["paths"].items() for m in item if m in METHODS and p != "/openapi.json")
-    CHECK.ok("Selected: %d/%d" % (n, n) in out and "Tested: %d" % n in out, "schemathesis tested all %d operations" % n)
+    CHECK.ok("Selected: %d/%d" % (n - 1, n) in out and "Tested: %d" % (n - 1) in out,
+             "schemathesis tested all %d operations but the event stream" % (n - 1))
 
 
 def main():

@@ -1,0 +1,456 @@
+/* events.c: GET /v1/events (events.h). The subscribers' list and each one's pending text are
+ * guarded by mu. A subscriber's connection is suspended, under mu, when it has nothing to send,
+ * and resumed, under mu, once it has: a resume never comes before its suspend, and no thread
+ * waits per subscriber. The gr-events thread reads the store outside mu: new events once for
+ * every subscriber that is up to date, and, for one that fell behind (a resume from an old
+ * Last-Event-ID, or a client reading slowly), a page of its own at a time. */
+#include "events.h"
+
+#include "job.h" /* gr_rfc3339 */
+#include "log.h"
+#include "store.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PAGE 1000        /* events per store read */
+#define ROOM (256 << 10) /* pending text past which a subscriber is read for later, from the store */
+#define CATCH_UP 64      /* subscribers behind, read for per round */
+#define HEARTBEAT_S 15   /* ?heartbeat= when not given */
+#define ROUND_MS 500     /* a round without a kick: heartbeats, other replicas' events */
+
+enum { K_JOB = 1, K_DATASET = 2 };
+static const char *const kinds[] = {"job", "dataset"};
+static const char *const states[] = {"queued", "running", "succeeded", "failed", "canceled", "created", "deleted"};
+#define NSTATES (int)(sizeof states / sizeof states[0])
+
+struct sub {
+    struct sub *next;
+    struct MHD_Connection *conn;
+    int refs;     /* the response's, and the thread's while it reads for this one */
+    int gone;     /* the response is freed: out of the list */
+    char tenant[65]; /* "": every tenant's (an admin) */
+    char job[24];    /* ?job=, or "" */
+    unsigned kinds, states; /* bit masks; 0: any */
+    int64_t cursor;         /* the last seq weighed for it */
+    double heartbeat_ms, last_ms;
+    char *text; /* pending SSE text: [off, len) */
+    size_t off, len, cap;
+    int oom, suspended;
+};
+
+/* One event, parsed for the filters and rendered once as SSE text. */
+struct ev {
+    int64_t seq;
+    unsigned kind, state;
+    char id[24], tenant[65];
+    char *text;
+    size_t len;
+};
+
+struct evs {
+    struct ev *ev;
+    int n, cap, oom;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv;
+static struct sub *subs;
+static int nsuspended, kicked, stopping, started;
+static int64_t head; /* the newest seq read */
+static pthread_t thread;
+static struct gr_store *store;
+
+static unsigned bit_of(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], name))
+            return 1u << i;
+    return 0;
+}
+
+/* A row of gr_store_events: parsed and rendered onto out. */
+static void take_row(void *ctx, const char *seq, const char *doc)
+{
+    struct evs *out = ctx;
+    json_t *o = json_loads(doc, 0, NULL);
+    const char *kind = json_string_value(json_object_get(o, "kind")), *id = json_string_value(json_object_get(o, "id"));
+    const char *status = json_string_value(json_object_get(o, "status"));
+    const char *tenant = json_string_value(json_object_get(o, "tenant"));
+    if (out->n == out->cap) {
+        int cap = out->cap ? 2 * out->cap : 64;
+        struct ev *grown = realloc(out->ev, (size_t)cap * sizeof *grown);
+        if (grown)
+            out->ev = grown, out->cap = cap;
+    }
+    if (!o || !kind || !id || !status || !tenant || out->n == out->cap) {
+        out->oom |= !o || out->n == out->cap; /* a row that does not parse: memory ran out */
+        json_decref(o);
+        return;
+    }
+    struct ev *e = &out->ev[out->n];
+    *e = (struct ev){.seq = strtoll(seq, NULL, 10), .kind = bit_of(kinds, 2, kind), .state = bit_of(states, NSTATES, status)};
+    /* kind, id, status and tenant point into o: copied before it changes */
+    snprintf(e->id, sizeof e->id, "%s", id);
+    snprintf(e->tenant, sizeof e->tenant, "%s", tenant);
+    char at[40];
+    gr_rfc3339(json_number_value(json_object_get(o, "at")), at, sizeof at);
+    json_object_set_new(o, "at", json_string(at));
+    char *data = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    size_t room = (data ? strlen(data) : 0) + 64;
+    if (!data || !(e->text = malloc(room))) {
+        free(data);
+        out->oom = 1;
+        return;
+    }
+    e->len = (size_t)snprintf(e->text, room, "id: %s\nevent: %s\ndata: %s\n\n", seq, e->kind == K_JOB ? "job" : "dataset",
+                              data);
+    free(data);
+    out->n++;
+}
+
+static void evs_free(struct evs *v)
+{
+    for (int i = 0; i < v->n; i++)
+        free(v->ev[i].text);
+    free(v->ev);
+}
+
+/* Up to PAGE events after seq, outside mu. */
+static int read_page(int64_t after, struct evs *out)
+{
+    struct gr_err e = {0};
+    int rc = gr_store_events(store, after, PAGE, take_row, out, &e);
+    if (rc == GR_OK && out->oom)
+        rc = gr_fail(&e, GR_ENOMEM, NULL, "out of memory reading events");
+    if (rc != GR_OK)
+        gr_log(GR_LOG_WARN, "events: reading after %lld: %s", (long long)after, e.msg);
+    return rc;
+}
+
+static void add(struct sub *s, const char *p, size_t n)
+{
+    if (s->len + n > s->cap) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap < s->len + n)
+            cap *= 2;
+        char *grown = realloc(s->text, cap);
+        if (!grown) {
+            s->oom = 1; /* the stream ends; the client resumes from its Last-Event-ID */
+            return;
+        }
+        s->text = grown, s->cap = cap;
+    }
+    memcpy(s->text + s->len, p, n);
+    s->len += n;
+}
+
+static int matches(const struct sub *s, const struct ev *e)
+{
+    return (!s->tenant[0] || !strcmp(s->tenant, e->tenant)) && (!s->job[0] || !strcmp(s->job, e->id)) &&
+           (!s->kinds || (s->kinds & e->kind)) && (!s->states || (s->states & e->state));
+}
+
+/* The events of v after s's cursor onto its text, while it has room (mu held). */
+static void deliver(struct sub *s, const struct evs *v)
+{
+    for (int i = 0; i < v->n && s->len - s->off < ROOM; i++) {
+        if (v->ev[i].seq <= s->cursor)
+            continue;
+        if (matches(s, &v->ev[i]))
+            add(s, v->ev[i].text, v->ev[i].len);
+        s->cursor = v->ev[i].seq;
+    }
+}
+
+static void release(struct sub *s) /* mu held */
+{
+    if (--s->refs == 0) {
+        free(s->text);
+        free(s);
+    }
+}
+
+/* Read for up to CATCH_UP subscribers that are behind and have room; 1 if more remain. */
+static int catch_up(void)
+{
+    struct sub *behind[CATCH_UP];
+    int n = 0, more = 0;
+    for (struct sub *s = subs; s; s = s->next)
+        if (s->cursor < head && s->len - s->off < ROOM && !s->oom) {
+            if (n == CATCH_UP) {
+                more = 1;
+                break;
+            }
+            s->refs++;
+            behind[n++] = s;
+        }
+    for (int i = 0; i < n; i++) {
+        struct sub *s = behind[i];
+        int64_t from = s->cursor;
+        pthread_mutex_unlock(&mu);
+        struct evs got = {0};
+        int rc = read_page(from, &got);
+        pthread_mutex_lock(&mu);
+        if (rc == GR_OK && s->cursor == from) {
+            deliver(s, &got);
+            if (!got.n) /* nothing after it is kept any more */
+                s->cursor = head;
+        }
+        more |= s->cursor < head;
+        evs_free(&got);
+        release(s);
+    }
+    return more;
+}
+
+/* Heartbeats for quiet streams, and a resume for each suspended one with text (mu held). */
+static void wake_ready(void)
+{
+    double now = gr_mono_ms();
+    for (struct sub *s = subs; s; s = s->next) {
+        if (s->len == s->off && now - s->last_ms >= s->heartbeat_ms) {
+            add(s, ": keep-alive\n\n", 14);
+            s->last_ms = now;
+        }
+        if (s->suspended && (s->len > s->off || s->oom || stopping)) {
+            s->suspended = 0;
+            nsuspended--;
+            MHD_resume_connection(s->conn);
+        }
+    }
+}
+
+static void *events_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    while (!stopping) {
+        if (!kicked) {
+            struct timespec t;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            t.tv_nsec += ROUND_MS * 1000000L;
+            t.tv_sec += t.tv_nsec / 1000000000L;
+            t.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&cv, &mu, &t);
+        }
+        kicked = 0;
+        if (stopping)
+            break;
+        int64_t from = head, oldest, newest = 0;
+        int any = subs != NULL;
+        pthread_mutex_unlock(&mu);
+        struct evs got = {0};
+        struct gr_err e = {0};
+        /* without subscribers only the newest seq is read: where the next one starts */
+        int rc = any ? read_page(from, &got) : gr_store_events_span(store, &oldest, &newest, &e);
+        pthread_mutex_lock(&mu);
+        if (rc == GR_OK && newest > head)
+            head = newest;
+        if (rc == GR_OK && got.n) {
+            for (struct sub *s = subs; s; s = s->next)
+                if (s->cursor == from)
+                    deliver(s, &got);
+            head = got.ev[got.n - 1].seq;
+            kicked |= got.n == PAGE;
+        }
+        evs_free(&got);
+        kicked |= catch_up();
+        wake_ready();
+    }
+    wake_ready(); /* stopping: every suspended stream is resumed to end */
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+int gr_events_start(struct gr_store *s, struct gr_err *e)
+{
+    int64_t oldest;
+    store = s;
+    if (gr_store_events_span(s, &oldest, &head, e) != GR_OK)
+        return GR_EIO;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&cv, &ca);
+    pthread_condattr_destroy(&ca);
+    stopping = 0;
+    if (pthread_create(&thread, NULL, events_main, NULL))
+        return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the events thread");
+    pthread_setname_np(thread, "gr-events");
+    started = 1;
+    return GR_OK;
+}
+
+void gr_events_kick(void)
+{
+    pthread_mutex_lock(&mu);
+    kicked = 1;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+void gr_events_stop(void)
+{
+    if (!started)
+        return;
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+    pthread_join(thread, NULL);
+    pthread_cond_destroy(&cv);
+    started = 0;
+}
+
+int gr_events_suspended(void)
+{
+    pthread_mutex_lock(&mu);
+    int n = nsuspended;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+/* MHD asks for the next bytes: pending text, the end once stopping, else the stream sleeps. */
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct sub *s = cls;
+    (void)pos;
+    ssize_t n = 0;
+    pthread_mutex_lock(&mu);
+    if (s->off < s->len) {
+        n = (ssize_t)(s->len - s->off < max ? s->len - s->off : max);
+        memcpy(buf, s->text + s->off, (size_t)n);
+        s->off += (size_t)n;
+        if (s->off == s->len)
+            s->off = s->len = 0;
+        s->last_ms = gr_mono_ms();
+    } else if (stopping || s->oom) {
+        n = MHD_CONTENT_READER_END_OF_STREAM;
+    } else {
+        s->suspended = 1;
+        nsuspended++;
+        MHD_suspend_connection(s->conn);
+    }
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+static void unsubscribe(void *cls)
+{
+    struct sub *s = cls;
+    pthread_mutex_lock(&mu);
+    for (struct sub **p = &subs; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    s->gone = 1;
+    release(s);
+    pthread_mutex_unlock(&mu);
+}
+
+/* The filters of the query into s: GR_OK, or the problem in e. */
+static int filters(struct gr_req *r, struct sub *s, struct gr_err *e)
+{
+    const char *job = gr_query(r, "job"), *kind = gr_query(r, "kind"), *status = gr_query(r, "status");
+    const char *beat = gr_query(r, "heartbeat");
+    if (job && (strlen(job) >= sizeof s->job || strncmp(job, "j_", 2)))
+        return gr_fail(e, GR_EINVAL, "job", "job must be a job id (j_...), not '%s'", job);
+    snprintf(s->job, sizeof s->job, "%s", job ? job : "");
+    if (kind && !(s->kinds = bit_of(kinds, 2, kind)))
+        return gr_fail(e, GR_EINVAL, "kind", "kind must be job or dataset, not '%s'", kind);
+    for (const char *p = status; p && *p;) {
+        size_t n = strcspn(p, ",");
+        char name[16] = "";
+        unsigned bit = n < sizeof name ? (memcpy(name, p, n), bit_of(states, NSTATES, name)) : 0;
+        if (!bit)
+            return gr_fail(e, GR_EINVAL, "status",
+                           "status must list queued, running, succeeded, failed, canceled, created or deleted, "
+                           "comma-separated; not '%.*s'", (int)n, p);
+        s->states |= bit;
+        p += n + (p[n] == ',');
+    }
+    char *end;
+    long long secs = beat ? strtoll(beat, &end, 10) : HEARTBEAT_S;
+    if (beat && (*end || end == beat || secs < 1 || secs > 300))
+        return gr_fail(e, GR_EINVAL, "heartbeat", "heartbeat must be 1 to 300 seconds, not '%s'", beat);
+    s->heartbeat_ms = 1000.0 * (double)secs;
+    return GR_OK;
+}
+
+/* Where the stream starts: after Last-Event-ID (or ?after=), else after the newest event. */
+static int start_at(struct gr_req *r, struct sub *s, struct gr_err *e)
+{
+    const char *last = gr_header(r, "Last-Event-ID"), *after = gr_query(r, "after");
+    const char *from = last && *last ? last : after;
+    pthread_mutex_lock(&mu);
+    s->cursor = head;
+    pthread_mutex_unlock(&mu);
+    if (!from)
+        return GR_OK;
+    char *end;
+    long long seq = strtoll(from, &end, 10);
+    if (*end || end == from || seq < 0)
+        return gr_fail(e, GR_EINVAL, last && *last ? "Last-Event-ID" : "after",
+                       "an event id is a number from 0 (the id: of an event), not '%s'", from);
+    int64_t oldest, newest;
+    if (gr_store_events_span(store, &oldest, &newest, e) != GR_OK)
+        return GR_EIO;
+    if (seq < oldest - 1) { /* pruned since: say so, then go on from the oldest kept */
+        char gap[160];
+        int n = snprintf(gap, sizeof gap, "event: gap\ndata: {\"after\":%lld,\"oldest\":%lld}\n\n", seq,
+                         (long long)oldest);
+        add(s, gap, (size_t)n);
+        seq = oldest - 1;
+    }
+    s->cursor = seq < s->cursor ? seq : s->cursor;
+    return GR_OK;
+}
+
+void gr_get_events(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    struct sub *s = calloc(1, sizeof *s);
+    if (!s) {
+        gr_respond_problem(r, &(struct gr_err){.code = GR_ENOMEM, .msg = "out of memory for a subscriber"});
+        return;
+    }
+    s->conn = r->conn;
+    s->refs = 1;
+    s->last_ms = gr_mono_ms();
+    snprintf(s->tenant, sizeof s->tenant, "%s", gr_scope(r) ? gr_scope(r) : "");
+    add(s, "retry: 2000\n\n", 13); /* EventSource reconnects after 2 s, with its Last-Event-ID */
+    int rc = filters(r, s, &e);
+    if (rc == GR_OK)
+        rc = start_at(r, s, &e);
+    pthread_mutex_lock(&mu);
+    if (rc == GR_OK && (stopping || !started))
+        rc = gr_fail(&e, GR_EUNAVAIL, NULL, "gpured is stopping: reconnect to another replica or later");
+    if (rc == GR_OK && s->oom)
+        rc = gr_fail(&e, GR_ENOMEM, NULL, "out of memory for a subscriber");
+    if (rc == GR_OK) {
+        s->next = subs;
+        subs = s;
+        s->refs++; /* this handler's, until the response holds s (refs 1: unsubscribe's) */
+        kicked = 1;
+        pthread_cond_signal(&cv);
+    }
+    pthread_mutex_unlock(&mu);
+    if (rc != GR_OK) {
+        free(s->text);
+        free(s);
+        gr_respond_problem(r, &e);
+        return;
+    }
+    const char *hdrs[] = {MHD_HTTP_HEADER_CACHE_CONTROL, "no-store", "X-Accel-Buffering", "no", NULL};
+    gr_respond_reader(r, 200, "text/event-stream", MHD_SIZE_UNKNOWN, reader, s, unsubscribe, hdrs);
+    pthread_mutex_lock(&mu);
+    release(s); /* the response holds it now, or (not created) has freed it through unsubscribe */
+    pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,24 @@
+/* events.h: GET /v1/events, the store's job and dataset events as Server-Sent Events. The
+ * handler runs on the request's HTTP thread; one thread of this module (gr-events) reads new
+ * events and hands them to every subscriber. */
+#ifndef GR_EVENTS_H
+#define GR_EVENTS_H
+
+#include "http.h"
+
+/* Before the HTTP daemon starts: the newest event read, the thread started. GR_OK or GR_EIO. */
+int gr_events_start(struct gr_store *store, struct gr_err *e);
+
+/* The store committed something: new events may be there (any thread; cheap, coalesced). */
+void gr_events_kick(void);
+
+/* End every stream (each client gets its last events, then the end) and refuse new ones with
+ * 503; the thread stops. Before the daemon stops: no stream stays suspended. */
+void gr_events_stop(void);
+
+/* Streams suspended for want of an event (gr_api_suspended counts them). */
+int gr_events_suspended(void);
+
+void gr_get_events(struct gr_req *r);
+
+#endif

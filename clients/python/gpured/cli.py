@@ -1,0 +1,211 @@
+# cli.py: gpured-cli (also `python3 -m gpured`): jobs and datasets of a gpured service from a shell.
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from .client import Client, Dataset, Job
+from .errors import Error
+
+USAGE = """examples:
+  gpured-cli submit sum --data '[1, 2, 3]' --dtype int32 --wait
+  gpured-cli submit argmax values.npy --axis 1 --ties last
+  gpured-cli upload values.npy            # prints the dataset: d_... dtype shape bytes
+  gpured-cli submit mean --dataset d_0123456789abcdef --wait --json
+  gpured-cli submit matmul --a a.npy --b b.npy --wait
+  gpured-cli wait j_0123456789abcdef --timeout 30
+  gpured-cli download d_0123456789abcdef out.npy
+  gpured-cli ls jobs --status failed --limit 20
+  gpured-cli rm d_0123456789abcdef j_0123456789abcdef   # deletes a dataset, cancels a job
+"""
+
+
+class ProgressBar:
+    """A text progress bar on stderr: label [#####    ]  42% 12.0/28.6 MB."""
+
+    def __init__(self, label: str, quiet: bool = False) -> None:
+        self.label, self.quiet, self.shown = label, quiet, -1
+
+    def __call__(self, done: int, total: int) -> None:
+        pct = 100 * done // total if total else 100
+        if self.quiet or pct == self.shown:
+            return
+        self.shown = pct
+        sys.stderr.write("\r%s [%-30s] %3d%% %.1f/%.1f MB" % (self.label, "#" * (pct * 30 // 100), pct,
+                                                           done / 1e6, total / 1e6))
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _values(arg: Optional[str]) -> Any:
+    """A .npy file's array, a dataset id (d_...) as it is, or None."""
+    if arg is None or arg.startswith("d_"):
+        return arg
+    return np.load(arg)
+
+
+def _line(obj: Any) -> str:
+    if isinstance(obj, Job):
+        d = obj.doc
+        res = json.dumps(d.get("result") or d.get("error"), separators=(",", ":"))
+        return "%s %s %s %s %s %s" % (d["id"], d["status"], d.get("op"), d.get("dtype"),
+                                      json.dumps(d.get("shape")), res if len(res) <= 200 else res[:197] + "...")
+    if isinstance(obj, Dataset):
+        return "%s %s %s %d" % (obj.id, obj.dtype, json.dumps(list(obj.shape)), obj.nbytes)
+    return json.dumps(obj)
+
+
+def _show(args: argparse.Namespace, objs: Sequence[Any], many: bool = False) -> None:
+    """Print what a command made or found: --json as JSON (a list where many), else one line each."""
+    if args.json:
+        docs = [o.doc if isinstance(o, (Job, Dataset)) else o for o in objs]
+        print(json.dumps(docs if many else docs[0], indent=2))
+    else:
+        for o in objs:
+            print(_line(o))
+
+
+def cmd_submit(c: Client, args: argparse.Namespace) -> None:
+    options = dict(axis=args.axis, ties=args.ties, device=args.device, algorithm=args.algorithm, dtype=args.dtype)
+    if args.op == "matmul":
+        options.update(a=_values(args.a), b=_values(args.b), c=_values(args.c), alpha=args.alpha, beta=args.beta)
+        data = None
+    else:
+        data = args.dataset or (json.loads(args.data) if args.data is not None else _values(args.file))
+    job = c.submit(args.op, data, **options)
+    _show(args, [job.wait() if args.wait else job])
+
+
+def cmd_get(c: Client, args: argparse.Namespace) -> None:
+    _show(args, [c.dataset(args.id) if args.id.startswith("d_") else c.job(args.id)])
+
+
+def cmd_wait(c: Client, args: argparse.Namespace) -> None:
+    job = c.job(args.id).wait(args.timeout)
+    _show(args, [job])
+    if not job.done:
+        raise SystemExit(3)
+
+
+def cmd_upload(c: Client, args: argparse.Namespace) -> None:
+    _show(args, [c.upload(args.file, progress=ProgressBar("upload", args.quiet))])
+
+
+def cmd_download(c: Client, args: argparse.Namespace) -> None:
+    bar = ProgressBar("download", args.quiet)
+    if args.id.startswith("j_"):
+        c._save("/v1/jobs/%s/result?part=%s" % (args.id, args.part), args.file, bar)
+    else:
+        c.dataset(args.id).save(args.file, bar)
+    _show(args, [{"id": args.id, "file": args.file, "bytes": os.path.getsize(args.file)}])
+
+
+def cmd_ls(c: Client, args: argparse.Namespace) -> None:
+    page = min(args.limit, 1000)
+    items = c.datasets(limit=page) if args.what == "datasets" else c.jobs(status=args.status, op=args.op, limit=page)
+    _show(args, list(itertools.islice(items, args.limit)), many=True)
+
+
+def cmd_rm(c: Client, args: argparse.Namespace) -> None:
+    done = []
+    for i in args.ids:
+        if i.startswith("d_"):
+            Dataset(c, {"id": i}).delete()
+            done.append({"id": i, "deleted": True})
+        else:
+            done.append(c.job(i).cancel().doc)
+    _show(args, done, many=True)
+
+
+def _options(after_command: bool) -> argparse.ArgumentParser:
+    """The options every command takes, before it or after it (``gpured-cli ls --json``)."""
+    p = argparse.ArgumentParser(add_help=False)
+    def default(v: Any) -> Any:  # given after the command, an option overrides the one before it
+        return argparse.SUPPRESS if after_command else v
+    p.add_argument("--url", default=default(os.environ.get("GPURED_URL", "http://127.0.0.1:8080")),
+                   help="the service (env GPURED_URL; default http://127.0.0.1:8080)")
+    p.add_argument("--token", default=default(os.environ.get("GPURED_TOKEN")), help="bearer token (env GPURED_TOKEN)")
+    p.add_argument("--json", action="store_true", default=default(False), help="print the resources as JSON")
+    p.add_argument("--quiet", "-q", action="store_true", default=default(False), help="no progress bar")
+    p.add_argument("--retries", type=int, default=default(5), help="retries after 429/503 (default 5)")
+    return p
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpured-cli", description="Jobs and datasets of a gpured service.",
+                                epilog=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                parents=[_options(False)])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help: str) -> argparse.ArgumentParser:  # each command takes the options too
+        return sub.add_parser(name, help=help, parents=[_options(True)])
+
+    s = add("submit", help="submit a job (values from a .npy file, --data or --dataset)")
+    s.add_argument("op", choices=["sum", "prod", "min", "max", "mean", "argmin", "argmax", "matmul"])
+    s.add_argument("file", nargs="?", help="a .npy file of the values")
+    s.add_argument("--data", help="the values as JSON, e.g. '[[1, 2], [3, 4]]'")
+    s.add_argument("--dataset", help="a stored dataset's id")
+    s.add_argument("--dtype", help="int32, int64, float32 or float64 (default: the values')")
+    s.add_argument("--axis", type=int, choices=[0, 1])
+    s.add_argument("--ties", choices=["first", "last"])
+    s.add_argument("--device", default="auto")
+    s.add_argument("--algorithm", default="auto")
+    for k in ("a", "b", "c"):
+        s.add_argument("--" + k, help="matmul: operand %s, a .npy file or a dataset id" % k)
+    s.add_argument("--alpha", type=float)
+    s.add_argument("--beta", type=float)
+    s.add_argument("--wait", action="store_true", help="wait for the job to end")
+    s.set_defaults(run=cmd_submit)
+
+    s = add("get", help="show a job (j_...) or a dataset (d_...)")
+    s.add_argument("id")
+    s.set_defaults(run=cmd_get)
+
+    s = add("wait", help="wait for a job to end (exit 3 if it has not in time)")
+    s.add_argument("id")
+    s.add_argument("--timeout", type=float)
+    s.set_defaults(run=cmd_wait)
+
+    s = add("upload", help="upload a .npy file as a dataset")
+    s.add_argument("file")
+    s.set_defaults(run=cmd_upload)
+
+    s = add("download", help="save a dataset's values, or a job's result, as a .npy file")
+    s.add_argument("id")
+    s.add_argument("file")
+    s.add_argument("--part", choices=["values", "indices"], default="values", help="a job's values or indices")
+    s.set_defaults(run=cmd_download)
+
+    s = add("ls", help="list jobs or datasets, newest first")
+    s.add_argument("what", nargs="?", choices=["jobs", "datasets"], default="jobs")
+    s.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "canceled"])
+    s.add_argument("--op")
+    s.add_argument("--limit", type=int, default=50, help="at most this many (default %(default)s)")
+    s.set_defaults(run=cmd_ls)
+
+    s = add("rm", help="delete datasets (d_...) and cancel queued jobs (j_...)")
+    s.add_argument("ids", nargs="+")
+    s.set_defaults(run=cmd_rm)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    run: Callable[[Client, argparse.Namespace], None] = args.run
+    try:
+        with Client(args.url, token=args.token, retries=args.retries) as c:
+            run(c, args)
+    except Error as e:
+        print("gpured-cli: %s" % e, file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as e:
+        print("gpured-cli: %s" % e, file=sys.stderr)
+        return 2
+    return 0

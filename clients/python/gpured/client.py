@@ -1,0 +1,575 @@
+# client.py: gpured.Client, the HTTP API (docs/API.md) as Python calls, with its Job and Dataset.
+from __future__ import annotations
+
+import email.utils
+import math
+import os
+import random
+import threading
+import time
+import uuid
+import warnings
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import requests
+import urllib3
+
+from . import _wire
+from ._wire import Body, Progress
+from .errors import Error
+
+TERMINAL = ("succeeded", "failed", "canceled")
+MAX_WAIT = 60
+"""The longest wait gpured honours, in seconds (``Prefer: wait=N``, ``?wait=N``)."""
+JSON_MAX_ELEMENTS = 256
+"""Arrays of at most this many (finite) values go inline as JSON; larger ones as the one-shot
+binary body (raw little-endian values, the job's members in the query). Measured with this
+client on the CPU backend over loopback (sum of float32, median of 30): the two are equal to
+within noise up to about 128 values (1.0 to 1.9 ms each), and the raw body is faster from 256
+(1.4 against 2.3 ms), 1.8x at 512 and 2.3x at 1,024 (API.md measures 2.4x there)."""
+BACKOFF_FIRST, BACKOFF_MAX = 0.25, 30.0
+"""Seconds before the first retry; it doubles with each one, up to BACKOFF_MAX."""
+
+Axis = Optional[int]
+Source = Any
+"""Values to reduce: anything numpy.asarray takes (1-D or 2-D), a Dataset, or a dataset id."""
+
+
+class Client:
+    """A connection to one gpured service.
+
+    ``url``: the service's base URL. ``token``: its bearer token, sent as ``Authorization:
+    Bearer``, when the service has a tokens file. ``timeout``: seconds to wait for a connection
+    or a reply's next bytes (long polls add the time they asked for). ``retries``: how often a
+    request answered ``429`` or ``503`` (or, where it is safe to send again, one that got no
+    answer) is sent again, after an exponential backoff of at least ``Retry-After``.
+    ``max_body_bytes``: the service's ``--max-body-bytes``; a one-shot binary job larger than
+    this is sent as a dataset instead (uploaded, used, deleted). ``on_response``: called with
+    every HTTP response (``requests.Response``) as it arrives, for logs or metrics.
+
+    Every POST that creates a job or dataset carries an ``Idempotency-Key`` (a uuid4), the same
+    one on each retry, so a retry never makes a second one. Batches (:meth:`submit_many`) take
+    no key (API.md), so they are sent again only after a ``429``/``503``, which stores nothing.
+
+    A client may be shared by threads: each thread gets its own HTTP session.
+    """
+
+    def __init__(self, url: str = "http://127.0.0.1:8080", token: Optional[str] = None, timeout: float = 60,
+                 retries: int = 5, max_body_bytes: int = 8 << 20,
+                 on_response: Optional[Callable[[requests.Response], None]] = None) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.max_body_bytes = max_body_bytes
+        self.on_response = on_response
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return "gpured.Client(%r)" % self.url
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the HTTP connections of every thread."""
+        with self._lock:
+            for s in self._sessions:
+                s.close()
+            self._sessions.clear()
+        self._local = threading.local()
+
+    # ------------------------------------------------------------ the one place for HTTP
+
+    def request(self, method: str, path: str, *, params: Optional[Mapping[str, Any]] = None, json: Any = None,
+                body: Optional[Body] = None, content_type: Optional[str] = None,
+                headers: Optional[Mapping[str, str]] = None, key: bool = False, wait: float = 0,
+                stream: bool = False) -> requests.Response:
+        """Send one request to the service and return its answer (status below 400).
+
+        ``key``: send an ``Idempotency-Key``, the same on every retry. ``wait``: seconds the
+        service may hold the answer (a long poll), added to the timeout. Retries ``429`` and
+        ``503`` (not a ``503`` naming a broken device, which only a restart repairs), a ``409``
+        for this key's first try still in progress, and, for a GET or a keyed POST, a request
+        that got no answer. Raises :class:`Error` with the problem the service answered (or
+        ``status`` None when none came)."""
+        hdrs = {"Accept": "application/json"}
+        if self.token:
+            hdrs["Authorization"] = "Bearer " + self.token
+        if key:
+            hdrs["Idempotency-Key"] = str(uuid.uuid4())
+        if content_type:
+            hdrs["Content-Type"] = content_type
+        hdrs.update(headers or {})
+        resend = method == "GET" or key  # no harm in sending it twice
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                resp = self._session().request(method, self.url + path, params=params, json=json, data=body,
+                                               headers=hdrs, timeout=self.timeout + wait, stream=stream)
+            except (requests.ConnectionError, requests.Timeout) as e:
+                if resend and not last:
+                    time.sleep(_backoff(attempt, None))
+                    continue
+                raise Error(None, "no answer", "%s %s%s: %s" % (method, self.url, path, e)) from e
+            except requests.RequestException as e:
+                raise Error(None, "request failed", "%s %s%s: %s" % (method, self.url, path, e)) from e
+            if self.on_response:
+                self.on_response(resp)
+            if resp.status_code < 400:
+                return resp
+            err = _error_of(resp)
+            again = (resp.status_code in (429, 503) and err.field != "device") or \
+                    (resp.status_code == 409 and key and attempt > 0 and err.field == "Idempotency-Key")
+            if last or not again:
+                raise err
+            resp.close()
+            time.sleep(_backoff(attempt, resp.headers.get("Retry-After")))
+        raise AssertionError("unreachable")
+
+    def _session(self) -> requests.Session:
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = self._local.session = requests.Session()
+            with self._lock:
+                self._sessions.append(s)
+        return s
+
+    def _get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None}).json()
+
+    def _pages(self, path: str, member: str, **params: Any) -> Iterator[dict]:
+        """Every item of a paged list, following next_cursor to the last page."""
+        params = {k: v for k, v in params.items() if v is not None}
+        while True:
+            page = self._get(path, **params)
+            yield from page[member]
+            if not page.get("next_cursor"):
+                return
+            params["cursor"] = page["next_cursor"]
+
+    def _fetch_npy(self, path: str, params: Optional[Mapping[str, Any]] = None,
+                   progress: Optional[Progress] = None) -> np.ndarray:
+        """GET a .npy answer, read straight into the array it holds."""
+        resp = self.request("GET", path, params=params, headers={"Accept": "application/x-npy"}, stream=True)
+        with resp:
+            try:
+                return _wire.read_npy(resp.raw, int(resp.headers.get("Content-Length") or 0), progress)
+            except (EOFError, ValueError, OSError, urllib3.exceptions.HTTPError) as e:
+                raise Error(None, "bad answer", "GET %s: not a whole .npy: %s" % (path, e)) from e
+
+    def _save(self, path: str, file: Union[str, "os.PathLike[str]"], progress: Optional[Progress] = None) -> None:
+        """GET a .npy answer into a file, as it arrives."""
+        resp = self.request("GET", path, headers={"Accept": "application/x-npy"}, stream=True)
+        total = int(resp.headers.get("Content-Length") or 0)
+        with resp, open(file, "wb") as out:
+            done = 0
+            try:
+                for piece in resp.iter_content(_wire.CHUNK):
+                    out.write(piece)
+                    done += len(piece)
+                    if progress:
+                        progress(done, total)
+            except requests.RequestException as e:
+                raise Error(None, "bad answer", "GET %s: %s" % (path, e)) from e
+        if total and done != total:
+            raise Error(None, "bad answer", "GET %s ended after %d of %d bytes" % (path, done, total))
+
+    # ------------------------------------------------------------ reductions and products
+
+    def reduce(self, op: str, data: Source, axis: Axis = None, *, ties: Optional[str] = None,
+               device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
+               shape: Optional[Sequence[int]] = None) -> Any:
+        """Run a reduction and return its result (see :meth:`Job.result`): a NumPy scalar for
+        ``axis`` None, else a 1-D array (one per column for 0, per row for 1); int64 for integer
+        results, float64 for float ones and every mean; argmin/argmax give the indices (int64).
+
+        ``data``: an array (1-D or 2-D; lists are taken as numpy.asarray does, cast to
+        ``dtype`` when given), a :class:`Dataset` or a dataset id. ``ties``: ``"first"`` or
+        ``"last"``, which index argmin/argmax give among equal extremes. ``shape``: a 1-D or 2-D
+        view of the values. ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``."""
+        return self.submit(op, data, axis=axis, ties=ties, device=device, algorithm=algorithm, dtype=dtype,
+                           shape=shape, wait=MAX_WAIT).result()
+
+    def sum(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+        """The sum of the values (options: as :meth:`reduce`)."""
+        return self.reduce("sum", data, axis, **options)
+
+    def prod(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+        """The product of the values (options: as :meth:`reduce`)."""
+        return self.reduce("prod", data, axis, **options)
+
+    def min(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+        """The smallest value (options: as :meth:`reduce`)."""
+        return self.reduce("min", data, axis, **options)
+
+    def max(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+        """The largest value (options: as :meth:`reduce`)."""
+        return self.reduce("max", data, axis, **options)
+
+    def mean(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+        """The mean of the values, float64 (options: as :meth:`reduce`)."""
+        return self.reduce("mean", data, axis, **options)
+
+    def argmin(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Any:
+        """The index of the smallest value (int64; ties "first" or "last"; options: as :meth:`reduce`)."""
+        return self.reduce("argmin", data, axis, ties=ties, **options)
+
+    def argmax(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Any:
+        """The index of the largest value (int64; ties "first" or "last"; options: as :meth:`reduce`)."""
+        return self.reduce("argmax", data, axis, ties=ties, **options)
+
+    def matmul(self, a: Source, b: Source, c: Optional[Source] = None, alpha: float = 1.0, beta: float = 0.0, *,
+               device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None) -> np.ndarray:
+        """``alpha * a @ b + beta * c`` as an array (float32 or float64, the operands' dtype
+        unless ``dtype`` is given). Operands are arrays, Datasets or dataset ids; arrays of more
+        than JSON_MAX_ELEMENTS values are uploaded as datasets for the job and deleted after it.
+        The service keeps the product as a dataset too (the job's ``result.dataset``)."""
+        return self.submit("matmul", a=a, b=b, c=c, alpha=alpha, beta=beta, device=device, algorithm=algorithm,
+                           dtype=dtype, wait=MAX_WAIT).result()
+
+    # ------------------------------------------------------------ jobs
+
+    def submit(self, op: str, data: Optional[Source] = None, *, axis: Axis = None, ties: Optional[str] = None,
+               device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
+               shape: Optional[Sequence[int]] = None, a: Optional[Source] = None, b: Optional[Source] = None,
+               c: Optional[Source] = None, alpha: Optional[float] = None, beta: Optional[float] = None,
+               wait: float = 0) -> "Job":
+        """Submit a job and return it (:class:`Job`) without waiting for it, unless ``wait``
+        (seconds, at most 60: ``Prefer: wait``) asks the service to answer once it has ended.
+
+        A reduction's ``data`` (see :meth:`reduce`) goes inline as JSON when it has at most
+        JSON_MAX_ELEMENTS finite values, else as a one-shot binary body, else (over
+        ``max_body_bytes``) as a dataset uploaded for the job. A matmul takes ``a``, ``b``,
+        optional ``c``, ``alpha``, ``beta`` instead (see :meth:`matmul`). Datasets uploaded for a
+        job are deleted once :meth:`Job.wait` (or ``result``) sees it end."""
+        options = dict(axis=axis, ties=ties, device=device, algorithm=algorithm, dtype=dtype, shape=shape,
+                       a=a, b=b, c=c, alpha=alpha, beta=beta)
+        temps: list[Dataset] = []
+        try:
+            members, arr = self._prepare(op, data, options, temps, batch=False)
+            if arr is None:
+                resp = self.request("POST", "/v1/jobs", json=members, headers=_prefer(wait), key=True, wait=wait)
+            else:
+                query = {k: ",".join(map(str, v)) if k == "shape" else str(v) for k, v in members.items()}
+                resp = self.request("POST", "/v1/jobs", params=query, body=Body.of_array(arr, npy=False),
+                                    content_type="application/octet-stream", headers=_prefer(wait), key=True,
+                                    wait=wait)
+        except BaseException:
+            _delete_all(temps)
+            raise
+        return Job(self, resp.json(), temps)
+
+    def submit_many(self, items: Iterable[Mapping[str, Any]], wait: float = 0) -> list["Job"]:
+        """Submit jobs as one batch (all are accepted or none) and return them in order.
+
+        Each item holds :meth:`submit`'s arguments by name: ``{"op": "sum", "data": a, "axis":
+        1}``. Values go inline as JSON, or as datasets uploaded for the job when larger than
+        JSON_MAX_ELEMENTS (or not finite). ``wait``: as for :meth:`submit`, for every job."""
+        temps: list[list[Dataset]] = []
+        try:
+            members = []
+            for item in items:
+                options = dict(item)
+                temps.append([])
+                op, data = options.pop("op"), options.pop("data", None)
+                members.append(self._prepare(op, data, options, temps[-1], batch=True)[0])
+            resp = self.request("POST", "/v1/jobs", json=members, headers=_prefer(wait), wait=wait)
+        except BaseException:
+            _delete_all([d for t in temps for d in t])
+            raise
+        return [Job(self, doc, t) for doc, t in zip(resp.json(), temps)]
+
+    def _prepare(self, op: str, data: Optional[Source], options: Mapping[str, Any], temps: list["Dataset"],
+                 batch: bool) -> tuple[dict, Optional[np.ndarray]]:
+        """A job's JSON members, or (for a one-shot binary body) its query members and the array."""
+        members = {"op": op, **{k: v for k, v in options.items() if v is not None}}
+        if op == "matmul":
+            for k in ("a", "b", "c"):  # each {"data": rows} or {"dataset": id}; dtype: the first array's
+                if k in members:
+                    ref, _ = self._values(members[k], members.get("dtype"), temps)
+                    dtype = ref.pop("dtype", None)
+                    if dtype and "dtype" not in members:
+                        members["dtype"] = dtype
+                    members[k] = ref
+            return members, None
+        if data is None:
+            return members, None  # the service says what is missing
+        ref, arr = self._values(data, members.get("dtype"), temps, binary=not batch)
+        members.update(ref)
+        if arr is not None:
+            members.setdefault("shape", list(arr.shape) or [1])
+        return members, arr
+
+    def _values(self, data: Source, dtype: Optional[str], temps: list["Dataset"],
+                binary: bool = False) -> tuple[dict, Optional[np.ndarray]]:
+        """How a job names values: a dataset's id; for an array, its dtype and its values inline
+        (at most JSON_MAX_ELEMENTS, all finite), or the array itself for a one-shot body (when
+        ``binary`` and within max_body_bytes), or else a dataset uploaded for the job (in temps)."""
+        ds = _dataset_id(data)
+        if ds is not None:
+            return {"dataset": ds}, None
+        arr = _wire.as_array(data, dtype)
+        ref: dict = {"dtype": arr.dtype.name}
+        if arr.size <= JSON_MAX_ELEMENTS and (arr.dtype.kind != "f" or bool(np.isfinite(arr).all())):
+            ref["data"] = arr.reshape(-1).tolist() if arr.ndim == 0 else arr.tolist()
+            return ref, None
+        if binary and arr.nbytes <= self.max_body_bytes:
+            return ref, arr
+        temps.append(self.upload(arr))
+        ref["dataset"] = temps[-1].id
+        return ref, None
+
+    def job(self, job_id: str) -> "Job":
+        """The job with this id (``Error`` 404 if there is none, or it is another tenant's)."""
+        return Job(self, self._get("/v1/jobs/" + job_id))
+
+    def jobs(self, status: Optional[str] = None, op: Optional[str] = None, limit: Optional[int] = None,
+             tenant: Optional[str] = None) -> Iterator["Job"]:
+        """Every job (of this status / op; an admin token: of this tenant), newest first,
+        fetched ``limit`` (1 to 1000; the service's default 50) per page as the iteration goes."""
+        for doc in self._pages("/v1/jobs", "jobs", status=status, op=op, limit=limit, tenant=tenant):
+            yield Job(self, doc)
+
+    def benchmark(self, op: str, dtype: str, n: int, *, algorithms: Optional[Sequence[str]] = None,
+                  repeats: Optional[int] = None, device: str = "auto", wait: bool = True) -> "Job":
+        """Run a device's variants side by side on ``n`` generated values (matmul: n x n
+        operands) and return the job, ended unless ``wait`` is False; ``job.result()`` is the
+        table (``{"rows": [...], "reference": ..., ...}``, API.md "Benchmarks")."""
+        body = {k: v for k, v in dict(op=op, dtype=dtype, n=n, algorithms=algorithms, repeats=repeats,
+                                      device=device).items() if v is not None}
+        w = MAX_WAIT if wait else 0
+        job = Job(self, self.request("POST", "/v1/benchmarks", json=body, headers=_prefer(w), key=True,
+                                     wait=w).json())
+        return job.wait() if wait else job
+
+    # ------------------------------------------------------------ datasets
+
+    def upload(self, data: Union[Any, str, "os.PathLike[str]"], *, dtype: Optional[str] = None,
+               progress: Optional[Progress] = None) -> "Dataset":
+        """Store values as a dataset and return it. ``data``: an array (anything numpy.asarray
+        takes, cast to ``dtype`` when given; 0-D to 2-D), streamed as a .npy from its own memory,
+        or the path of a .npy file, streamed as it is. ``progress(sent, total)`` is called as
+        the bytes go (total: the body's bytes, .npy header included)."""
+        if isinstance(data, (str, os.PathLike)):
+            body = Body.of_file(data, progress)
+        else:
+            body = Body.of_array(_wire.as_array(data, dtype), npy=True, progress=progress)
+        resp = self.request("POST", "/v1/datasets", body=body, content_type="application/x-npy", key=True)
+        return Dataset(self, resp.json())
+
+    def dataset(self, dataset_id: str) -> "Dataset":
+        """The dataset with this id (``Error`` 404 if there is none, or it is another tenant's)."""
+        return Dataset(self, self._get("/v1/datasets/" + dataset_id))
+
+    def datasets(self, limit: Optional[int] = None, tenant: Optional[str] = None) -> Iterator["Dataset"]:
+        """Every dataset, newest first, fetched ``limit`` per page as the iteration goes."""
+        for doc in self._pages("/v1/datasets", "datasets", limit=limit, tenant=tenant):
+            yield Dataset(self, doc)
+
+    # ------------------------------------------------------------ the service
+
+    def devices(self) -> dict:
+        """``GET /v1/devices``: the GPUs (with their caches) and the CPU backend."""
+        return self._get("/v1/devices")
+
+    def algorithms(self) -> list:
+        """``GET /v1/algorithms``: every variant, with the ops, dtypes and axes it covers."""
+        return self._get("/v1/algorithms")["algorithms"]
+
+
+class Job:
+    """A job of the service. ``doc`` is its resource (API.md "Job resource") as last fetched;
+    ``status`` and ``timings`` fetch it again while the job has not ended."""
+
+    def __init__(self, client: Client, doc: dict, temporary: Sequence["Dataset"] = ()) -> None:
+        self.client = client
+        self.doc = doc
+        self._temporary = list(temporary)  # datasets uploaded for this job, deleted once it ends
+        self._ended()
+
+    def __repr__(self) -> str:
+        return "<gpured.Job %s %s %s>" % (self.id, self.doc.get("op"), self.doc.get("status"))
+
+    @property
+    def id(self) -> str:
+        return self.doc["id"]
+
+    @property
+    def status(self) -> str:
+        """queued, running, succeeded, failed or canceled."""
+        return self._current()["status"]
+
+    @property
+    def timings(self) -> Optional[dict]:
+        """Milliseconds per stage (queue, h2d, kernel, d2h, total), once the job has ended."""
+        return self._current().get("timings_ms")
+
+    @property
+    def done(self) -> bool:
+        """Whether the job had ended when last fetched."""
+        return self.doc["status"] in TERMINAL
+
+    def _current(self) -> dict:
+        return self.doc if self.done else self.refresh().doc
+
+    def refresh(self) -> "Job":
+        """Fetch the job's resource again."""
+        self.doc = self.client._get("/v1/jobs/" + self.id)
+        self._ended()
+        return self
+
+    def wait(self, timeout: Optional[float] = None) -> "Job":
+        """Wait until the job ends, or ``timeout`` seconds pass (whole seconds: the service's
+        ``?wait=`` long poll), and return it; ``done`` tells which."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.done:
+            left = MAX_WAIT if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                break
+            n = max(1, min(MAX_WAIT, int(left)))
+            self.doc = self.client.request("GET", "/v1/jobs/" + self.id, params={"wait": n}, wait=n).json()
+        self._ended()
+        return self
+
+    def result(self, part: Optional[str] = None, timeout: Optional[float] = None) -> Any:
+        """The job's result, once it has ended (waiting up to ``timeout`` seconds).
+
+        A reduction gives a NumPy scalar (whole array) or 1-D array (axis), int64 for integer
+        results and float64 for float ones and means; ``part`` "values" (the default) or
+        "indices" (int64, the default for argmin/argmax). Results the service keeps as datasets
+        (more than 4096 outputs) are downloaded. A matmul gives the product (its dtype), a
+        benchmark its table (a dict). Raises :class:`Error` with the job's problem if it failed,
+        409 if it was canceled, and status None if it has not ended in time."""
+        self.wait(timeout)
+        status = self.doc["status"]
+        if status != "succeeded":
+            if status == "failed":
+                raise Error.from_problem(self.doc.get("error") or {}, 500)
+            detail = "job %s is %s" % (self.id, status) + ("" if self.done else " after %s s" % timeout)
+            raise Error(409 if self.done else None, "no result", detail)
+        res, op, dtype = self.doc["result"], self.doc["op"], self.doc["dtype"]
+        if self.doc.get("kind") == "benchmark":
+            return res
+        part = part or ("indices" if op in ("argmin", "argmax") else "values")
+        if op == "matmul":
+            rtype = dtype
+        else:
+            rtype = "int64" if part == "indices" or (dtype.startswith("int") and op != "mean") else "float64"
+        for k in (("index", "indices") if part == "indices" else ("value", "values")):
+            if k in res:
+                return np.asarray(res[k], dtype=rtype)[()]
+        return self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part})
+
+    def cancel(self) -> "Job":
+        """Cancel the job while it is queued (``Error`` 409 once it has run)."""
+        self.doc = self.client.request("DELETE", "/v1/jobs/" + self.id).json()
+        self._ended()
+        return self
+
+    def _ended(self) -> None:
+        if self.done and self._temporary:
+            temps, self._temporary = self._temporary, []
+            _delete_all(temps)
+
+
+class Dataset:
+    """A stored dataset. ``doc`` is its record: id, tenant, dtype, shape, bytes, sha256."""
+
+    def __init__(self, client: Client, doc: dict) -> None:
+        self.client = client
+        self.doc = doc
+
+    def __repr__(self) -> str:
+        return "<gpured.Dataset %s %s %s>" % (self.id, self.dtype, list(self.shape))
+
+    @property
+    def id(self) -> str:
+        return self.doc["id"]
+
+    @property
+    def dtype(self) -> str:
+        return self.doc["dtype"]
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.doc["shape"])
+
+    @property
+    def nbytes(self) -> int:
+        return self.doc["bytes"]
+
+    @property
+    def sha256(self) -> str:
+        return self.doc["sha256"]
+
+    def download(self, progress: Optional[Progress] = None) -> np.ndarray:
+        """The values, as an array of the dataset's dtype and shape (read straight into it)."""
+        return self.client._fetch_npy("/v1/datasets/%s/data" % self.id, progress=progress)
+
+    def save(self, path: Union[str, "os.PathLike[str]"], progress: Optional[Progress] = None) -> None:
+        """Write the values to a .npy file as they arrive."""
+        self.client._save("/v1/datasets/%s/data" % self.id, path, progress)
+
+    def delete(self) -> None:
+        """Delete the dataset (``Error`` 409 while a queued or running job uses it)."""
+        self.client.request("DELETE", "/v1/datasets/" + self.id)
+
+
+def _dataset_id(data: Any) -> Optional[str]:
+    if isinstance(data, Dataset):
+        return data.id
+    return data if isinstance(data, str) else None
+
+
+def _delete_all(datasets: Iterable[Dataset]) -> None:
+    """Delete datasets the client uploaded for a job. One already gone is fine. A 409 (the job's
+    hold on it not yet let go: seen on a PostgreSQL store just after the job's end was readable)
+    is tried again for a few seconds; a dataset that still cannot go is left with a warning, so
+    that a job's result is never lost to its clean-up."""
+    for ds in datasets:
+        for attempt in range(8):
+            try:
+                ds.delete()
+                break
+            except Error as e:
+                if e.status == 404:
+                    break
+                if e.status != 409 or attempt == 7:
+                    warnings.warn("gpured: the dataset %s uploaded for a job is left: %s" % (ds.id, e), stacklevel=3)
+                    break
+                time.sleep(0.05 * 2 ** attempt)
+
+
+def _prefer(wait: float) -> Optional[dict]:
+    return {"Prefer": "wait=%d" % math.ceil(wait)} if wait else None
+
+
+def _error_of(resp: requests.Response) -> Error:
+    try:
+        doc = resp.json()
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and "title" in doc:
+        return Error.from_problem(doc, resp.status_code)
+    return Error(resp.status_code, resp.reason or "error", resp.text[:500])
+
+
+def _backoff(attempt: int, retry_after: Optional[str]) -> float:
+    """Seconds before retry number attempt+1: doubling from BACKOFF_FIRST (with jitter), and at
+    least what Retry-After asks (seconds or an HTTP date)."""
+    delay = min(BACKOFF_FIRST * 2 ** attempt, BACKOFF_MAX) * random.uniform(0.5, 1.0)
+    if retry_after:
+        try:
+            floor = float(retry_after)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(retry_after)
+            floor = when.timestamp() - time.time() if when else 0.0
+        delay = max(delay, min(floor, BACKOFF_MAX * 4))
+    return delay

@@ -1,0 +1,218 @@
+# test_events.py: GET /v1/events, Server-Sent Events of job and dataset changes, on the real
+# server. A stream gets each job's queued and final events, in seq order, with ids that resume;
+# ?job=, ?status= and ?kind= filter; ?heartbeat= sends keep-alive comments; bad parameters are
+# 400 naming the field. Streams end when gpured stops; after a restart, Last-Event-ID replays
+# exactly the events after it (they are in the store) and the stream goes on with new ones.
+# With tokens a tenant sees only its own events and an admin everyone's. Many streams opened
+# and dropped at once leave the server serving, and it still stops promptly.
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+
+import e2e_lib as L
+from e2e_lib import CHECK
+
+ALICE, BOB, ROOT = "a1" * 16, "b2" * 16, "r00t" * 8
+
+
+class Stream:
+    """One event stream, read on a thread of its own: events as (id, event, data), and comments.
+    A plain HTTP/1.0 socket (the body is the stream itself, unchunked), so close() can shut it
+    down under the reader."""
+
+    def __init__(self, srv, query="", headers=None):
+        self.sock = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        head = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items())
+        self.sock.sendall(("GET /v1/events%s HTTP/1.0\r\nHost: gpured\r\n%s\r\n" % (query, head)).encode())
+        self.file = self.sock.makefile("rb")
+        self.status = int(self.file.readline().split()[1])
+        CHECK.eq(self.status, 200, "GET /v1/events%s answers 200" % query)
+        while self.file.readline() not in (b"\r\n", b""):
+            pass
+        self.events, self.comments, self.ended = [], 0, False
+        self.lock = threading.RLock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        fields = {}
+        try:
+            for raw in self.file:
+                line = raw.decode().rstrip("\n")
+                if line.startswith(":"):
+                    with self.lock:
+                        self.comments += 1
+                elif line:
+                    k, _, v = line.partition(": ")
+                    fields[k] = v
+                elif "data" in fields:
+                    with self.lock:
+                        self.events.append((fields.get("id"), fields.get("event"), json.loads(fields["data"])))
+                    fields = {}
+                else:
+                    fields = {}
+        except (OSError, ValueError):
+            pass
+        self.ended = True
+
+    def wait(self, pred, what, timeout=20):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self.lock:
+                if pred(self):
+                    return True
+            time.sleep(0.05)
+        return CHECK.ok(False, "in %ds: %s (got %d events, %d comments)" % (timeout, what, len(self.events), self.comments))
+
+    def all(self):
+        with self.lock:
+            return [(e[1], e[2]["id"], e[2]["status"]) for e in self.events]
+
+    def jobs(self):
+        with self.lock:
+            return [(e[2]["id"], e[2]["status"]) for e in self.events if e[1] == "job"]
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+def submit(srv, n, headers=None):
+    ids = []
+    for i in range(n):
+        r = srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int32", "data": [i, 1], "device": L.DEVICE}, headers)
+        CHECK.eq(r.status, 202, "job %d accepted" % i)
+        ids.append(r.json().get("id"))
+    for i in ids:  # polled: a ?wait= on a job that has ended already waits it out
+        for _ in range(600):
+            if srv.req("GET", "/v1/jobs/%s" % i, headers=headers).json().get("status") in L.TERMINAL:
+                break
+            time.sleep(0.05)
+    return ids
+
+
+def both(ids):
+    return [(i, s) for i in ids for s in ("queued", "succeeded")]
+
+
+def streams(srv):
+    every = Stream(srv)
+    one = None
+    ids = submit(srv, 4)
+    every.wait(lambda s: len(s.jobs()) >= 8, "queued and succeeded for each of 4 jobs")
+    CHECK.eq(sorted(every.jobs()), sorted(both(ids)), "each job's queued and succeeded events, nothing else")
+    seqs = [int(e[0]) for e in every.events]
+    CHECK.ok(seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "ids rise: %r" % seqs)
+    CHECK.eq([e[2]["seq"] for e in every.events], seqs, "data.seq is the event's id")
+    for i in ids:
+        order = [s for j, s in every.jobs() if j == i]
+        CHECK.eq(order, ["queued", "succeeded"], "job %s: queued before succeeded" % i)
+    schema = srv.get_json("/openapi.json")["components"]["schemas"]["Event"]  # what the spec promises
+    props = schema["properties"]
+    for _, kind, ev in every.events:
+        CHECK.eq(sorted(ev), sorted(schema["required"]), "an event's members are the Event schema's")
+        CHECK.ok(ev.get("kind") == kind and kind in props["kind"]["enum"] and ev.get("status") in props["status"]["enum"],
+                 "kind and status from the schema's enums: %r" % ev)
+        CHECK.ok(isinstance(ev.get("seq"), int) and isinstance(ev.get("at"), str) and L.RFC3339.match(ev["at"]),
+                 "seq an integer, at RFC 3339: %r" % ev)
+
+    one = Stream(srv, "?job=%s" % ids[0])
+    done = Stream(srv, "?status=succeeded&kind=job&heartbeat=1")
+    datasets = Stream(srv, "?kind=dataset")
+    more = submit(srv, 2)
+    r = srv.req("POST", "/v1/datasets?dtype=int32&shape=2", b"\1\0\0\0\2\0\0\0", {"Content-Type": "application/octet-stream"})
+    CHECK.eq(r.status, 201, "a dataset")
+    ds = r.json().get("id")
+    CHECK.eq(srv.req("DELETE", "/v1/datasets/%s" % ds).status, 204, "and its delete")
+    done.wait(lambda s: len(s.jobs()) >= 2 and s.comments >= 1, "the succeeded events, and a keep-alive within a second")
+    CHECK.eq(done.jobs(), [(i, "succeeded") for i in more], "?status=succeeded&kind=job: only those")
+    datasets.wait(lambda s: len(s.events) >= 2, "the dataset's two events")
+    CHECK.eq([(e[1], e[2]["id"], e[2]["status"]) for e in datasets.events], [("dataset", ds, "created"), ("dataset", ds, "deleted")],
+             "?kind=dataset: created, then deleted")
+    time.sleep(0.5)
+    CHECK.eq(one.jobs(), [], "?job= of a job that ended before the stream began: nothing new")
+    for s in (one, done, datasets):
+        s.close()
+
+    for query, field in (("?status=done", "status"), ("?kind=jobs", "kind"), ("?heartbeat=0", "heartbeat"),
+                         ("?job=d_1", "job"), ("?after=-3", "after")):
+        r = srv.req("GET", "/v1/events" + query)
+        L.check_problem("GET /v1/events%s" % query, r, 400, field)
+    r = srv.req("GET", "/v1/events", headers={"Last-Event-ID": "x"})
+    L.check_problem("a Last-Event-ID that is no number", r, 400, "Last-Event-ID")
+    return every, ids + more
+
+
+def resume(srv, every, ids):
+    """A stream ends with gpured; the restarted one replays after Last-Event-ID, then goes on."""
+    seen = every.all()
+    last, mid = every.events[-1][0], every.events[3][0]
+    CHECK.eq(srv.stop(), 0, "gpured stops with streams open")
+    every.wait(lambda s: s.ended, "the open stream ends at the stop")
+    srv.start()
+    again = Stream(srv, headers={"Last-Event-ID": mid})
+    want = seen[4:]
+    again.wait(lambda s: len(s.events) >= len(want), "the events after Last-Event-ID %s" % mid)
+    CHECK.eq(again.all()[:len(want)], want, "replayed from the store: exactly those after %s" % mid)
+    new = submit(srv, 1)
+    again.wait(lambda s: len(s.events) >= len(want) + 2, "then the new job's")
+    CHECK.eq(again.jobs()[-2:], both(new), "the stream goes on with new events")
+    CHECK.eq(len(again.events), len(want) + 2, "and nothing else")
+    CHECK.ok(int(again.events[len(want)][0]) > int(last), "new ids come after the old ones")
+    after = Stream(srv, "?after=%s" % last)
+    after.wait(lambda s: len(s.events) >= 2, "?after= as Last-Event-ID")
+    CHECK.eq(after.jobs(), both(new), "?after= replays the same")
+    for s in (again, after):
+        s.close()
+
+
+def churn(srv):
+    """Many streams opened and dropped, some mid-event: the server goes on serving."""
+    socks = []
+    for _ in range(40):
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(b"GET /v1/events?heartbeat=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        socks.append(s)
+    submit(srv, 2)
+    for s in socks:
+        s.close()
+    time.sleep(1.5)  # a heartbeat each: the dropped ones are found and freed
+    CHECK.eq(srv.req("GET", "/readyz").status, 200, "ready after 40 streams came and went")
+    live = Stream(srv)
+    ids = submit(srv, 1)
+    live.wait(lambda s: len(s.jobs()) >= 2, "a new stream still gets events")
+    live.close()
+
+
+def tenants():
+    tmp = tempfile.mkdtemp(prefix="gpured-events-")
+    path = os.path.join(tmp, "tokens")
+    with open(path, "w") as f:
+        f.write("alice %s\nbob %s\nops %s admin\n" % (ALICE, BOB, ROOT))
+    srv = L.Server(args=["--tokens-file", path]).start()
+    auth = lambda t: {"Authorization": "Bearer " + t}
+    CHECK.eq(srv.req("GET", "/v1/events").status, 401, "no token: 401")
+    a, admin = Stream(srv, headers=auth(ALICE)), Stream(srv, headers=auth(ROOT))
+    mine, theirs = submit(srv, 1, auth(ALICE)), submit(srv, 1, auth(BOB))
+    admin.wait(lambda s: len(s.jobs()) >= 4, "the admin sees both tenants' jobs")
+    time.sleep(0.3)
+    CHECK.eq(a.jobs(), both(mine), "alice sees her job's events only")
+    CHECK.eq(sorted(admin.jobs()), sorted(both(mine) + both(theirs)), "the admin sees every tenant's")
+    CHECK.eq({e[2]["tenant"] for e in admin.events}, {"alice", "bob"}, "each event names its tenant")
+    for s in (a, admin):
+        s.close()
+    L.check_stop(srv)
+
+
+def main():
+    srv = L.start_suite()
+    every, ids = streams(srv)
+    resume(srv, every, ids)
+    churn(srv)
+    L.check_stop(srv)
+    tenants()
+
+
+L.run_suite(main)

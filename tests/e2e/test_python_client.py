@@ -1,0 +1,585 @@
+# test_python_client.py: the Python client (clients/python, package gpured) against the real server.
+# Every op on every dtype, small arrays (sent as JSON) and larger ones (the one-shot binary body, or
+# an uploaded dataset past --max-body-bytes), axis 0/1, ties, against NumPy; matmul; a 24 MB upload
+# with progress, reduced (results kept as datasets too), downloaded, deleted; jobs: submit, wait,
+# result, timings, cancel, paging, batches; errors as gpured.Error; 429 retried after Retry-After
+# with one Idempotency-Key (one job made), and a POST whose answer is lost retried to a replay;
+# tokens; the asyncio twin; and the package installed into a venv, driven through gpured-cli.
+import asyncio
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import e2e_lib as L
+from e2e_lib import CHECK
+
+CLIENT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python")
+sys.path.insert(0, os.path.abspath(CLIENT_SRC))
+try:
+    import numpy as np
+    import requests  # noqa: F401  (the client's one dependency beside NumPy)
+    import gpured
+except ImportError as e:
+    print("FAIL: the Python client needs python3-numpy and python3-requests (Debian packages): %s" % e)
+    sys.exit(1)
+
+MAX_BODY = 1 << 20  # the main server's --max-body-bytes: larger one-shot arrays go as datasets
+JSON_T, RAW_T, NPY_T = "application/json", "application/octet-stream", "application/x-npy"
+NO_JOB, NO_DATASET = "j_" + "0" * 16, "d_" + "0" * 16
+
+
+class Seen:
+    """Every HTTP response a client got (its on_response hook): what was sent and answered."""
+
+    def __init__(self):
+        self.rows = []
+
+    def __call__(self, r):
+        q = r.request
+        self.rows.append(dict(method=q.method, path=q.path_url.split("?")[0], query=q.path_url,
+                              ctype=q.headers.get("Content-Type"), key=q.headers.get("Idempotency-Key"),
+                              status=r.status_code, replayed=r.headers.get("Idempotent-Replayed"),
+                              location=r.headers.get("Location")))
+
+    def mark(self):
+        return len(self.rows)
+
+    def since(self, mark, method=None):
+        """The responses since mark (of this method). A DELETE answered 409 is left out: the client
+        deletes a dataset it uploaded for a job once it sees the job end, and tries again after a
+        409 (on PostgreSQL the job's end can be read just before its hold on the dataset goes)."""
+        return [r for r in self.rows[mark:] if (method is None or r["method"] == method)
+                and not (r["method"] == "DELETE" and r["status"] == 409)]
+
+
+def client(base, seen=None, **kw):
+    return gpured.Client(base, on_response=seen, **kw)
+
+
+def raises(what, fn, status, field=None, detail=None):
+    """fn() raises gpured.Error with this status (one of a tuple), field and words in its detail."""
+    try:
+        got = fn()
+    except gpured.Error as e:
+        want = status if isinstance(status, tuple) else (status,)
+        CHECK.ok(e.status in want, "%s: status %r, expected %s (%s)" % (what, e.status, want, e))
+        CHECK.ok(isinstance(e, Exception) and e.detail and e.title and e.type and e.problem.get("status") == e.status,
+                 "%s: the problem's members on the error: %r" % (what, e.problem))
+        if field:
+            CHECK.eq(e.field, field, what + ": field")
+        if detail:
+            CHECK.ok(detail in e.detail and detail in str(e), "%s: %r not in the detail %r" % (what, detail, e.detail))
+        return e
+    CHECK.ok(False, "%s: no gpured.Error raised (returned %r)" % (what, got))
+    return None
+
+
+# ---------------------------------------------------------------- reductions against NumPy
+
+def gen(op, dtype, shape, rng):
+    if op in ("argmin", "argmax"):  # few distinct values: many ties
+        a = rng.integers(-2, 3, size=shape)
+        return (a + 0.5 if dtype.startswith("float") else a).astype(dtype)
+    if op == "prod":
+        a = rng.choice([1, 1, 1, -1], size=shape)
+        a.flat[rng.choice(a.size, size=min(12, a.size), replace=False)] = 2
+        return (a * rng.uniform(0.99, 1.01, size=shape) if dtype.startswith("float") else a).astype(dtype)
+    if dtype == "int32":
+        return rng.integers(-1000, 1000, size=shape).astype(dtype)
+    if dtype == "int64":
+        return rng.integers(-2 ** 40, 2 ** 40, size=shape).astype(dtype)
+    return rng.uniform(-1000, 1000, size=shape).astype(dtype)
+
+
+def reference(op, a, axis, ties):
+    """NumPy's answer in the service's result types (int64, or float64 for floats and means)."""
+    wide = a.astype(np.int64 if a.dtype.kind == "i" and op != "mean" else np.float64)
+    x, ax = (wide.ravel(), 0) if axis is None else (wide, axis)
+    if op in ("argmin", "argmax"):
+        f = getattr(np, op)
+        return f(x, axis=ax) if ties == "first" else (x.shape[ax] - 1) - f(np.flip(x, axis=ax), axis=ax)
+    return getattr(np, op)(x, axis=ax)
+
+
+def check_value(what, op, a, axis, ties, got):
+    want = reference(op, a, axis, ties)
+    int_result = op in ("argmin", "argmax") or (a.dtype.kind == "i" and op != "mean")
+    CHECK.eq(np.asarray(got).dtype, np.dtype(np.int64 if int_result else np.float64), what + ": dtype")
+    CHECK.eq(np.shape(got), np.shape(want), what + ": shape")
+    if axis is None:
+        CHECK.ok(isinstance(got, np.generic), "%s: a NumPy scalar, got %r" % (what, type(got)))
+    if np.shape(got) != np.shape(want):
+        return
+    if int_result or op in ("min", "max"):
+        CHECK.ok(np.array_equal(got, want), "%s: %r, expected %r" % (what, got, want))
+        return
+    x = np.abs(a.astype(np.float64))
+    x, ax = (x.ravel(), 0) if axis is None else (x, axis)
+    n, eps = x.shape[ax], np.finfo(a.dtype if a.dtype.kind == "f" else np.float64).eps
+    scale = np.abs(want) if op == "prod" else np.sum(x, axis=ax) / (n if op == "mean" else 1)
+    ok = np.abs(np.asarray(got) - want) <= 2 * n * eps * scale + 1e-300
+    CHECK.ok(bool(np.all(ok)), "%s: %r, expected %r" % (what, got, want))
+
+
+def reductions(c, seen, rng):
+    """Each op, dtype, size (JSON / one-shot binary), axis and ties, against NumPy."""
+    for dtype in L.DTYPES:
+        for shape, form in (((24,), JSON_T), ((4, 6), JSON_T), ((2000,), RAW_T), ((40, 50), RAW_T)):
+            for op in L.OPS:
+                a = gen(op, dtype, shape, rng)
+                for axis in ((None, 0, 1) if len(shape) == 2 else (None,)):
+                    for ties in (("first", "last") if op.startswith("arg") else (None,)):
+                        what = "%s %s %s axis %s%s" % (op, dtype, list(shape), axis, " ties " + ties if ties else "")
+                        kw = {"ties": ties} if ties else {}
+                        mark = seen.mark()
+                        check_value(what, op, a, axis, ties, getattr(c, op)(a, axis=axis, device=L.DEVICE, **kw))
+                        CHECK.eq([r["ctype"] for r in seen.since(mark, "POST")], [form], what + ": sent as")
+
+    # past --max-body-bytes: uploaded as a dataset for the job, which is deleted after it
+    a = gen("sum", "float32", (600, 500), rng)
+    before = [d.id for d in c.datasets()]
+    mark = seen.mark()
+    check_value("sum of 1.2 MB, over --max-body-bytes", "sum", a, 1, None, c.sum(a, axis=1, device=L.DEVICE))
+    CHECK.eq([(r["method"], r["path"][:12], r["ctype"], r["status"]) for r in seen.since(mark) if r["method"] != "GET"],
+             [("POST", "/v1/datasets", NPY_T, 201), ("POST", "/v1/jobs", JSON_T, 200),
+              ("DELETE", "/v1/datasets", None, 204)],
+             "an array over --max-body-bytes: uploaded, used, deleted")
+    CHECK.eq([d.id for d in c.datasets()], before, "no dataset left behind by the upload for a job")
+
+    # values that are not finite go binary (JSON has no literal for them) and come back as such
+    mark = seen.mark()
+    got = c.sum(np.array([[1.0, np.inf], [2.0, 3.0]]), axis=1, device=L.DEVICE)
+    CHECK.ok(np.array_equal(got, [np.inf, 5.0]), "a sum with an infinity: %r" % (got,))
+    CHECK.eq([r["ctype"] for r in seen.since(mark, "POST")], [RAW_T], "non-finite values sent binary")
+    CHECK.eq(c.max([3, 9, 2], dtype="int32", device=L.DEVICE), 9, "a list cast to dtype")
+
+
+def matmuls(c, seen, rng):
+    a, b = rng.standard_normal((5, 4)), rng.standard_normal((4, 6))
+    mark = seen.mark()
+    got = c.matmul(a, b, device=L.DEVICE)
+    CHECK.ok(got.dtype == np.float64 and got.shape == (5, 6) and np.allclose(got, a @ b, rtol=1e-12, atol=1e-12),
+             "matmul float64 5x4 @ 4x6: %r" % (got,))
+    CHECK.eq([r["ctype"] for r in seen.since(mark, "POST")], [JSON_T], "a small matmul: operands inline")
+
+    def f32_close(got, want, k):
+        tol = 4 * k * np.finfo(np.float32).eps * want[1]
+        return got.dtype == np.float32 and got.shape == want[0].shape and bool(np.all(np.abs(got - want[0]) <= tol))
+
+    def ref(a, b, cc=None, alpha=1.0, beta=0.0):
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        want = alpha * a64 @ b64 + (beta * cc.astype(np.float64) if cc is not None else 0)
+        return want, abs(alpha) * np.abs(a64) @ np.abs(b64) + (abs(beta) * np.abs(cc) if cc is not None else 0) + 1e-30
+
+    before = set(d.id for d in c.datasets())
+    a, b, cc = (rng.standard_normal(s).astype(np.float32) for s in ((70, 60), (60, 50), (70, 50)))
+    mark = seen.mark()
+    got = c.matmul(a, b, cc, alpha=0.5, beta=2.0, device=L.DEVICE)
+    CHECK.ok(f32_close(got, ref(a, b, cc, 0.5, 2.0), 60), "matmul float32 70x60 @ 60x50 with c, alpha, beta")
+    ups = [r for r in seen.since(mark) if r["path"].startswith("/v1/datasets")]
+    CHECK.eq([(r["method"], r["status"]) for r in ups], [("POST", 201)] * 3 + [("DELETE", 204)] * 3,
+             "larger operands uploaded as datasets and deleted after the job")
+    CHECK.eq(sorted(r["path"] for r in ups if r["method"] == "DELETE"),
+             sorted(r["location"] or "" for r in ups if r["method"] == "POST"),
+             "the datasets deleted are those uploaded")
+
+    a, b = rng.standard_normal((90, 64)).astype(np.float32), rng.standard_normal((64, 80)).astype(np.float32)
+    ds = c.upload(a)
+    job = c.submit("matmul", a=ds, b=b, device=L.DEVICE)
+    got = job.result()
+    CHECK.ok(f32_close(got, ref(a, b), 64), "matmul float32 of a dataset, 90x80 product (> 4096: downloaded)")
+    kept = job.doc["result"].get("dataset")
+    CHECK.ok("values" not in job.doc["result"] and kept,
+             "the 90x80 product is kept as a dataset only: %r" % job.doc["result"])
+    CHECK.ok(kept and np.array_equal(c.dataset(kept).download(), got), "the product's dataset holds the result")
+    after = set(d.id for d in c.datasets())
+    products = {j.doc["result"]["dataset"] for j in itertools.islice(c.jobs(op="matmul"), 2)}
+    CHECK.eq(after - before, {ds.id, kept} | products, "datasets left: the uploaded operand and the two products")
+    raises("matmul of 2x3 @ 2x3", lambda: c.matmul(np.ones((2, 3)), np.ones((2, 3)), device=L.DEVICE),
+           422, "b", "columns")
+
+
+# ---------------------------------------------------------------- datasets
+
+def datasets(c, seen, rng):
+    a = rng.uniform(-1, 1, size=(6000, 1000)).astype(np.float32)  # 24 MB
+    sent = []
+    t0 = time.monotonic()
+    ds = c.upload(a, progress=lambda done, total: sent.append((done, total)))
+    took = time.monotonic() - t0
+    total = sent[-1][1] if sent else 0
+    CHECK.ok(len(sent) >= 20 and all(t == total for _, t in sent) and sent[-1][0] == total and total > a.nbytes
+             and all(x[0] < y[0] for x, y in zip(sent, sent[1:])),
+             "upload progress: rising to (total, total), total the .npy's bytes: %r ... %r" % (sent[:2], sent[-2:]))
+    CHECK.eq((ds.dtype, ds.shape, ds.nbytes, ds.sha256),
+             ("float32", (6000, 1000), a.nbytes, hashlib.sha256(a.tobytes()).hexdigest()),
+             "the uploaded dataset's record")
+    print("uploaded 24 MB in %.2f s" % took, flush=True)
+    CHECK.ok(ds.id in [d.id for d in c.datasets(limit=2)], "the dataset in the paged list")
+    CHECK.eq(c.dataset(ds.id).doc, ds.doc, "c.dataset(id)")
+
+    check_value("sum of the dataset", "sum", a, None, None, c.sum(ds, device=L.DEVICE))
+    check_value("max of the dataset's columns", "max", a, 0, None, c.max(ds, axis=0, device=L.DEVICE))
+    mark = seen.mark()
+    check_value("argmax of the dataset's 6000 rows (kept as datasets)", "argmax", a, 1, "first",
+                c.argmax(ds, axis=1, device=L.DEVICE))
+    check_value("mean of the dataset's 6000 rows by id (kept as a dataset)", "mean", a, 1, None,
+                c.mean(ds.id, axis=1, device=L.DEVICE))
+    CHECK.eq([r["query"].split("/")[-1] for r in seen.since(mark, "GET") if r["path"].endswith("/result")],
+             ["result?part=indices", "result?part=values"], "results over 4096 outputs fetched as .npy")
+
+    got = []
+    back = ds.download(progress=lambda done, total: got.append((done, total)))
+    CHECK.ok(back.dtype == a.dtype and np.array_equal(back, a), "the download equals the upload")
+    CHECK.ok(len(got) >= 20 and got[-1][0] == got[-1][1] > a.nbytes,
+             "download progress ends at the total: %r" % got[-1:])
+    ds.delete()
+    raises("the deleted dataset", lambda: c.dataset(ds.id), 404)
+    raises("a job on the deleted dataset", lambda: c.sum(ds, device=L.DEVICE), 404)
+    CHECK.ok(ds.id not in [d.id for d in c.datasets()], "the deleted dataset is not listed")
+    small = c.upload(np.float64(2.5))  # API.md: shape [] for a 0-D .npy; this server keeps [1]
+    back = small.download()
+    CHECK.eq((back.size, back.dtype, float(back.reshape(-1)[0])), (1, np.float64, 2.5),
+             "a 0-D array uploaded and downloaded")
+    raises("an upload of uint16", lambda: c.upload(np.zeros(3, np.uint16)), 415, None, "dtype")
+
+
+# ---------------------------------------------------------------- jobs
+
+def jobs(srv, c, seen, rng):
+    blocker = L.blocker(srv, 3)  # holds the CPU's worker: a job for the CPU waits behind it
+    CHECK.eq(blocker.status, 202, "a benchmark holding the CPU")
+    a = gen("prod", "float64", (30,), rng)
+    queued = c.submit("sum", a, device="cpu")
+    t0 = time.monotonic()
+    queued.wait(1)
+    CHECK.ok(not queued.done and queued.status == "queued" and time.monotonic() - t0 >= 0.9,
+             "job.wait(1) behind the blocker: still queued after a second (%s)" % queued.doc["status"])
+    queued.cancel()
+    CHECK.eq((queued.status, c.job(queued.id).status), ("canceled", "canceled"), "job.cancel()")
+    raises("the result of a canceled job", queued.result, 409)
+    raises("cancel twice", queued.cancel, 409)
+    CHECK.ok(queued.id in [j.id for j in c.jobs(status="canceled")], "c.jobs(status='canceled') lists it")
+
+    job = c.submit("prod", a, device="cpu")
+    CHECK.eq((job.doc["status"], job.timings), ("queued", None), "a job behind the blocker: queued, no timings yet")
+    check_value("job.result() of a queued job", "prod", a, None, None, job.result())
+    t = job.timings
+    CHECK.ok(isinstance(t, dict) and all(t.get(k, -1) >= 0 for k in ("queue", "h2d", "kernel", "d2h", "total"))
+             and t["queue"] > 100, "job.timings once it ran behind the blocker (queue > 100 ms): %r" % t)
+    CHECK.ok(job.done and job.status == "succeeded" and job.doc["id"] == job.id, "job.status, job.doc")
+    CHECK.eq(c.job(job.id).doc["result"], job.doc["result"], "c.job(id)")
+    mark = seen.mark()
+    job2 = c.submit("argmax", a, device=L.DEVICE, ties="last", wait=30)
+    CHECK.eq(job2.doc["status"], "succeeded", "submit(wait=30): ended in its answer")
+    CHECK.eq(len(seen.since(mark)), 1, "submit(wait=...) is one request")
+    check_value("job.result() argmax", "argmax", a, None, "last", job2.result())
+    CHECK.eq(float(job2.result("values")), float(a.max()), "job.result('values') of an argmax")
+    raises("job.result('indices') of a sum", lambda: job.result("indices"), 409)
+    raises("an unknown job", lambda: c.job(NO_JOB), 404, None, NO_JOB)
+    raises("a sum of an unknown dataset", lambda: c.sum(NO_DATASET, device=L.DEVICE), 404)
+    raises("a bad dtype (JSON)", lambda: c.sum(np.array([1, 2], np.int8), device=L.DEVICE),
+           (400, 422), "dtype", "dtype")
+    raises("a bad dtype (binary)", lambda: c.sum(np.arange(1000, dtype=np.uint16), device=L.DEVICE),
+           (400, 422), "dtype", "dtype")
+    raises("a bad axis", lambda: c.sum(np.ones((2, 3)), axis=2, device=L.DEVICE), (400, 422), "axis")
+
+    # a batch: one POST with a JSON array, no Idempotency-Key; a large item goes as a dataset
+    items = [dict(op=op, data=gen(op, dt, (5, 7), rng), axis=ax, device=L.DEVICE)
+             for op, dt, ax in zip(L.OPS, itertools.cycle(L.DTYPES), itertools.cycle((None, 0, 1)))]
+    items.append(dict(op="min", data=gen("min", "int64", (50, 20), rng), axis=1, device=L.DEVICE))
+    mark = seen.mark()
+    batch = c.submit_many(items)
+    posts = seen.since(mark, "POST")
+    CHECK.eq([(r["path"], r["ctype"], r["key"]) for r in posts],
+             [("/v1/datasets", NPY_T, posts[0]["key"]), ("/v1/jobs", JSON_T, None)],
+             "submit_many: the large item uploaded, then one batch POST without a key")
+    CHECK.eq(len(batch), len(items), "submit_many: a job per item")
+    for i, (it, j) in enumerate(zip(items, batch)):
+        check_value("batch item %d %s" % (i, it["op"]), it["op"], it["data"], it["axis"], "first", j.result())
+    CHECK.eq([r["method"] for r in seen.since(mark) if r["path"].startswith("/v1/datasets")], ["POST", "DELETE"],
+             "the batch's uploaded item deleted once its job ended")
+    raises("a batch with a bad item",
+           lambda: c.submit_many([dict(op="sum", data=[1]), dict(op="sum", data=[1], dtype="int8")]), 400, "[1].dtype")
+
+    bench = c.benchmark("sum", "float32", 1 << 14, repeats=2, device=L.DEVICE)
+    rows = bench.result().get("rows")
+    CHECK.ok(bench.doc.get("kind") == "benchmark" and rows and all(r["matched"] for r in rows),
+             "c.benchmark: a table of matched rows: %r" % rows)
+    devs = c.devices()
+    CHECK.ok(devs.get("cpu", {}).get("id") == "cpu" and isinstance(devs.get("gpus"), list), "c.devices(): %r" % devs)
+    CHECK.ok(any(al["name"] == "cpu_seq" for al in c.algorithms()), "c.algorithms() names cpu_seq")
+    c.job(blocker.json()["id"]).wait(60)
+
+
+def async_client(base, rng):
+    arrays = [gen("sum", "int64", (300 + i,), rng) for i in range(8)]
+    b = rng.standard_normal((20, 30))
+
+    async def body():
+        async with gpured.AsyncClient(base) as ac:
+            sums = await asyncio.gather(*(ac.sum(x, device=L.DEVICE) for x in arrays))
+            CHECK.eq([int(s) for s in sums], [int(x.sum()) for x in arrays], "AsyncClient: 8 sums at once")
+            ds = await ac.upload(b)
+            CHECK.ok(np.array_equal(await ac.download(ds), b), "AsyncClient: upload and download")
+            job = await ac.submit("argmin", ds, axis=0, device=L.DEVICE)
+            await ac.wait(job, 30)
+            CHECK.ok(np.array_equal(await ac.result(job), b.argmin(axis=0)), "AsyncClient: submit, wait, result")
+            listed = []
+            async for j in ac.jobs(limit=2):
+                listed.append(j.id)
+                if len(listed) == 5:
+                    break
+            CHECK.eq(listed[0], job.id, "AsyncClient.jobs: newest first")
+            CHECK.eq(len(listed), 5, "AsyncClient.jobs: across pages")
+            await ac.delete(ds)
+            try:
+                await ac.dataset(ds.id)
+                CHECK.ok(False, "AsyncClient: the deleted dataset is still there")
+            except gpured.Error as e:
+                CHECK.eq(e.status, 404, "AsyncClient: gpured.Error from a coroutine")
+    asyncio.run(body())
+
+
+# ---------------------------------------------------------------- retries and idempotency
+
+class LossyProxy:
+    """A TCP relay to a server. A connection accepted while `drops` > 0 passes its request on
+    but never its answer: the client's connection closes once the server has answered."""
+
+    def __init__(self, port):
+        self.port_up = port
+        self.drops = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.base = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            down, _ = self.sock.accept()
+            up = socket.create_connection(("127.0.0.1", self.port_up))
+            drop, self.drops = self.drops > 0, max(0, self.drops - 1)
+            threading.Thread(target=self._pipe, args=(down, up, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, down, drop), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst, drop):
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data or drop:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def count(srv, what):
+    return len(srv.get_json("/v1/%s?limit=1000" % what)[what])
+
+
+def posts_429(srv):
+    text = srv.req("GET", "/metrics").body.decode()
+    name = 'gpured_http_requests_total{route="/v1/jobs",method="POST",code="429"}'
+    line = [x for x in text.splitlines() if x.startswith(name)]
+    return int(float(line[0].split()[-1])) if line else 0
+
+
+def retries():
+    """A tenant quota of 2 (--queue-capacity 2), taken by a benchmark on the CPU and a job queued
+    behind it: POST /v1/jobs answers 429 with Retry-After: 1 until the benchmark ends."""
+    srv = L.Server(args=["--queue-capacity", "2"], name="gpured-q2").start()
+    seen = Seen()
+    blocker = L.blocker(srv, 3)
+    filler = srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int32", "data": [1], "device": "cpu"})
+    CHECK.eq((blocker.status, filler.status), (202, 202), "the quota taken")
+    jobs0, refused0 = count(srv, "jobs"), posts_429(srv)
+
+    t0 = time.monotonic()
+    raises("a POST refused 429 twice (retries=1)",
+           lambda: client(srv.base, seen, retries=1).sum([1, 2], device=L.DEVICE), 429)
+    took = time.monotonic() - t0
+    tries = seen.since(0, "POST")
+    CHECK.eq([r["status"] for r in tries], [429, 429], "retries=1: two tries, each answered 429")
+    CHECK.ok(took >= 0.95, "the retry waited Retry-After: 1 (took %.2f s)" % took)
+    CHECK.ok(tries[0]["key"] and len({r["key"] for r in tries}) == 1, "one Idempotency-Key on every try: %r" % tries)
+    CHECK.eq(posts_429(srv) - refused0, 2, "the server counted two refused POSTs")
+    CHECK.eq(count(srv, "jobs"), jobs0, "no job made by the refused POSTs")
+
+    mark = seen.mark()
+    t0 = time.monotonic()
+    got = client(srv.base, seen, retries=10).sum([1, 2, 3], device=L.DEVICE)
+    tries = seen.since(mark, "POST")
+    CHECK.eq(got, 6, "a POST retried until the quota had room: its result")
+    CHECK.ok(len(tries) >= 2 and all(r["status"] == 429 for r in tries[:-1]) and tries[-1]["status"] in (200, 202),
+             "429s then accepted: %r" % [r["status"] for r in tries])
+    CHECK.ok(tries[0]["key"] and len({r["key"] for r in tries}) == 1, "one Idempotency-Key on every retry")
+    CHECK.ok(time.monotonic() - t0 >= 0.95, "it waited for room")
+    CHECK.eq(count(srv, "jobs"), jobs0 + 1, "the retried POSTs made exactly one job")
+
+    # the answer lost on the way back: the retry with the same key replays the job made
+    proxy = LossyProxy(srv.port)
+    for what, call, kind in (("a job", lambda c: c.submit("sum", [1, 2, 3], device=L.DEVICE), "jobs"),
+                             ("a dataset", lambda c: c.upload(np.arange(5000.0)), "datasets")):
+        before = count(srv, kind)
+        proxy.drops = 1
+        mark = seen.mark()
+        made = call(client(proxy.base, seen, retries=3))
+        answers = seen.since(mark, "POST")
+        CHECK.eq([(r["status"] in (200, 201, 202), r["replayed"]) for r in answers], [(True, "true")],
+                 "%s whose first answer was lost: one answer, a replay" % what)
+        CHECK.eq(count(srv, kind), before + 1, "%s whose first answer was lost: made once" % what)
+        CHECK.ok(made.id in [x["id"] for x in srv.get_json("/v1/%s?limit=1000" % kind)[kind]],
+                 "%s: the one made" % what)
+    L.check_stop(srv)
+
+
+def tokens(rng):
+    tok_a, tok_b = "alice-" + os.urandom(16).hex(), "bob-" + os.urandom(16).hex()
+    folder = tempfile.mkdtemp(prefix="gpured-pyclient-tokens-")
+    path = os.path.join(folder, "tokens")
+    with open(path, "w") as f:
+        f.write("# TENANT TOKEN\nalice %s\nbob %s\n" % (tok_a, tok_b))
+    srv = L.Server(args=["--tokens-file", path], name="gpured-tokens").start()
+    seen = Seen()
+    alice, bob = client(srv.base, seen, token=tok_a), client(srv.base, token=tok_b)
+    CHECK.eq(alice.sum([1, 2, 3], device=L.DEVICE), 6, "a client with a token")
+    raises("no token", lambda: client(srv.base).sum([1], device=L.DEVICE), 401)
+    raises("a wrong token", lambda: client(srv.base, token="x" * 32).job(NO_JOB), 401)
+    raises("no token, listing", lambda: list(client(srv.base).jobs()), 401)
+
+    ids = [alice.submit(op, gen(op, "int32", (9,), rng), device=L.DEVICE).id for op in L.OPS]
+    mark = seen.mark()
+    listed = [j.id for j in alice.jobs(limit=2)]
+    want = [j["id"] for j in L.http(srv.base, "GET", "/v1/jobs?limit=1000",
+                                    headers={"Authorization": "Bearer " + tok_a}).json()["jobs"]]
+    CHECK.eq(listed, want, "alice's jobs, paged 2 at a time, as one page of 1000 lists them")
+    CHECK.eq(listed[:len(ids)], ids[::-1], "newest first")
+    CHECK.ok(len(seen.since(mark, "GET")) >= 4, "8 jobs, 2 per page: 4 pages or more fetched")
+    CHECK.eq(list(bob.jobs()), [], "bob sees none of alice's jobs")
+    raises("alice's job asked by bob", lambda: bob.job(ids[0]), 404)
+    dss = [alice.upload(np.arange(n, dtype=np.int32)) for n in (3, 4, 5)]
+    CHECK.eq([d.id for d in alice.datasets(limit=2)], [d.id for d in dss[::-1]], "alice's datasets, paged 2 at a time")
+    CHECK.eq(alice.sum(dss[2], device=L.DEVICE), 10, "a job on alice's dataset")
+    raises("alice's dataset used by bob", lambda: bob.sum(dss[2], device=L.DEVICE), 404)
+    L.check_stop(srv)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- installed: gpured-cli
+
+def builder():
+    """A python3 that can build the package without the network and run it: this one, or
+    Debian's. setuptools below 70.1 needs the wheel package (python3-wheel) to build; the
+    venv sees the interpreter's numpy and requests (--system-site-packages). None if neither."""
+    probe = ("import importlib.util, setuptools, sys, numpy, requests; "
+             "v = tuple(int(x) for x in setuptools.__version__.split('.')[:2]); "
+             "sys.exit(0 if v >= (61, 0) and (v >= (70, 1) or importlib.util.find_spec('wheel')) else 1)")
+    for py in (sys.executable, "/usr/bin/python3"):
+        if os.access(py, os.X_OK) and subprocess.run([py, "-c", probe], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+def cli(srv, c, rng):
+    tmp = tempfile.mkdtemp(prefix="gpured-pyclient-cli-")
+    here = os.path.abspath(CLIENT_SRC)  # the installed package is run, not this one
+    env = dict(os.environ, GPURED_URL=srv.base, PYTHONPATH=os.pathsep.join(
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != here))
+    python = builder()
+    CHECK.ok(python is not None, "a python3 that builds the package offline (Debian: python3-setuptools, "
+             "python3-wheel, python3-numpy, python3-requests)")
+    if python:
+        src, venv = os.path.join(tmp, "src"), os.path.join(tmp, "venv")
+        shutil.copytree(CLIENT_SRC, src, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+        p = subprocess.run([python, "-m", "venv", "--system-site-packages", venv],
+                           capture_output=True, text=True)
+        CHECK.eq(p.returncode, 0, "python3 -m venv --system-site-packages: %s" % p.stderr[-500:])
+        p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--no-build-isolation", "--no-deps",
+                            "--no-index", src], capture_output=True, text=True, cwd=tmp, env=env)
+        CHECK.eq(p.returncode, 0, "pip install of the client: %s" % (p.stdout + p.stderr)[-1500:])
+        py = os.path.join(venv, "bin", "python")
+        p = subprocess.run([py, "-c", "import gpured, os; print(gpured.__file__); "
+                            "print(os.path.exists(os.path.join(os.path.dirname(gpured.__file__), 'py.typed')))"],
+                           capture_output=True, text=True, cwd=tmp, env=env)
+        CHECK.ok(p.stdout.startswith(venv) and p.stdout.split()[-1:] == ["True"],
+                 "gpured imported from the venv, with py.typed: %r" % (p.stdout + p.stderr))
+        run_cli, run_m = [os.path.join(venv, "bin", "gpured-cli")], [py, "-m", "gpured"]
+    else:  # failed above; the commands still run, from the source tree
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (here, env["PYTHONPATH"])))
+        run_cli = run_m = [sys.executable, "-m", "gpured"]
+
+    def run(args, cmd=None, want=0):
+        p = subprocess.run((cmd or run_cli) + args, capture_output=True, text=True, cwd=tmp, env=env, timeout=120)
+        CHECK.eq(p.returncode, want, "gpured-cli %s: exit code (stderr %r)" % (" ".join(args), p.stderr[-500:]))
+        return p
+
+    p = run(["ls", "--json", "--limit", "5"])
+    try:
+        listed = [j["id"] for j in json.loads(p.stdout)]
+    except ValueError:
+        listed = p.stdout
+    CHECK.eq(listed, [j.id for j in itertools.islice(c.jobs(), 5)], "gpured-cli ls --json: the 5 newest jobs")
+
+    a = rng.standard_normal((300, 200))
+    np.save(os.path.join(tmp, "a.npy"), a)
+    p = run(["upload", "a.npy"])
+    dsid = p.stdout.split()[0] if p.stdout else ""
+    CHECK.ok(dsid.startswith("d_") and "upload [" in p.stderr and "100%" in p.stderr,
+             "gpured-cli upload: the dataset, a progress bar on stderr: %r / %r" % (p.stdout, p.stderr[-200:]))
+    p = run(["--json", "get", dsid])
+    CHECK.eq(json.loads(p.stdout or "{}").get("shape"), [300, 200], "gpured-cli --json get d_...")
+    p = run(["download", dsid, "back.npy"])
+    CHECK.ok(np.array_equal(np.load(os.path.join(tmp, "back.npy")), a) and "100%" in p.stderr,
+             "gpured-cli download: the values, with a progress bar: %r" % p.stderr[-200:])
+    p = run(["--json", "submit", "sum", "--dataset", dsid, "--wait"], cmd=run_m)
+    doc = json.loads(p.stdout or "{}")
+    CHECK.ok(doc.get("status") == "succeeded" and abs(doc["result"]["value"] - a.sum()) < 1e-9 * np.abs(a).sum(),
+             "python3 -m gpured --json submit sum --dataset --wait: %r" % doc.get("result"))
+    p = run(["--url", srv.base, "submit", "max", "--data", "[3, 9, 2]", "--dtype", "int32", "--device", L.DEVICE])
+    jid = p.stdout.split()[0] if p.stdout else ""
+    p = run(["--json", "wait", jid, "--timeout", "30"])
+    CHECK.eq(json.loads(p.stdout or "{}").get("result"), {"value": 9}, "gpured-cli submit, then wait --json")
+    run(["download", jid, "max.npy", "-q"])
+    got = np.load(os.path.join(tmp, "max.npy"))
+    CHECK.ok(got.shape == () and got.dtype == np.int64 and got == 9, "gpured-cli download of a job's result: %r" % got)
+    run(["rm", dsid])
+    raises("the dataset gpured-cli rm deleted", lambda: c.dataset(dsid), 404)
+    p = run(["get", NO_JOB], want=1)
+    CHECK.ok("404" in p.stderr and NO_JOB in p.stderr, "gpured-cli get of an unknown job: %r" % p.stderr)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    t0 = time.monotonic()
+    srv = L.start_suite(args=["--max-body-bytes", str(MAX_BODY)])
+    seen = Seen()
+    c = client(srv.base, seen, max_body_bytes=MAX_BODY)
+    rng = np.random.default_rng(20261123)
+    for name, part in (("reductions", lambda: reductions(c, seen, rng)), ("matmul", lambda: matmuls(c, seen, rng)),
+                       ("datasets", lambda: datasets(c, seen, rng)), ("jobs", lambda: jobs(srv, c, seen, rng)),
+                       ("AsyncClient", lambda: async_client(srv.base, rng)), ("retries", retries),
+                       ("tokens", lambda: tokens(rng)), ("gpured-cli", lambda: cli(srv, c, rng))):
+        t = time.monotonic()
+        part()
+        print("%s: %.1f s" % (name, time.monotonic() - t), flush=True)
+    L.check_stop(srv)
+    print("the suite took %.1f s" % (time.monotonic() - t0), flush=True)
+
+
+L.run_suite(main)
