@@ -574,7 +574,7 @@ static void get_result(struct gr_req *r)
 
 struct list_ctx {
     struct gr_buf out;
-    int rows;
+    int rows, limit, more; /* more: a row past the page came, so another page follows */
     char last[32];
 };
 
@@ -582,6 +582,10 @@ struct list_ctx {
 static void list_row(void *ctx, const char *id, const char *doc)
 {
     struct list_ctx *c = ctx;
+    if (c->rows == c->limit) {
+        c->more = 1;
+        return;
+    }
     gr_buf_printf(&c->out, "%s%s", c->rows++ ? "," : "", doc);
     snprintf(c->last, sizeof c->last, "%s", id);
 }
@@ -609,15 +613,15 @@ void gr_respond_page(struct gr_req *r, const char *key, char prefix, gr_page_fet
         return;
     }
 
-    struct list_ctx c = {0};
+    struct list_ctx c = {.limit = (int)limit};
     struct gr_err e = {0};
     gr_buf_printf(&c.out, "{\"%s\":[", key);
-    if (fetch(args, cursor, (int)limit, list_row, &c, &e) != GR_OK) {
+    if (fetch(args, cursor, (int)limit + 1, list_row, &c, &e) != GR_OK) { /* one more: is there a next page? */
         free(c.out.p);
         gr_respond_problem(r, &e);
         return;
     }
-    if (c.rows == limit)
+    if (c.more)
         gr_buf_printf(&c.out, "],\"next_cursor\":\"%s\"}", c.last);
     else
         gr_buf_printf(&c.out, "],\"next_cursor\":null}");

@@ -234,8 +234,8 @@ static int pg_get_key(void *impl, const char *tenant, const char *key, double si
 static int pg_list(void *impl, int sql, const char *before, int limit, const char *status, const char *op,
                    const char *tenant, gr_store_row row, void *ctx, struct gr_err *e)
 {
-    if (limit < 1 || limit > 1000)
-        return gr_fail(e, GR_EINVAL, "limit", "limit must be 1 to 1000, not %d", limit);
+    if (limit < 1 || limit > GR_STORE_LIST_MAX)
+        return gr_fail(e, GR_EINVAL, "limit", "limit must be 1 to %d, not %d", GR_STORE_LIST_MAX, limit);
     char n[16];
     snprintf(n, sizeof n, "%d", limit);
     const char *params[] = {before ? before : no_cursor, n, status, op, tenant};

@@ -358,8 +358,8 @@ static int sq_get_key(void *impl, const char *tenant, const char *key, double si
 static int list_statement(struct sq *s, int sql, const char *before, int limit, const char *tenant,
                           sqlite3_stmt **st, struct gr_err *e)
 {
-    if (limit < 1 || limit > 1000)
-        return gr_fail(e, GR_EINVAL, "limit", "limit must be 1 to 1000, not %d", limit);
+    if (limit < 1 || limit > GR_STORE_LIST_MAX)
+        return gr_fail(e, GR_EINVAL, "limit", "limit must be 1 to %d, not %d", GR_STORE_LIST_MAX, limit);
     struct reader *r = reader(s, e);
     if (!r)
         return GR_EIO;

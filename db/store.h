@@ -99,17 +99,20 @@ int gr_store_get_job(struct gr_store *s, const char *id, const char *scope, char
 int gr_store_delete_job(struct gr_store *s, const char *id, gr_store_done done, void *ctx);
 
 /* Newest first: jobs with id < before (NULL: from the newest), filtered by tenant, status and/or
- * op name (NULL: any), at most limit (1..1000, else GR_EINVAL) rows; row(ctx, id, doc) for each,
+ * op name (NULL: any), at most limit (1..GR_STORE_LIST_MAX, else GR_EINVAL) rows; row(ctx, id, doc) for each,
  * in order. Served from indexes, never a full scan. GR_OK or GR_EIO. */
+/* The most rows one list call gives: a page of up to 1000, and one more that tells whether
+ * another page follows. */
+#define GR_STORE_LIST_MAX 1001
 typedef void (*gr_store_row)(void *ctx, const char *id, const char *doc);
 int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *status, const char *op,
                        const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e);
 
-/* Finished jobs with id < before, in no set order, at most limit (1..1000) rows (the sweep). */
+/* Finished jobs with id < before, in no set order, at most limit (1..GR_STORE_LIST_MAX) rows (the sweep). */
 int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_store_row row, void *ctx,
                           struct gr_err *e);
 
-/* Events (GET /v1/events) with seq > after, oldest first, at most limit (1..1000): row(ctx, seq
+/* Events (GET /v1/events) with seq > after, oldest first, at most limit (1..GR_STORE_LIST_MAX): row(ctx, seq
  * as text, the event {"seq", "kind": "job"|"dataset", "id", "status", "tenant", "at"} as JSON).
  * Each job status the store keeps and each dataset made or deleted is one, in commit order;
  * the newest 1,000,000 are kept. */
@@ -137,7 +140,7 @@ int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done do
 int gr_store_get_dataset(struct gr_store *s, const char *id, const char *scope, char **doc, struct gr_err *e);
 
 /* Newest first, ids < before (NULL: from the newest), of tenant (NULL: any), at most limit
- * (1..1000) rows, as for jobs. */
+ * (1..GR_STORE_LIST_MAX) rows, as for jobs. */
 int gr_store_list_datasets(struct gr_store *s, const char *tenant, const char *before, int limit, gr_store_row row,
                            void *ctx, struct gr_err *e);
 

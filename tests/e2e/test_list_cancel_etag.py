@@ -28,6 +28,7 @@ def all_pages(srv, query, limit):
         pages += 1
         CHECK.ok(len(page) <= limit, "page of %s has %d > limit %d" % (q, len(page), limit))
         CHECK.ok(page or cursor is None, "empty page with a next_cursor for %s" % q)
+        CHECK.ok(len(page) == limit or cursor is None, "a short page with a next_cursor for %s" % q)
         ids += page
         if cursor is None or pages > 1000:
             return ids
@@ -93,6 +94,7 @@ def main():
         CHECK.eq(all_pages(srv, "", limit), newest_first, "cursor pages of %d" % limit)
     CHECK.eq(all_pages(srv, "op=max", 2), by_op["max"], "cursor pages of 2 with op=max")
     CHECK.eq(all_pages(srv, "status=succeeded&op=sum", 3), by_op["sum"], "cursor pages of 3 with status+op")
+    CHECK.eq(list_ids(srv, "limit=13")[1], None, "a page holding the last of the 13 jobs exactly: next_cursor null")
     first, cur, _ = list_ids(srv, "limit=5")
     CHECK.eq(first, newest_first[:5], "first page of 5")
     CHECK.ok(isinstance(cur, str) and cur, "first page of 5 has a next_cursor: %r" % cur)

@@ -554,7 +554,7 @@ static void test_list_paging_filters(void **state)
     assert_int_equal(p.n, 0);
     struct gr_err e = {0};
     assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, NULL, 0, on_row, &p, &e), GR_EINVAL);
-    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, NULL, 1001, on_row, &p, &e), GR_EINVAL);
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, NULL, GR_STORE_LIST_MAX + 1, on_row, &p, &e), GR_EINVAL);
     assert_int_equal(p.n, 0);
 }
 
