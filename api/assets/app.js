@@ -1,17 +1,20 @@
-// app.js: the dashboard: polls the job list with If-None-Match (an idle page costs 304s), draws
-// the stage and throughput charts, lists the devices and submits jobs; asks for a bearer token when
-// the API answers 401 and keeps it in the tab's sessionStorage. Single-threaded (the page).
+// app.js: the dashboard: follows GET /v1/events and refreshes the job list (If-None-Match: an
+// idle page costs 304s) on each event, polling as the fallback; draws the stage and throughput
+// charts, lists the devices and submits jobs; asks for a bearer token when the API answers 401
+// and keeps it in the tab's sessionStorage. Single-threaded (the page).
 'use strict';
 
 const OPS = ['sum', 'prod', 'min', 'max', 'mean', 'argmin', 'argmax'];
 const DTYPES = ['int32', 'int64', 'float32', 'float64'];
 const STAGES = [['queue', '#9aa5b1'], ['h2d', '#e0a030'], ['kernel', '#2a6fdb'], ['d2h', '#8e44ad']];
-const POLL_MS = 1000;
+const POLL_MS = 1000;        // without the event stream
+const POLL_LIVE_MS = 15000;  // with it: a safety net only
+const RETRY_MS = 2000;       // a dropped stream is opened again after this
 const WINDOW_S = 300, BIN_S = 10;
 const BENCH_N = 1 << 20, BENCH_REPEATS = 5;
 const TOKEN_KEY = 'gpured.token';
 
-const state = { etag: null, jobs: [], devices: null, algorithms: [], needToken: false };
+const state = { etag: null, jobs: [], devices: null, algorithms: [], needToken: false, live: false, refreshing: false };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, text, cls) {
@@ -246,7 +249,60 @@ async function pollJobs() {
 }
 
 function pollLoop() {
-  pollJobs().finally(() => setTimeout(pollLoop, POLL_MS));
+  pollJobs().finally(() => setTimeout(pollLoop, state.live ? POLL_LIVE_MS : POLL_MS));
+}
+
+// --- live updates ---
+
+// An event says the list changed: one refresh for a burst of them.
+function eventRefresh() {
+  if (state.refreshing) return;
+  state.refreshing = true;
+  setTimeout(() => {
+    state.refreshing = false;
+    document.body.dataset.eventRefreshes = String(Number(document.body.dataset.eventRefreshes || 0) + 1);
+    pollJobs();
+  }, 100);
+}
+
+function setLive(live) {
+  state.live = live;
+  $('live').textContent = live ? '● live' : '○ polling';
+  $('live').dataset.live = String(live);
+}
+
+// GET /v1/events read through fetch (an EventSource cannot send the token). Each event refreshes
+// the job list; while the stream is up, polling slows to a safety net. A dropped stream (gpured
+// restarting) is opened again, and polling carries on meanwhile.
+async function watchEvents() {
+  for (;;) {
+    try {
+      if (!state.needToken) {
+        const r = await api('/v1/events?kind=job&heartbeat=15', { headers: { Accept: 'text/event-stream' } });
+        if (r.status === 200 && r.body) {
+          setLive(true);
+          const reader = r.body.getReader();
+          const text = new TextDecoder();
+          let buf = "";
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += text.decode(value, { stream: true });
+            let end;
+            while ((end = buf.indexOf('\n\n')) >= 0) {
+              const block = buf.slice(0, end);
+              buf = buf.slice(end + 2);
+              if (/^data: /m.test(block)) eventRefresh();
+            }
+          }
+        }
+      }
+    } catch (err) {
+      // the stream dropped: polling goes on, and the stream is tried again below
+    }
+    setLive(false);
+    await new Promise((done) => setTimeout(done, RETRY_MS));
+  }
 }
 
 // --- devices, readiness ---
@@ -392,7 +448,9 @@ async function start() {
   checkReady();
   setInterval(checkReady, 15000);
   setInterval(renderThroughput, BIN_S * 1000); // the window slides even when nothing changes
+  setLive(false);
   pollLoop();
+  watchEvents();
 }
 
 document.addEventListener('DOMContentLoaded', start);
