@@ -279,33 +279,44 @@ int gr_events_start(struct gr_store *s, struct gr_err *e)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&cv, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_mutex_lock(&mu);
     stopping = 0;
-    if (pthread_create(&thread, NULL, events_main, NULL))
+    int rc = pthread_create(&thread, NULL, events_main, NULL);
+    started = rc == 0;
+    pthread_mutex_unlock(&mu);
+    if (rc) {
+        pthread_cond_destroy(&cv);
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the events thread");
+    }
     pthread_setname_np(thread, "gr-events");
-    started = 1;
     return GR_OK;
 }
 
 void gr_events_kick(void)
 {
     pthread_mutex_lock(&mu);
-    kicked = 1;
-    pthread_cond_signal(&cv);
+    if (started && !stopping) { /* the store's writer commits past the stop: cv may be gone */
+        kicked = 1;
+        pthread_cond_signal(&cv);
+    }
     pthread_mutex_unlock(&mu);
 }
 
 void gr_events_stop(void)
 {
-    if (!started)
-        return;
     pthread_mutex_lock(&mu);
+    int running = started && !stopping;
     stopping = 1;
-    pthread_cond_signal(&cv);
+    if (running)
+        pthread_cond_signal(&cv);
     pthread_mutex_unlock(&mu);
+    if (!running)
+        return;
     pthread_join(thread, NULL);
-    pthread_cond_destroy(&cv);
+    pthread_mutex_lock(&mu);
     started = 0;
+    pthread_mutex_unlock(&mu);
+    pthread_cond_destroy(&cv); /* no kick signals it now: started is 0 */
 }
 
 int gr_events_suspended(void)
