@@ -1,10 +1,13 @@
 // app.js: the dashboard: follows GET /v1/events and refreshes the job list (If-None-Match: an
-// idle page costs 304s) on each event, polling as the fallback; draws the stage and throughput
-// charts, lists the devices and submits jobs; asks for a bearer token when the API answers 401
+// idle page costs 304s) and the dataset list on each event, polling as the fallback; filters the
+// job table (kept in the URL hash), shows a job's detail and downloads its result as .npy; lists
+// and deletes datasets; charts stages, throughput and, from /metrics, each device's queue and
+// jobs/s; lists the devices and submits jobs; asks for a bearer token when the API answers 401
 // and keeps it in the tab's sessionStorage. Single-threaded (the page).
 'use strict';
 
 const OPS = ['sum', 'prod', 'min', 'max', 'mean', 'argmin', 'argmax'];
+const FILTER_OPS = OPS.concat(['matmul']); // matmul jobs come from the API, not from the form
 const DTYPES = ['int32', 'int64', 'float32', 'float64'];
 const STAGES = [['queue', '#9aa5b1'], ['h2d', '#e0a030'], ['kernel', '#2a6fdb'], ['d2h', '#8e44ad']];
 const POLL_MS = 1000;        // without the event stream
@@ -13,8 +16,18 @@ const RETRY_MS = 2000;       // a dropped stream is opened again after this
 const WINDOW_S = 300, BIN_S = 10;
 const BENCH_N = 1 << 20, BENCH_REPEATS = 5;
 const TOKEN_KEY = 'gpured.token';
+const JOBS_LIMIT = 100, DATASETS_LIMIT = 100;
+const FILTERS = ['status', 'op', 'device'];
+const METRICS_MS = 3000;     // /metrics is read this often for the per-device charts
+const COLORS = ['#2a6fdb', '#e0a030', '#1f8a4c', '#8e44ad', '#c0392b', '#16a085', '#7f8c8d', '#d35400'];
 
-const state = { etag: null, jobs: [], devices: null, algorithms: [], needToken: false, live: false, refreshing: false };
+const state = {
+  etag: null, jobs: [], listed: 0, devices: null, algorithms: [], needToken: false, live: false,
+  pending: null,        // what events asked to refresh, flushed once per burst
+  detailId: null,       // the job shown in the detail panel
+  datasets: [], datasetsMore: false, confirmDelete: null, // the dataset whose delete awaits a yes
+  samples: [],          // readings of /metrics: [{t: seconds, devs: {device: {queued, total, ...}}}]
+};
 const $ = (id) => document.getElementById(id);
 
 function el(tag, text, cls) {
@@ -29,6 +42,8 @@ function option(select, value, label) {
   o.value = value;
   select.appendChild(o);
 }
+
+function shapeText(shape) { return shape && shape.length ? shape.join('×') : 'scalar'; }
 
 function ms(v) { return typeof v === 'number' ? (v < 10 ? v.toFixed(3) : v.toFixed(1)) : ''; }
 
@@ -74,6 +89,7 @@ function askToken(sent) {
   $('token-card').hidden = false;
   $('token-forget').hidden = true;
   $('jobs-meta').textContent = '(needs a token)';
+  $('datasets-meta').textContent = '(needs a token)';
 }
 
 // The token form: keep the token for this tab, then load what the 401s held back.
@@ -90,6 +106,8 @@ function useToken(ev) {
   $('token-forget').hidden = false;
   if (!state.devices) loadDevices();
   pollJobs();
+  loadDatasets();
+  readMetrics();
 }
 
 // Forget the tab's token and what it showed; the next call's 401 brings the form back.
@@ -98,15 +116,72 @@ function forgetToken() {
   $('token-forget').hidden = true;
   state.etag = null;
   state.jobs = [];
+  state.datasets = [];
+  state.samples = [];
+  closeDetail();
   renderAll();
-  for (const id of ['submit-result', 'bench-result']) $(id).textContent = '';
+  renderDatasets();
+  renderLoad();
+  for (const id of ['submit-result', 'bench-result', 'datasets-msg']) $(id).textContent = '';
   pollJobs();
 }
 
 async function getJSON(path) {
   const r = await api(path);
-  if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
+  if (!r.ok) throw new Error(path + ': ' + await problemText(r));
   return r.json();
+}
+
+// An error answer in words: the problem's detail when it is problem+json, else the status.
+async function problemText(r) {
+  try {
+    const p = await r.json();
+    return r.status + ' ' + (p.title ? p.title + ': ' : '') + (p.detail || '');
+  } catch (err) {
+    return 'HTTP ' + r.status;
+  }
+}
+
+// --- job filters, kept in the URL hash (#status=failed&op=sum&device=gpu:0) so a reload keeps them ---
+
+// status and op go to the server (GET /v1/jobs?status=&op=); the API has no device filter, so the
+// device is matched here, among the jobs of the page listed.
+function filters() {
+  const f = {};
+  for (const k of FILTERS) f[k] = $('filter-' + k).value;
+  return f;
+}
+
+function jobsPath() {
+  const f = filters(), q = new URLSearchParams({ limit: String(JOBS_LIMIT) });
+  if (f.status) q.set('status', f.status);
+  if (f.op) q.set('op', f.op);
+  return '/v1/jobs?' + q;
+}
+
+// The hash into the selects. A value the select does not list (a link from a server with other
+// GPUs) is added, so that it still filters rather than silently showing everything.
+function readFilters() {
+  const h = new URLSearchParams(location.hash.slice(1));
+  for (const k of FILTERS) {
+    const sel = $('filter-' + k), v = h.get(k) || '';
+    if (![...sel.options].some((o) => o.value === v)) option(sel, v);
+    sel.value = v;
+  }
+}
+
+// A select changed: the hash follows (replaceState: no history entry per click), then the list.
+function filtersChanged() {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(filters())) if (v) q.set(k, v);
+  history.replaceState(null, '', q.toString() ? '#' + q : location.pathname + location.search);
+  refilter();
+}
+
+// The list's ETag is the store's version, the same for every query: a new filter must not send it.
+function refilter() {
+  state.etag = null;
+  pollJobs();
 }
 
 // --- jobs table and charts ---
@@ -115,9 +190,10 @@ function renderJobs() {
   const body = $('jobs').tBodies[0];
   const rows = state.jobs.map((j) => {
     const t = j.timings_ms || {};
-    const tr = el('tr');
+    const tr = el('tr', undefined, j.id === state.detailId ? 'selected' : '');
     tr.dataset.id = j.id;
     tr.dataset.status = j.status;
+    tr.tabIndex = 0; // a row opens the job's detail: by click, or Enter from the keyboard
     tr.appendChild(el('td', j.id, 'id'));
     const st = el('td');
     st.appendChild(el('span', j.status, 'status status-' + j.status));
@@ -133,7 +209,12 @@ function renderJobs() {
     return tr;
   });
   body.replaceChildren(...rows);
-  $('jobs-meta').textContent = state.jobs.length ? '(newest ' + state.jobs.length + ')' : '(none yet)';
+  const f = filters(), on = Object.values(f).some(Boolean);
+  const what = [f.status, f.op].filter(Boolean).join(' ');
+  $('jobs-meta').textContent = !state.jobs.length ? (on ? '(no job matches the filters)' : '(none yet)')
+    : f.device ? '(' + state.jobs.length + ' on ' + f.device + ' of the newest ' + state.listed + (what ? ' ' + what : '') + ')'
+    : '(newest ' + state.jobs.length + (what ? ' ' + what : '') + ')';
+  for (const n of document.querySelectorAll('.filtered-note')) n.hidden = !on;
 }
 
 let stageChart, throughputChart, benchChart;
@@ -232,16 +313,19 @@ function renderAll() {
 async function pollJobs() {
   if (state.needToken) return;
   try {
+    const path = jobsPath(), device = filters().device;
     const headers = state.etag ? { 'If-None-Match': state.etag } : {};
-    const r = await api('/v1/jobs?limit=100', { headers });
+    const r = await api(path, { headers });
     if (r.status === 401) return;
+    if (path !== jobsPath() || device !== filters().device) return; // the filters changed meanwhile
     if (r.status === 200) {
       const body = await r.json();
       state.etag = r.headers.get('ETag');
-      state.jobs = body.jobs;
+      state.listed = body.jobs.length;
+      state.jobs = device ? body.jobs.filter((j) => j.device === device) : body.jobs;
       renderAll();
     } else if (r.status !== 304) {
-      throw new Error('HTTP ' + r.status);
+      throw new Error(await problemText(r));
     }
   } catch (err) {
     $('jobs-meta').textContent = '(cannot list jobs: ' + err.message + ')';
@@ -252,16 +336,323 @@ function pollLoop() {
   pollJobs().finally(() => setTimeout(pollLoop, state.live ? POLL_LIVE_MS : POLL_MS));
 }
 
+// --- the job detail panel ---
+
+function openDetail(id) {
+  state.detailId = id;
+  for (const tr of $('jobs').tBodies[0].rows) tr.classList.toggle('selected', tr.dataset.id === id);
+  $('detail-title').textContent = id;
+  $('detail-status').replaceChildren();
+  $('detail-json').textContent = 'loading…';
+  $('detail-msg').textContent = '';
+  $('detail-timings').replaceChildren();
+  $('detail-legend').replaceChildren();
+  $('detail').hidden = false;
+  loadDetail(id);
+}
+
+function closeDetail() {
+  state.detailId = null;
+  $('detail').hidden = true;
+  for (const tr of $('jobs').tBodies[0].rows) tr.classList.remove('selected');
+}
+
+// The job from GET /v1/jobs/{id}, not from the list: the list may be filtered, or older.
+async function loadDetail(id) {
+  try {
+    const job = await getJSON('/v1/jobs/' + encodeURIComponent(id));
+    if (id === state.detailId) renderDetail(job);
+  } catch (err) {
+    if (id === state.detailId) $('detail-json').textContent = 'cannot read the job: ' + err.message;
+  }
+}
+
+function renderDetail(job) {
+  const badge = el('span', job.status, 'status status-' + job.status);
+  $('detail-status').replaceChildren(badge);
+  $('detail-json').textContent = JSON.stringify(job, null, 2);
+  renderTimings(job.timings_ms);
+  // a benchmark's table is JSON only; a job has values once it succeeded
+  const values = job.status === 'succeeded' && job.kind !== 'benchmark';
+  $('detail-download').disabled = !values;
+  $('detail-download').title = values ? '' : job.kind === 'benchmark' ? 'a benchmark has no .npy result' : 'no result yet';
+  $('detail-download-indices').hidden = !(values && job.op.startsWith('arg'));
+  $('detail').dataset.status = job.status;
+}
+
+// One segment per stage, as its share of the job's total; what the stages leave of the total is
+// drawn as "other". Copies and kernel can overlap (a streamed matmul), so the bar's scale is the
+// larger of the total and the stages' sum.
+function renderTimings(t) {
+  if (!t) {
+    $('detail-timings').replaceChildren();
+    $('detail-legend').replaceChildren(el('span', 'no timings: the job has not run', 'muted'));
+    return;
+  }
+  const parts = STAGES.map(([name, color]) => [name, color, t[name] || 0]);
+  const sum = parts.reduce((a, p) => a + p[2], 0);
+  if (t.total > sum) parts.push(['other', '#d5d9de', t.total - sum]);
+  const scale = Math.max(t.total || 0, sum) || 1;
+  const segs = [], legend = [];
+  for (const [name, color, v] of parts) {
+    const seg = el('span', undefined, 'seg');
+    seg.dataset.stage = name;
+    seg.style.width = (100 * v / scale) + '%';
+    seg.style.background = color;
+    seg.title = name + ' ' + ms(v) + ' ms';
+    segs.push(seg);
+    const item = el('span', name + ' ' + ms(v) + ' ms');
+    item.style.setProperty('--swatch', color);
+    legend.push(item);
+  }
+  legend.push(el('b', 'total ' + ms(t.total) + ' ms'));
+  $('detail-timings').replaceChildren(...segs);
+  $('detail-legend').replaceChildren(...legend);
+}
+
+// A plain <a href> cannot carry the Authorization header, so the .npy is fetched through api()
+// into a Blob and saved from an object URL.
+async function downloadResult(part) {
+  const id = state.detailId, out = $('detail-msg');
+  out.className = '';
+  out.textContent = 'downloading…';
+  try {
+    const r = await api('/v1/jobs/' + encodeURIComponent(id) + '/result' + (part ? '?part=' + part : ''),
+      { headers: { Accept: 'application/x-npy' } });
+    if (!r.ok) throw new Error(await problemText(r));
+    const blob = await r.blob();
+    const url = URL.createObjectURL(blob);
+    const a = el('a');
+    a.href = url;
+    a.download = id + (part ? '-' + part : '') + '.npy';
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000); // revoked at once, the download may not start
+    out.textContent = 'saved ' + a.download + ' (' + bytesText(blob.size) + ')';
+  } catch (err) {
+    out.textContent = 'cannot download: ' + err.message;
+    out.className = 'failed';
+  }
+}
+
+// --- datasets ---
+
+async function loadDatasets() {
+  if (state.needToken) return;
+  try {
+    const body = await getJSON('/v1/datasets?limit=' + DATASETS_LIMIT);
+    state.datasets = body.datasets;
+    state.datasetsMore = body.next_cursor !== null;
+    renderDatasets();
+  } catch (err) {
+    if (!state.needToken) $('datasets-meta').textContent = '(cannot list datasets: ' + err.message + ')';
+  }
+}
+
+// Where a dataset is cached: the GPUs whose cache lists it (GET /v1/devices), every replica's on
+// a shared store (each replica's entry names it).
+function cachedOn(id) {
+  const d = state.devices;
+  if (!d) return [];
+  const hosts = d.replicas || [d];
+  const where = [];
+  for (const h of hosts)
+    for (const g of h.gpus || [])
+      if (g.cache && (g.cache.datasets || []).includes(id)) where.push((d.replicas ? h.replica + ' ' : '') + g.id);
+  return where;
+}
+
+// The delete button asks first, in the row itself (state.confirmDelete), so that a refresh of the
+// list keeps the question open.
+function renderDatasets() {
+  const rows = state.datasets.map((d) => {
+    const tr = el('tr');
+    tr.dataset.id = d.id;
+    tr.appendChild(el('td', d.id, 'id'));
+    tr.appendChild(el('td', d.dtype));
+    tr.appendChild(el('td', shapeText(d.shape), 'shape'));
+    const size = el('td', bytesText(d.bytes), 'num size');
+    size.title = d.bytes + ' bytes';
+    tr.appendChild(size);
+    tr.appendChild(el('td', d.created_at.slice(0, 19).replace('T', ' ')));
+    tr.appendChild(el('td', cachedOn(d.id).join(', ') || '—', 'cached'));
+    const act = el('td', undefined, 'actions');
+    if (state.confirmDelete === d.id) {
+      act.appendChild(el('span', 'delete it? ', 'muted'));
+      act.appendChild(actionButton('confirm', 'Delete', 'danger'));
+      act.appendChild(actionButton('cancel', 'Keep'));
+    } else {
+      act.appendChild(actionButton('delete', 'Delete…'));
+    }
+    tr.appendChild(act);
+    return tr;
+  });
+  $('datasets').tBodies[0].replaceChildren(...rows);
+  $('datasets-meta').textContent = !state.datasets.length ? '(none)'
+    : state.datasetsMore ? '(newest ' + state.datasets.length + ')' : '(' + state.datasets.length + ')';
+}
+
+function actionButton(action, label, cls) {
+  const b = el('button', label, 'small' + (cls ? ' ' + cls : ''));
+  b.type = 'button';
+  b.dataset.action = action;
+  return b;
+}
+
+function datasetAction(ev) {
+  const b = ev.target.closest('button[data-action]');
+  if (!b) return;
+  const id = b.closest('tr').dataset.id;
+  if (b.dataset.action === 'confirm') {
+    deleteDataset(id);
+  } else {
+    state.confirmDelete = b.dataset.action === 'delete' ? id : null;
+    renderDatasets();
+  }
+}
+
+// DELETE /v1/datasets/{id}: 204, or a problem (409 while a queued or running job uses it) shown.
+async function deleteDataset(id) {
+  state.confirmDelete = null;
+  const out = $('datasets-msg');
+  out.className = '';
+  out.textContent = 'deleting ' + id + '…';
+  try {
+    const r = await api('/v1/datasets/' + encodeURIComponent(id), { method: 'DELETE' });
+    if (!r.ok) throw new Error(await problemText(r));
+    out.textContent = 'deleted ' + id;
+    out.dataset.status = 'deleted';
+  } catch (err) {
+    out.textContent = 'cannot delete ' + id + ': ' + err.message;
+    out.className = 'failed';
+    out.dataset.status = 'refused';
+  }
+  loadDatasets();
+}
+
+// --- per-device load, from /metrics ---
+
+// The samples wanted, by metric name; gpured_jobs_total is summed over op and status.
+const METRICS = {
+  gpured_jobs_queued: 'queued', gpured_jobs_running: 'running', gpured_jobs_total: 'total',
+  gpured_device_memory_used_bytes: 'memUsed', gpured_cache_bytes: 'cache',
+};
+
+// The Prometheus text format, as far as these samples go: {device: {queued, running, total, ...}}.
+function parseMetrics(text) {
+  const devs = {};
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)\{([^}]*)\} (\S+)/.exec(line);
+    const key = m && METRICS[m[1]];
+    const dev = key && /device="([^"]*)"/.exec(m[2]);
+    if (!dev) continue;
+    const d = devs[dev[1]] || (devs[dev[1]] = {});
+    d[key] = (d[key] || 0) + Number(m[3]);
+  }
+  return devs;
+}
+
+async function readMetrics() {
+  if (state.needToken) return;
+  try {
+    const r = await api('/metrics');
+    if (!r.ok) throw new Error(await problemText(r));
+    const t = Date.now() / 1000;
+    state.samples.push({ t, devs: parseMetrics(await r.text()) });
+    while (state.samples.length > 2 && state.samples[1].t < t - WINDOW_S) state.samples.shift();
+    renderLoad();
+  } catch (err) {
+    if (!state.needToken) $('load-meta').textContent = '(cannot read /metrics: ' + err.message + ')';
+  }
+}
+
+// Every few seconds: /metrics for the load charts; the devices for their caches (they change as
+// jobs run, with no event; a CPU has none); the datasets too while no event stream tells of them.
+function tick() {
+  readMetrics();
+  if (state.devices && state.devices.gpus.length) refreshDevices();
+  if (!state.live) loadDatasets();
+}
+
+let loadChart, gpuChart;
+
+function lineChart(canvas, yTitle, y1Title) {
+  const scales = {
+    x: { type: 'linear', min: -WINDOW_S, max: 0, title: { display: true, text: 'seconds ago' },
+      ticks: { callback: (v) => String(-v), stepSize: 60 } },
+    y: { beginAtZero: true, position: 'left', title: { display: true, text: yTitle } },
+  };
+  if (y1Title) scales.y1 = { beginAtZero: true, position: 'right', grid: { drawOnChartArea: false }, title: { display: true, text: y1Title } };
+  return new Chart(canvas, {
+    type: 'line',
+    data: { datasets: [] },
+    options: { responsive: true, maintainAspectRatio: false, animation: false, scales, elements: { point: { radius: 1.5 } } },
+  });
+}
+
+// A series per device and quantity; colour by device, dashed for the second quantity.
+function series(label, color, dashed, points, yAxisID) {
+  return { label, data: points, borderColor: color, backgroundColor: color, borderDash: dashed ? [5, 4] : [], yAxisID };
+}
+
+// Queue depth (left axis) and jobs/s (right: the rise of gpured_jobs_total between two readings
+// over their interval) per device; GPU memory used and cache bytes per GPU, in GiB.
+function renderLoad() {
+  const now = Date.now() / 1000, ss = state.samples;
+  const devices = [...new Set(ss.flatMap((s) => Object.keys(s.devs)))];
+  const x = (s) => Math.round((s.t - now) * 10) / 10;
+  const load = [], gpu = [];
+  devices.forEach((dev, i) => {
+    const color = COLORS[i % COLORS.length];
+    const at = ss.filter((s) => s.devs[dev]);
+    load.push(series(dev + ' queued', color, false, at.map((s) => ({ x: x(s), y: s.devs[dev].queued || 0 })), 'y'));
+    const rates = [];
+    for (let k = 1; k < at.length; k++) {
+      const dt = at[k].t - at[k - 1].t, dn = (at[k].devs[dev].total || 0) - (at[k - 1].devs[dev].total || 0);
+      if (dt > 0) rates.push({ x: x(at[k]), y: Math.max(dn, 0) / dt }); // a restart resets the counter
+    }
+    load.push(series(dev + ' jobs/s', color, true, rates, 'y1'));
+    if (at.some((s) => s.devs[dev].memUsed !== undefined)) {
+      const gib = (v) => (v || 0) / 2 ** 30;
+      gpu.push(series(dev + ' memory used', color, false, at.map((s) => ({ x: x(s), y: gib(s.devs[dev].memUsed) })), 'y'));
+      gpu.push(series(dev + ' cache', color, true, at.map((s) => ({ x: x(s), y: gib(s.devs[dev].cache) })), 'y'));
+    }
+  });
+  loadChart.data.datasets = load;
+  loadChart.update();
+  gpuChart.data.datasets = gpu;
+  gpuChart.update();
+  const last = ss.length ? ss[ss.length - 1].devs : {};
+  $('load-meta').textContent = devices.length
+    ? '(now: ' + devices.map((d) => d + ' ' + (last[d] ? (last[d].queued || 0) + ' queued, ' + (last[d].running || 0) + ' running' : 'gone')).join(' · ') + ')'
+    : '';
+  // a CPU-only server: say so rather than draw an empty chart
+  const noGpu = !gpu.length && !!state.devices && !state.devices.gpus.length;
+  $('gpu-none').hidden = !noGpu;
+  $('gpu-chart-box').hidden = noGpu;
+}
+
 // --- live updates ---
 
-// An event says the list changed: one refresh for a burst of them.
-function eventRefresh() {
-  if (state.refreshing) return;
-  state.refreshing = true;
-  setTimeout(() => {
-    state.refreshing = false;
-    document.body.dataset.eventRefreshes = String(Number(document.body.dataset.eventRefreshes || 0) + 1);
-    pollJobs();
+// An event says what changed: a job (the job list; the detail too when it is that job's), a
+// dataset (the dataset list), or a gap (everything). One refresh of each for a burst of them.
+function onEvent(kind, data) {
+  let id = null;
+  try { id = JSON.parse(data).id; } catch (err) { /* a gap's data has no id */ }
+  const p = state.pending || (state.pending = { jobs: false, detail: false, datasets: false });
+  p.jobs = p.jobs || kind === 'job' || kind === 'gap';
+  p.detail = p.detail || kind === 'gap' || (kind === 'job' && id === state.detailId);
+  p.datasets = p.datasets || kind === 'dataset' || kind === 'gap';
+  if (p.timer) return;
+  p.timer = setTimeout(() => {
+    state.pending = null;
+    if (p.jobs) {
+      document.body.dataset.eventRefreshes = String(Number(document.body.dataset.eventRefreshes || 0) + 1);
+      pollJobs();
+    }
+    if (p.detail && state.detailId) loadDetail(state.detailId);
+    if (p.datasets) loadDatasets();
   }, 100);
 }
 
@@ -272,13 +663,13 @@ function setLive(live) {
 }
 
 // GET /v1/events read through fetch (an EventSource cannot send the token). Each event refreshes
-// the job list; while the stream is up, polling slows to a safety net. A dropped stream (gpured
+// what it is about; while the stream is up, polling slows to a safety net. A dropped stream (gpured
 // restarting) is opened again, and polling carries on meanwhile.
 async function watchEvents() {
   for (;;) {
     try {
       if (!state.needToken) {
-        const r = await api('/v1/events?kind=job&heartbeat=15', { headers: { Accept: 'text/event-stream' } });
+        const r = await api('/v1/events?heartbeat=15', { headers: { Accept: 'text/event-stream' } });
         if (r.status === 200 && r.body) {
           setLive(true);
           const reader = r.body.getReader();
@@ -292,7 +683,8 @@ async function watchEvents() {
             while ((end = buf.indexOf('\n\n')) >= 0) {
               const block = buf.slice(0, end);
               buf = buf.slice(end + 2);
-              if (/^data: /m.test(block)) eventRefresh();
+              const kind = /^event: (.*)$/m.exec(block), data = /^data: (.*)$/m.exec(block);
+              if (data) onEvent(kind ? kind[1] : 'message', data[1]);
             }
           }
         }
@@ -316,6 +708,8 @@ function renderDevices() {
     c.appendChild(el('b', g.id + ' · ' + g.name));
     c.appendChild(el('span', bytesText(g.memory_bytes) + ' memory'));
     c.appendChild(el('span', g.sms + ' SMs · ' + g.streams + ' streams'));
+    if (g.cache) c.appendChild(el('span', 'cache ' + bytesText(g.cache.bytes) + ' of ' + bytesText(g.cache.cap_bytes) +
+      ' · ' + g.cache.entries + ' datasets'));
     cards.push(c);
   }
   const cpu = el('div', undefined, 'device');
@@ -325,11 +719,23 @@ function renderDevices() {
   cards.push(cpu);
   if (!d.gpus.length) cards.push(el('p', 'No GPU in use: jobs run on the CPU.', 'muted'));
   box.replaceChildren(...cards);
+}
 
-  const dev = $('device');
+// The device choices of the submit form and of the job filter; each keeps its value (the filter's
+// even when this server does not list it: it came from the hash).
+function fillDeviceChoices() {
+  const d = state.devices, ids = d.gpus.map((g) => g.id).concat([d.cpu.id]);
+  const dev = $('device'), keep = dev.value;
+  dev.replaceChildren();
+  option(dev, 'auto');
   if (d.gpus.length) option(dev, 'gpu', 'gpu (least busy)');
-  for (const g of d.gpus) option(dev, g.id);
-  option(dev, 'cpu');
+  for (const id of ids) option(dev, id);
+  dev.value = [...dev.options].some((o) => o.value === keep) ? keep : 'auto';
+  const f = $('filter-device'), want = f.value;
+  f.replaceChildren();
+  option(f, '', 'any');
+  for (const id of ids.includes(want) || !want ? ids : ids.concat([want])) option(f, id);
+  f.value = want;
 }
 
 async function checkReady() {
@@ -427,22 +833,53 @@ async function loadDevices() {
     state.devices = devices;
     state.algorithms = algos.algorithms;
     renderDevices();
+    fillDeviceChoices();
+    renderDatasets();
   } catch (err) {
     $('devices').textContent = 'cannot read devices: ' + err.message;
   }
   refreshAlgorithms();
 }
 
+// The devices again, for their caches (which GPU holds which dataset) as jobs run.
+async function refreshDevices() {
+  try {
+    state.devices = await getJSON('/v1/devices');
+    renderDevices();
+    renderDatasets();
+  } catch (err) {
+    // the next reading of /metrics tries again
+  }
+}
+
 async function start() {
   for (const op of OPS) option($('op'), op);
+  for (const op of FILTER_OPS) option($('filter-op'), op);
   for (const dt of DTYPES) option($('dtype'), dt);
   $('dtype').value = 'float64';
   makeCharts();
+  loadChart = lineChart($('load-chart'), 'jobs queued', 'jobs/s');
+  gpuChart = lineChart($('gpu-chart'), 'GiB');
   $('token-form').addEventListener('submit', useToken);
   $('token-forget').addEventListener('click', forgetToken);
   $('token-forget').hidden = !sessionStorage.getItem(TOKEN_KEY);
   for (const id of ['op', 'dtype', 'axis', 'device']) $(id).addEventListener('change', refreshAlgorithms);
   await loadDevices();
+  readFilters();
+  for (const k of FILTERS) $('filter-' + k).addEventListener('change', filtersChanged);
+  window.addEventListener('hashchange', () => { readFilters(); refilter(); }); // a hash edited by hand
+  $('jobs').tBodies[0].addEventListener('click', (ev) => {
+    const tr = ev.target.closest('tr[data-id]');
+    if (tr) openDetail(tr.dataset.id);
+  });
+  $('jobs').tBodies[0].addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && ev.target.dataset.id) openDetail(ev.target.dataset.id);
+  });
+  $('detail-close').addEventListener('click', closeDetail);
+  document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape' && state.detailId) closeDetail(); });
+  $('detail-download').addEventListener('click', () => downloadResult(''));
+  $('detail-download-indices').addEventListener('click', () => downloadResult('indices'));
+  $('datasets').tBodies[0].addEventListener('click', datasetAction);
   $('submit-form').addEventListener('submit', submitJob);
   $('bench-run').addEventListener('click', runBenchmark);
   checkReady();
@@ -451,6 +888,8 @@ async function start() {
   setLive(false);
   pollLoop();
   watchEvents();
+  tick();
+  setInterval(tick, METRICS_MS);
 }
 
 document.addEventListener('DOMContentLoaded', start);

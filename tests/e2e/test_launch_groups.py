@@ -53,14 +53,14 @@ def groups_of(srv, rng):
     mixed[4] = {"op": "sum", "dtype": "int32", "dataset": dataset}
     canceled = [{"op": "sum", "dtype": "int64", "data": list(range(N))} for _ in range(3)]
 
-    block = L.blocker(srv, 3, L.DEVICE)
+    block = L.blocker(srv, 6, L.DEVICE)
     CHECK.eq(block.status, 202, "a benchmark holds the lane")
+    cancel_ids = submit(srv, canceled)  # first: the cancel must come while the benchmark runs
+    r = srv.req("DELETE", "/v1/jobs/%s" % cancel_ids[1]) if cancel_ids else None
+    CHECK.ok(r is not None and r.status in (200, 202, 204), "cancel the middle one of three like jobs: %r" % r)
     all_runs = runs(rng)
     ids = [submit(srv, specs) for _, specs, _ in all_runs]
     mixed_ids = submit(srv, mixed)
-    cancel_ids = submit(srv, canceled)
-    r = srv.req("DELETE", "/v1/jobs/%s" % cancel_ids[1]) if cancel_ids else None
-    CHECK.ok(r is not None and r.status in (200, 202, 204), "cancel the middle one of three like jobs: %r" % r)
     srv.req("GET", "/v1/jobs/%s?wait=120&status=succeeded,failed" % block.json()["id"], timeout=130)
 
     grouped = 0

@@ -4,13 +4,19 @@
 # with progress, reduced (results kept as datasets too), downloaded, deleted; jobs: submit, wait,
 # result, timings, cancel, paging, batches; errors as gpured.Error; 429 retried after Retry-After
 # with one Idempotency-Key (one job made), and a POST whose answer is lost retried to a replay;
-# tokens; the asyncio twin; and the package installed into a venv, driven through gpured-cli.
+# tokens; the asyncio twin; events (GET /v1/events): in seq order, filtered, replayed after an id,
+# job.watch() race-free and ending, a stream closed from another thread, and one resumed across a
+# restart on the same port with the events made while it was away (by another gpured on the same
+# store) replayed exactly once; and the package installed into a venv, driven through gpured-cli
+# (events --json printing events until Ctrl-C).
 import asyncio
 import hashlib
 import itertools
 import json
 import os
+import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -481,6 +487,188 @@ def tokens(rng):
     shutil.rmtree(folder, ignore_errors=True)
 
 
+# ---------------------------------------------------------------- events
+
+class Collect:
+    """Iterates an event stream on a thread of its own, keeping what it gives."""
+
+    def __init__(self, stream):
+        self.stream, self.events, self.error, self.ended = stream, [], None, False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            for ev in self.stream:
+                self.events.append(ev)
+        except Exception as e:  # noqa: BLE001  (reported by the checks)
+            self.error = e
+        self.ended = True
+
+    def until(self, n, what, timeout=20):
+        """Wait until n events are in; a check that fails if they are not in time."""
+        end = time.monotonic() + timeout
+        while len(self.events) < n and time.monotonic() < end and not self.ended:
+            time.sleep(0.02)
+        return CHECK.ok(len(self.events) >= n, "%s: %d events in %ds, expected %d (error %r)"
+                        % (what, len(self.events), timeout, n, self.error))
+
+    def jobs(self, start=0):
+        return [(e.id, e.status) for e in self.events[start:] if e.kind == "job"]
+
+
+class StreamsSeen:
+    """The /v1/events responses a client got (its on_response hook): status, Last-Event-ID sent."""
+
+    def __init__(self):
+        self.rows = []
+
+    def __call__(self, r):
+        if r.request.path_url.startswith("/v1/events"):
+            self.rows.append((r.status_code, r.request.headers.get("Last-Event-ID")))
+
+
+def both(ids):
+    return [(i, s) for i in ids for s in ("queued", "succeeded")]
+
+
+def ended(jobs):
+    for j in jobs:
+        j.wait(30)
+    return [j.id for j in jobs]
+
+
+def rising(evs):
+    seqs = [e.seq for e in evs]
+    return len(seqs) > 0 and all(a < b for a, b in zip(seqs, seqs[1:]))
+
+
+def events():
+    """A gpured of its own on a fixed port (restarted on it below), its store fresh."""
+    port, data = L.free_port(), tempfile.mkdtemp(prefix="gpured-pyclient-events-")
+    srv = L.Server(data_dir=data, args=["--port", str(port), "--bind", "127.0.0.1", "--data-dir", data],
+                   flags=False, name="gpured-events").start()
+    streams = StreamsSeen()
+    c = client(srv.base, streams)
+    every = Collect(c.events())
+    CHECK.eq(streams.rows, [(200, None)], "c.events() subscribed before returning, with no Last-Event-ID")
+    ids = ended([c.submit("sum", [i, 1], device=L.DEVICE) for i in range(3)])
+    every.until(6, "queued and succeeded of 3 jobs")
+    CHECK.eq(sorted(every.jobs()), sorted(both(ids)), "each job's queued and succeeded events, nothing else")
+    CHECK.ok(rising(every.events), "seq rises: %r" % [e.seq for e in every.events])
+    for i in ids:
+        CHECK.eq([s for j, s in every.jobs() if j == i], ["queued", "succeeded"], "job %s: queued, then succeeded" % i)
+    for e in every.events:
+        CHECK.ok(isinstance(e, gpured.Event) and e.kind == "job" and e.tenant == "default" and L.RFC3339.match(e.at)
+                 and e.data.get("seq") == e.seq and e.after is None, "an Event's members: %r %r" % (e, e.data))
+    CHECK.eq(every.stream.last_id, every.events[-1].seq, "stream.last_id: the last event's seq")
+
+    # filters and replays: streams read at once on threads, each until its timeout
+    mid = every.events[1].seq
+    t0 = time.monotonic()
+    replay, one, done, dsets = (Collect(c.events(timeout=1.5, **kw)) for kw in (
+        dict(kind="job", after=mid), dict(job=ids[1], after=0), dict(status=["succeeded", "failed"], kind="job", after=0),
+        dict(kind="dataset")))
+    ds = c.upload(np.arange(3, dtype=np.int32))
+    ds.delete()
+    for x in (replay, one, done, dsets):
+        x.thread.join(10)
+    CHECK.ok(all(x.ended and x.error is None for x in (replay, one, done, dsets)) and time.monotonic() - t0 < 4,
+             "the iterations end at their timeouts (%.1f s)" % (time.monotonic() - t0))
+    CHECK.eq([(e.seq, e.id, e.status) for e in replay.events],
+             [(e.seq, e.id, e.status) for e in every.events[2:] if e.kind == "job"],
+             "after=: exactly the events after that id, replayed")
+    CHECK.eq(one.jobs(), both(ids[1:2]), "job=: that job's events only")
+    CHECK.eq(done.jobs(), [(i, "succeeded") for i in ids], "status=[succeeded, failed], kind=job")
+    CHECK.eq([(e.kind, e.id, e.status) for e in dsets.events],
+             [("dataset", ds.id, "created"), ("dataset", ds.id, "deleted")], "kind=dataset: the upload and its delete")
+    raises("events(kind='jobs')", lambda: c.events(kind="jobs"), 400, "kind")
+    raises("events(status='done')", lambda: c.events(status="done"), 400, "status")
+
+    # job.watch(): subscribed before the job is read, ended after its final status
+    blocker = L.blocker(srv, 3)  # holds the CPU's worker: jobs for the CPU queue behind it
+    CHECK.eq(blocker.status, 202, "a benchmark holding the CPU")
+    late, timed, canceled = (c.submit("sum", [7, i], device="cpu") for i in range(3))
+    watched = []
+    waiter = threading.Thread(target=lambda: watched.extend(late.watch(timeout=30)), daemon=True)
+    waiter.start()
+    t0 = time.monotonic()
+    got = list(timed.watch(timeout=0.5))
+    took = time.monotonic() - t0
+    CHECK.ok(got == ["queued"] and not timed.done and 0.5 <= took < 2.5,
+             "watch(timeout=0.5) of a queued job: ['queued'], then ends with the job not done: %r, %.2f s" % (got, took))
+    gone = []
+    w = canceled.watch()
+    follower = threading.Thread(target=lambda: gone.extend(w), daemon=True)
+    follower.start()
+    time.sleep(0.3)
+    c.job(canceled.id).cancel()  # through another handle
+    follower.join(10)
+    CHECK.eq(gone, ["queued", "canceled"], "watch() of a job canceled meanwhile: queued, canceled, the end")
+    CHECK.ok(canceled.done and canceled.doc["status"] == "canceled", "job.doc fetched at the end: %r" % canceled)
+    waiter.join(30)
+    CHECK.eq(watched, ["queued", "succeeded"], "watch() of a job queued behind the blocker: queued, succeeded, the end")
+    CHECK.ok(late.done and late.doc.get("result") == {"value": 7}, "job.doc with its result at the end: %r" % late.doc)
+    fast = c.submit("max", [3, 9, 2], device=L.DEVICE, wait=30)
+    CHECK.eq(list(fast.watch()), ["succeeded"], "watch() of a job that has ended: its final status only")
+    quick = c.submit("min", [3, 9, 2], device=L.DEVICE)
+    got = list(quick.watch(timeout=30))
+    CHECK.ok(got in (["queued", "succeeded"], ["running", "succeeded"], ["succeeded"]),
+             "watch() of a fast job: its status when read, then the final one: %r" % got)
+    c.job(blocker.json()["id"]).wait(60)
+
+    # close() from another thread ends an iteration blocked on a quiet stream (keep-alive: 15 s)
+    quiet = Collect(c.events())
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    quiet.stream.close()
+    quiet.thread.join(5)
+    CHECK.ok(quiet.ended and quiet.error is None and time.monotonic() - t0 < 2,
+             "close() from another thread: the blocked iteration ends at once (%.2f s, %r)"
+             % (time.monotonic() - t0, quiet.error))
+
+    # a restart: the stream ends, reconnects to the same port, resumes after its last event
+    n, last = len(every.events), every.stream.last_id
+    CHECK.eq(srv.stop(), 0, "gpured stops with a stream open")
+    env = {"GPURED_STORE": srv.env["GPURED_STORE"]} if L.STORE == "postgresql" else None
+    other = L.Server(data_dir=data, env=env, name="gpured-events-b").start()  # the same store, another port
+    away = ended([client(other.base).submit("sum", [i, 2], device=L.DEVICE) for i in range(2)])
+    L.check_stop(other)
+    srv.start()
+    CHECK.eq(srv.port, port, "gpured restarted on its port")
+    every.until(n + 4, "the events made while away, replayed")
+    new = ended([c.submit("sum", [5, 5], device=L.DEVICE)])
+    every.until(n + 6, "then the new job's")
+    time.sleep(0.3)
+    CHECK.eq(every.jobs(n), both(away) + both(new), "after the restart: the events made while away, then the new "
+             "job's; none lost, none twice")
+    CHECK.ok(rising(every.events), "seq rises across the restart: %r" % [e.seq for e in every.events])
+    CHECK.eq((every.stream.connects, streams.rows[-1]), (2, (200, str(last))),
+             "one reconnection, sending Last-Event-ID: the last event before the stop")
+    CHECK.ok(every.error is None and not every.ended, "the stream goes on: %r" % every.error)
+    every.stream.close()
+    every.thread.join(5)
+    CHECK.ok(every.ended, "closed")
+
+    async def body():
+        async with gpured.AsyncClient(srv.base) as ac:
+            async with ac.events(kind="job") as evs:
+                job = await ac.submit("sum", [1, 2, 3], device=L.DEVICE)
+                got = [await asyncio.wait_for(evs.__anext__(), 10) for _ in range(2)]
+                CHECK.eq([(e.id, e.status) for e in got], both([job.id]), "AsyncClient.events: async for")
+            job = await ac.submit("sum", [4, 5], device=L.DEVICE, wait=30)
+            CHECK.eq([s async for s in ac.watch(job, timeout=10)], ["succeeded"], "AsyncClient.watch")
+            evs = ac.events()
+            try:
+                await asyncio.wait_for(evs.__anext__(), 0.5)
+                CHECK.ok(False, "AsyncClient.events: an event on a quiet stream")
+            except asyncio.TimeoutError:
+                CHECK.ok(evs.stream is not None and evs.stream.closed, "a cancelled __anext__ closes the stream")
+    asyncio.run(body())
+    L.check_stop(srv)
+    shutil.rmtree(data, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- installed: gpured-cli
 
 def builder():
@@ -562,7 +750,61 @@ def cli(srv, c, rng):
     raises("the dataset gpured-cli rm deleted", lambda: c.dataset(dsid), 404)
     p = run(["get", NO_JOB], want=1)
     CHECK.ok("404" in p.stderr and NO_JOB in p.stderr, "gpured-cli get of an unknown job: %r" % p.stderr)
+    cli_events(c, run_cli, env, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cli_events(c, run_cli, env, tmp):
+    """gpured-cli events: the events after --after replayed, then new ones, a line each, until Ctrl-C."""
+    with c.events(kind="job", timeout=10) as s:
+        c.submit("sum", [1, 2], device=L.DEVICE, wait=30)  # answered ended: its final event only
+        head = next(iter(s), None)
+    CHECK.ok(head is not None and head.status == "succeeded", "an event to start after: %r" % head)
+    head = head.seq if head else 0
+    before = ended([c.submit("sum", [3, 4], device=L.DEVICE)])
+
+    def lines(args, n, then):
+        """Run gpured-cli events, read n lines (calling then() after the first two), Ctrl-C it."""
+        p = subprocess.Popen(run_cli + ["events"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, cwd=tmp, env=env)
+        got = queue.Queue()
+        threading.Thread(target=lambda: [got.put(x) for x in p.stdout], daemon=True).start()
+        out = []
+        try:
+            while len(out) < n:
+                out.append(got.get(timeout=20).rstrip("\n"))
+                if len(out) == 2:
+                    then()
+        except queue.Empty:
+            pass
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        try:
+            rc = p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        CHECK.eq(rc, 0, "gpured-cli events %s: exit 0 at Ctrl-C (stderr %r)" % (" ".join(args), p.stderr.read()[-500:]))
+        while not got.empty():
+            out.append(got.get().rstrip("\n"))
+        return out
+
+    live = []
+    out = lines(["--json", "--after", str(head)], 4, lambda: live.extend(ended([c.submit("max", [5, 6], device=L.DEVICE)])))
+    try:
+        docs = [json.loads(x) for x in out]
+    except ValueError:
+        docs = []
+    CHECK.eq([(d.get("kind"), d.get("id"), d.get("status")) for d in docs],
+             [("job",) + x for x in both(before) + both(live)],
+             "gpured-cli events --json --after: the events after it replayed, then the new ones: %r" % out)
+    CHECK.ok(docs and all(sorted(d) == ["at", "id", "kind", "seq", "status", "tenant"] for d in docs)
+             and all(a["seq"] < b["seq"] for a, b in zip(docs, docs[1:])), "one Event a line, seq rising: %r" % out)
+    out = lines(["--kind", "job", "--status", "succeeded", "--after", str(head)], 2, lambda: None)
+    words = [x.split() for x in out]
+    CHECK.eq([(w[2:]) for w in words], [["job", i, "succeeded", "default"] for i in before + live],
+             "gpured-cli events --status succeeded: SEQ AT KIND ID STATUS TENANT: %r" % out)
+    CHECK.ok(all(w[0].isdigit() and L.RFC3339.match(w[1]) for w in words), "lines start with seq and at: %r" % out)
 
 
 def main():
@@ -574,7 +816,8 @@ def main():
     for name, part in (("reductions", lambda: reductions(c, seen, rng)), ("matmul", lambda: matmuls(c, seen, rng)),
                        ("datasets", lambda: datasets(c, seen, rng)), ("jobs", lambda: jobs(srv, c, seen, rng)),
                        ("AsyncClient", lambda: async_client(srv.base, rng)), ("retries", retries),
-                       ("tokens", lambda: tokens(rng)), ("gpured-cli", lambda: cli(srv, c, rng))):
+                       ("tokens", lambda: tokens(rng)), ("events", events),
+                       ("gpured-cli", lambda: cli(srv, c, rng))):
         t = time.monotonic()
         part()
         print("%s: %.1f s" % (name, time.monotonic() - t), flush=True)

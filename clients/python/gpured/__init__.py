@@ -6,11 +6,12 @@
     c.sum(np.arange(10, dtype=np.int32))          # numpy.int64(45)
     c.argmax(np.random.rand(3, 5), axis=1)        # array of 3 int64 indices
 
-See README.md for datasets, jobs, batches, errors, retries, the asyncio twin and gpured-cli.
+See README.md for datasets, jobs, batches, events, errors, retries, the asyncio twin and gpured-cli.
 """
 from .aio import AsyncClient
 from .client import JSON_MAX_ELEMENTS, Client, Dataset, Job
 from .errors import Error
+from .events import Event, EventStream, JobWatch
 
-__all__ = ["AsyncClient", "Client", "Dataset", "Error", "JSON_MAX_ELEMENTS", "Job"]
+__all__ = ["AsyncClient", "Client", "Dataset", "Error", "Event", "EventStream", "JSON_MAX_ELEMENTS", "Job", "JobWatch"]
 __version__ = "0.1.0"

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterator, Optional, TypeVar, Union
 
 from .client import Client, Dataset, Job
+from .events import Event, EventStream, JobWatch
 
 T = TypeVar("T")
 
@@ -26,6 +27,62 @@ async def _aiter(it: Iterator[T]) -> AsyncIterator[T]:
         if item is end:
             return
         yield item  # type: ignore[misc]
+
+
+class AsyncStream(Generic[T]):
+    """A live stream (:class:`EventStream`, :class:`JobWatch`) as an async iterator: the sync one,
+    opened in a worker thread at the first ``__anext__`` (or ``async with``), each next item
+    read in a worker thread. A stream waiting for its next event holds a thread of the loop's
+    default executor meanwhile. ``aclose()`` (or leaving ``async with``) closes it at once, a
+    pending ``__anext__`` included; so does cancelling a pending ``__anext__`` (as
+    ``asyncio.wait_for`` does at its timeout), since the event its thread is reading could not
+    be given to anyone: open a new stream with ``after=stream.last_id`` to go on."""
+
+    def __init__(self, open: Callable[[], Union[EventStream, JobWatch]]) -> None:
+        self._open = open
+        self._closed = False
+        self.stream: Optional[Union[EventStream, JobWatch]] = None
+
+    async def _opened(self) -> Union[EventStream, JobWatch]:
+        if self.stream is None:
+            self.stream = await asyncio.to_thread(self._open)
+            if self._closed:  # closed while it opened
+                self.stream.close()
+        return self.stream
+
+    def __aiter__(self) -> "AsyncStream[T]":
+        return self
+
+    async def __anext__(self) -> T:
+        stream = await self._opened()
+        end = object()
+        try:
+            item = await asyncio.to_thread(next, stream, end)
+        except asyncio.CancelledError:
+            stream.close()  # wakes the thread blocked reading
+            raise
+        if item is end:
+            raise StopAsyncIteration
+        return item  # type: ignore[return-value]
+
+    async def __aenter__(self) -> "AsyncStream[T]":
+        await self._opened()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the stream (a pending ``__anext__`` ends with StopAsyncIteration)."""
+        self._closed = True
+        if self.stream is not None:
+            self.stream.close()
+
+    @property
+    def last_id(self) -> Optional[int]:
+        """The id of the last event seen (an events stream's)."""
+        stream = self.stream.stream if isinstance(self.stream, JobWatch) else self.stream
+        return stream.last_id if stream is not None else None
 
 
 class AsyncClient:
@@ -76,6 +133,16 @@ class AsyncClient:
     def datasets(self, *args: Any, **kwargs: Any) -> AsyncIterator[Dataset]:
         """Every dataset, as :meth:`Client.datasets`: ``async for ds in client.datasets()``."""
         return _aiter(self.client.datasets(*args, **kwargs))
+
+    def events(self, *args: Any, **kwargs: Any) -> AsyncStream[Event]:
+        """The service's events, as :meth:`Client.events` (an :class:`AsyncStream`):
+        ``async with client.events(kind="job") as events: async for ev in events: ...``."""
+        return AsyncStream(lambda: self.client.events(*args, **kwargs))
+
+    def watch(self, job: Job, timeout: Optional[float] = None) -> AsyncStream[str]:
+        """A job's statuses as they change, as :meth:`Job.watch` (an :class:`AsyncStream`):
+        ``async for status in client.watch(job): ...``."""
+        return AsyncStream(lambda: job.watch(timeout))
 
     async def wait(self, job: Job, timeout: Optional[float] = None) -> Job:
         """:meth:`Job.wait` in a worker thread."""

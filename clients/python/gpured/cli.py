@@ -12,6 +12,7 @@ import numpy as np
 
 from .client import Client, Dataset, Job
 from .errors import Error
+from .events import Event
 
 USAGE = """examples:
   gpured-cli submit sum --data '[1, 2, 3]' --dtype int32 --wait
@@ -23,6 +24,7 @@ USAGE = """examples:
   gpured-cli download d_0123456789abcdef out.npy
   gpured-cli ls jobs --status failed --limit 20
   gpured-cli rm d_0123456789abcdef j_0123456789abcdef   # deletes a dataset, cancels a job
+  gpured-cli events --kind job --status failed,canceled  # one line per event, until Ctrl-C
 """
 
 
@@ -52,6 +54,10 @@ def _values(arg: Optional[str]) -> Any:
 
 
 def _line(obj: Any) -> str:
+    if isinstance(obj, Event):
+        if obj.kind == "gap":
+            return "gap: the events after %s are no longer kept; going on after %d" % (obj.after, obj.seq)
+        return "%d %s %s %s %s %s" % (obj.seq, obj.at, obj.kind, obj.id, obj.status, obj.tenant)
     if isinstance(obj, Job):
         d = obj.doc
         res = json.dumps(d.get("result") or d.get("error"), separators=(",", ":"))
@@ -124,6 +130,18 @@ def cmd_rm(c: Client, args: argparse.Namespace) -> None:
     _show(args, done, many=True)
 
 
+def cmd_events(c: Client, args: argparse.Namespace) -> None:
+    """One line per event (--json: the event's JSON) as it comes, until Ctrl-C (exit 0)."""
+    try:
+        with c.events(job=args.job, kind=args.kind, status=args.status, after=args.after) as events:
+            for ev in events:
+                print(json.dumps(dict(ev.data, kind=ev.kind)) if args.json else _line(ev), flush=True)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:  # the reader went away (| head): no complaint at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _options(after_command: bool) -> argparse.ArgumentParser:
     """The options every command takes, before it or after it (``gpured-cli ls --json``)."""
     p = argparse.ArgumentParser(add_help=False)
@@ -193,6 +211,14 @@ def parser() -> argparse.ArgumentParser:
     s = add("rm", help="delete datasets (d_...) and cancel queued jobs (j_...)")
     s.add_argument("ids", nargs="+")
     s.set_defaults(run=cmd_rm)
+
+    s = add("events", help="print job and dataset events as they happen, until Ctrl-C "
+                           "(reconnecting and resuming if the service restarts)")
+    s.add_argument("--job", help="one job's (j_...)")
+    s.add_argument("--kind", choices=["job", "dataset"])
+    s.add_argument("--status", help="any of these, comma-separated (queued,succeeded,failed,canceled,created,deleted)")
+    s.add_argument("--after", type=int, help="replay the kept events after this id first")
+    s.set_defaults(run=cmd_events)
     return p
 
 

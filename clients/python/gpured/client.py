@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 import warnings
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import requests
@@ -18,6 +18,9 @@ import urllib3
 from . import _wire
 from ._wire import Body, Progress
 from .errors import Error
+
+if TYPE_CHECKING:
+    from .events import EventStream, JobWatch
 
 TERMINAL = ("succeeded", "failed", "canceled")
 MAX_WAIT = 60
@@ -90,15 +93,16 @@ class Client:
     def request(self, method: str, path: str, *, params: Optional[Mapping[str, Any]] = None, json: Any = None,
                 body: Optional[Body] = None, content_type: Optional[str] = None,
                 headers: Optional[Mapping[str, str]] = None, key: bool = False, wait: float = 0,
-                stream: bool = False) -> requests.Response:
+                stream: bool = False, retries: Optional[int] = None) -> requests.Response:
         """Send one request to the service and return its answer (status below 400).
 
         ``key``: send an ``Idempotency-Key``, the same on every retry. ``wait``: seconds the
         service may hold the answer (a long poll), added to the timeout. Retries ``429`` and
         ``503`` (not a ``503`` naming a broken device, which only a restart repairs), a ``409``
         for this key's first try still in progress, and, for a GET or a keyed POST, a request
-        that got no answer. Raises :class:`Error` with the problem the service answered (or
-        ``status`` None when none came)."""
+        that got no answer (``retries`` times: the client's unless given). ``stream``: return
+        once the headers are in, the body read as it comes. Raises :class:`Error` with the
+        problem the service answered (or ``status`` None when none came)."""
         hdrs = {"Accept": "application/json"}
         if self.token:
             hdrs["Authorization"] = "Bearer " + self.token
@@ -108,8 +112,9 @@ class Client:
             hdrs["Content-Type"] = content_type
         hdrs.update(headers or {})
         resend = method == "GET" or key  # no harm in sending it twice
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
+            last = attempt == retries
             try:
                 resp = self._session().request(method, self.url + path, params=params, json=json, data=body,
                                                headers=hdrs, timeout=self.timeout + wait, stream=stream)
@@ -373,6 +378,21 @@ class Client:
         for doc in self._pages("/v1/datasets", "datasets", limit=limit, tenant=tenant):
             yield Dataset(self, doc)
 
+    # ------------------------------------------------------------ events
+
+    def events(self, job: Optional[str] = None, kind: Optional[str] = None,
+               status: Union[str, Sequence[str], None] = None, after: Optional[int] = None,
+               heartbeat: Optional[int] = None, timeout: Optional[float] = None) -> "EventStream":
+        """``GET /v1/events``: job and dataset changes as they happen, an iterator of
+        :class:`gpured.Event` that reconnects and resumes by itself (see :class:`EventStream`).
+        It subscribes before returning (``Error`` 400 for a bad filter), and iterates until
+        ``timeout`` seconds pass or it is closed: use it in a ``with`` block, or ``close()`` it
+        (from any thread). ``job``: one job's (``j_...``); ``kind``: ``"job"`` or
+        ``"dataset"``; ``status``: any of these; ``after``: replay the events after this id."""
+        from .events import EventStream
+        return EventStream(self, job=job, kind=kind, status=status, after=after, heartbeat=heartbeat,
+                           timeout=timeout)
+
     # ------------------------------------------------------------ the service
 
     def devices(self) -> dict:
@@ -466,6 +486,16 @@ class Job:
             if k in res:
                 return np.asarray(res[k], dtype=rtype)[()]
         return self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part})
+
+    def watch(self, timeout: Optional[float] = None) -> "JobWatch":
+        """The job's statuses as they change: its current one, then each new one, ending after
+        the final one (``succeeded``, ``failed``, ``canceled``) or once ``timeout`` seconds pass
+        (``done`` then tells which). Subscribes to the job's events before reading it, so no
+        change is missed; ``running`` is never an event, so it shows only if the job was running
+        when read; a job that had ended already gives its final status only.
+        A :class:`JobWatch`: ``with job.watch() as statuses: ...``, or ``close()`` it."""
+        from .events import JobWatch
+        return JobWatch(self, timeout)
 
     def cancel(self) -> "Job":
         """Cancel the job while it is queued (``Error`` 409 once it has run)."""
