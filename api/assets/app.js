@@ -145,7 +145,7 @@ async function problemText(r) {
 // --- job filters, kept in the URL hash (#status=failed&op=sum&device=gpu:0) so a reload keeps them ---
 
 // status and op go to the server (GET /v1/jobs?status=&op=); the API has no device filter, so the
-// device is matched here, among the jobs of the page listed.
+// device is matched here, among the newest JOBS_LIMIT jobs the server lists.
 function filters() {
   const f = {};
   for (const k of FILTERS) f[k] = $('filter-' + k).value;
@@ -370,7 +370,7 @@ async function loadDetail(id) {
 function renderDetail(job) {
   const badge = el('span', job.status, 'status status-' + job.status);
   $('detail-status').replaceChildren(badge);
-  $('detail-json').textContent = JSON.stringify(job, null, 2);
+  $('detail-json').textContent = prettyJSON(job);
   renderTimings(job.timings_ms);
   // a benchmark's table is JSON only; a job has values once it succeeded
   const values = job.status === 'succeeded' && job.kind !== 'benchmark';
@@ -380,11 +380,18 @@ function renderDetail(job) {
   $('detail').dataset.status = job.status;
 }
 
+// Indented JSON, with arrays of numbers (shapes, a row of values) on one line each. A string
+// holds no raw newline, so "[" then a newline is always the JSON's own bracket.
+function prettyJSON(v) {
+  return JSON.stringify(v, null, 2)
+    .replace(/\[\n\s+([^\[\]{}"]*?)\n\s*\]/g, (m, inner) => '[' + inner.split(/,\n\s*/).join(', ') + ']');
+}
+
 // One segment per stage, as its share of the job's total; what the stages leave of the total is
 // drawn as "other". Copies and kernel can overlap (a streamed matmul), so the bar's scale is the
 // larger of the total and the stages' sum.
 function renderTimings(t) {
-  if (!t) {
+  if (!t || typeof t.total !== 'number') {
     $('detail-timings').replaceChildren();
     $('detail-legend').replaceChildren(el('span', 'no timings: the job has not run', 'muted'));
     return;
@@ -601,7 +608,7 @@ function series(label, color, dashed, points, yAxisID) {
 function renderLoad() {
   const now = Date.now() / 1000, ss = state.samples;
   const devices = [...new Set(ss.flatMap((s) => Object.keys(s.devs)))];
-  const x = (s) => Math.round((s.t - now) * 10) / 10;
+  const x = (s) => s.t - now; // seconds ago, negative: the x axis runs from -300 to 0
   const load = [], gpu = [];
   devices.forEach((dev, i) => {
     const color = COLORS[i % COLORS.length];

@@ -2,13 +2,20 @@
 # python3-selenium): loads with no console errors and nothing fetched from elsewhere, a job
 # submitted from the form succeeds with the reference value, the charts draw (a benchmark from its
 # button too), the page follows the event stream (a job made elsewhere is refreshed in by its
-# events) and an idle page sends no 200s, it fits 1280x800 and a phone; screenshots go to
-# <build>/artifacts/. Then against a server with --tokens-file: the 401s bring up the token form, a
-# wrong token is refused, the right one loads the tenant's jobs (sent as a header, never in a URL,
-# kept in sessionStorage) and "Forget token" drops it.
+# events) and an idle page sends no 200s; a job's detail shows its document and stage timings and
+# its .npy download holds the server's bytes; the datasets panel lists an upload with its shape and
+# size, and its delete asks first (keep keeps it, delete deletes it, a dataset in use shows the
+# 409); the per-device chart shows the queue a blocked worker builds and as many jobs/s as the
+# server counted; the job filters narrow the table to the API's answer and survive a reload; it
+# fits 1280x800 and a phone; screenshots go to <build>/artifacts/. Then against a server with
+# --tokens-file: the 401s bring up the token form, a wrong token is refused, the right one loads
+# the tenant's jobs (sent as a header, never in a URL, kept in sessionStorage) and "Forget token"
+# drops it.
 import json
 import math
 import os
+import shutil
+import struct
 import tempfile
 import time
 
@@ -25,7 +32,7 @@ TOKEN_UI = ("return [!document.getElementById('token-card').hidden, !document.ge
             " sessionStorage.getItem('%s')]" % TOKEN_KEY)
 
 
-def browser():
+def browser(downloads):
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -40,7 +47,11 @@ def browser():
               "--window-size=1280,800", "--hide-scrollbars"):
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
+    # the .npy the detail panel saves lands here, unasked
+    opts.add_experimental_option("prefs", {"download.default_directory": downloads, "download.prompt_for_download": False})
+    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
+    return driver
 
 
 def wait_for(driver, js, what, timeout=20):
@@ -110,6 +121,262 @@ def chart_state(driver, canvas_id):
                 w: c.width, h: c.height};""", canvas_id)
 
 
+def table_ids(driver, table="jobs"):
+    return driver.execute_script("return [...document.querySelectorAll('#%s tbody tr')].map(tr => tr.dataset.id)" % table)
+
+
+def wait_ids(driver, want, what, table="jobs", timeout=10):
+    """Wait until the table lists exactly want (in order); check it; returns what it lists."""
+    deadline = time.time() + timeout
+    while True:
+        got = table_ids(driver, table)
+        if got == want or time.time() > deadline:
+            CHECK.eq(got, want, what)
+            return got
+        time.sleep(0.1)
+
+
+def present(driver, css):
+    return driver.execute_script("return !!document.querySelector(arguments[0])", css)
+
+
+def wait_css(driver, css, what, timeout=10, gone=False):
+    """Wait until css finds something (or, gone, nothing); False on time-out (checked here)."""
+    deadline = time.time() + timeout
+    while present(driver, css) == gone:
+        if time.time() > deadline:
+            CHECK.ok(False, "timed out after %ds waiting for %s" % (timeout, what))
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def click(driver, css):
+    """Click what css finds, scrolled into view first (the table is below the fold)."""
+    from selenium.webdriver.common.by import By
+    e = driver.find_element(By.CSS_SELECTOR, css)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", e)
+    e.click()
+    return e
+
+
+def select(driver, sel_id, value):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    Select(driver.find_element(By.ID, sel_id)).select_by_value(value)
+
+
+def load_series(driver, *labels):
+    """The {x, y} points of the load chart's series of those labels ([] for one it has not), read at
+    once: each reading of /metrics draws them anew, x relative to its time."""
+    return driver.execute_script("const ds = Chart.getChart(document.getElementById('load-chart')).data.datasets;"
+                                 "return arguments[0].map(l => (ds.find(d => d.label === l) || {data: []}).data)", labels)
+
+
+def check_detail(driver, srv, jid, downloads, art):
+    """Open a job from its row: its document, its timings bar, its result saved as .npy."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    click(driver, '#jobs tbody tr[data-id="%s"]' % jid)
+    shown = wait_for(driver, "const p = document.getElementById('detail');"
+                     "try { const d = JSON.parse(document.getElementById('detail-json').textContent);"
+                     "      return !p.hidden && d.id === '%s' && d } catch (e) { return null }" % jid, "the detail of " + jid)
+    job = srv.get_json("/v1/jobs/" + jid)
+    if shown:
+        CHECK.eq({k: shown.get(k) for k in ("id", "status", "op", "shape", "device", "created_at", "finished_at")},
+                 {k: job[k] for k in ("id", "status", "op", "shape", "device", "created_at", "finished_at")},
+                 "detail: members of the job document")
+        CHECK.eq(shown, job, "detail: the whole job document as GET /v1/jobs/{id} has it")
+    CHECK.eq(driver.execute_script("return document.querySelector('#jobs tr.selected').dataset.id"), jid, "detail: its row is marked")
+
+    # one segment per stage (and "other": what the stages leave of the total), each its share
+    # (CSS keeps a width to 6 significant digits)
+    segs = driver.execute_script("return [...document.querySelectorAll('#detail-timings .seg')].map(s =>"
+                                 " [s.dataset.stage, parseFloat(s.style.width), s.getBoundingClientRect().width])")
+    bar = driver.execute_script("return document.getElementById('detail-timings').getBoundingClientRect().width")
+    t = job["timings_ms"]
+    stages = ["queue", "h2d", "kernel", "d2h"]
+    ssum = sum(t[k] for k in stages)
+    scale = max(t["total"], ssum)
+    want = [(k, 100 * t[k] / scale) for k in stages] + ([("other", 100 * (t["total"] - ssum) / scale)] if t["total"] > ssum else [])
+    CHECK.eq([s[0] for s in segs], [w[0] for w in want], "detail: the timings bar's segments")
+    CHECK.ok(len(segs) == len(want) and all(abs(s[1] - w[1]) < 1e-3 for s, w in zip(segs, want)),
+             "detail: segment widths %r, want %r (%% of %r ms)" % ([s[1] for s in segs], want, scale))
+    CHECK.ok(bar > 100 and abs(sum(s[2] for s in segs) - bar) < 2,
+             "detail: the segments fill the %gpx bar: %r" % (bar, [s[2] for s in segs]))
+    kernel = driver.execute_script("const r = document.querySelector('#detail-timings .seg[data-stage=kernel]')"
+                                   ".getBoundingClientRect(); return [r.width, r.height]")
+    CHECK.ok(kernel[0] > 1 and kernel[1] >= 10, "detail: the kernel segment is drawn, %r px (w, h)" % kernel)
+
+    # the button saves the server's .npy (fetched with Accept, as a Blob) under the job's name
+    path = os.path.join(downloads, jid + ".npy")
+    click(driver, "#detail-download")
+    deadline = time.time() + 15
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.1)  # Chromium writes NAME.crdownload and renames it once the download is whole
+    r = srv.req("GET", "/v1/jobs/%s/result" % jid, headers={"Accept": "application/x-npy"})
+    got = open(path, "rb").read() if os.path.exists(path) else None
+    CHECK.ok(r.status == 200 and r.body.startswith(b"\x93NUMPY"), "the server's .npy of %s: %r" % (jid, r))
+    CHECK.ok(got == r.body, "detail: the saved %s.npy (%r bytes) is the server's /result (%d bytes)"
+             % (jid, got and len(got), len(r.body)))
+    msg = driver.find_element("id", "detail-msg").text
+    CHECK.ok(msg.startswith("saved %s.npy" % jid), "detail: says what it saved: %r" % msg)
+
+    driver.save_screenshot(os.path.join(art, "dashboard-detail.png"))
+    print("screenshot: %s" % os.path.join(art, "dashboard-detail.png"), flush=True)
+    ActionChains(driver).send_keys(Keys.ESCAPE).perform()
+    CHECK.ok(wait_for(driver, "return document.getElementById('detail').hidden", "Esc to close the detail"), "detail: Esc closes it")
+    return job
+
+
+def upload(srv, rng, rows, cols):
+    vals = [rng.randint(-1000, 1000) for _ in range(rows * cols)]
+    r = srv.req("POST", "/v1/datasets?dtype=int32&shape=%d,%d" % (rows, cols), struct.pack("<%di" % len(vals), *vals),
+                {"Content-Type": "application/octet-stream"})
+    CHECK.eq(r.status, 201, "upload a %dx%d dataset" % (rows, cols))
+    return r.json()["id"]
+
+
+def dataset_row(driver, did, timeout=10):
+    """The dataset panel's row: [id, dtype, shape, size, created, cached on, actions] and the size's title."""
+    return wait_for(driver, "const tr = document.querySelector('#datasets tbody tr[data-id=\"%s\"]');"
+                    "return tr && [[...tr.cells].map(c => c.textContent), tr.cells[3].title]" % did,
+                    "dataset %s in the panel" % did, timeout)
+
+
+def check_datasets(driver, srv, rng, kept):
+    """The datasets panel: what it lists, its delete that asks first, and a refused delete.
+    Returns the id of a job canceled on the way (for the status filter) and the URL refused."""
+    did = upload(srv, rng, 3, 4)
+    row = dataset_row(driver, did)  # listed on its "created" event
+    if row:
+        CHECK.eq(row[0][:4], [did, "int32", "3×4", "48 B"], "datasets: the upload's row (id, dtype, shape, size)")
+        CHECK.eq(row[1], "48 bytes", "datasets: the exact size on hover")
+        CHECK.eq(row[0][5], "—", "datasets: cached nowhere (a CPU server)")
+    if kept:
+        res = kept[0]["result"]
+        row = dataset_row(driver, res["dataset"])
+        CHECK.ok(row and row[0][2] == "4097" and row[0][3] == "32.0 KiB" and row[1] == "%d bytes" % (4097 * 8),
+                 "datasets: a kept result's row: %r" % (row,))
+    want = [d["id"] for d in srv.get_json("/v1/datasets?limit=100")["datasets"]]
+    wait_ids(driver, want, "datasets: the panel lists GET /v1/datasets, newest first", "datasets")
+
+    # delete asks first: "Keep" keeps it, "Delete" deletes it
+    btn = '#datasets tr[data-id="%s"] button[data-action="%s"]'
+    click(driver, btn % (did, "delete"))
+    CHECK.ok(wait_css(driver, btn % (did, "confirm"), "the delete's confirmation"), "datasets: delete asks for a confirmation")
+    CHECK.eq(srv.req("GET", "/v1/datasets/" + did).status, 200, "datasets: still there while it asks")
+    click(driver, btn % (did, "cancel"))
+    time.sleep(0.3)
+    CHECK.eq([present(driver, btn % (did, "confirm")), present(driver, btn % (did, "delete"))], [False, True],
+             "datasets: Keep closes the question and keeps the row: [confirm shown, delete shown]")
+    CHECK.eq(srv.req("GET", "/v1/datasets/" + did).status, 200, "datasets: Keep keeps it")
+    click(driver, btn % (did, "delete"))
+    click(driver, btn % (did, "confirm"))
+    st = wait_for(driver, "return document.getElementById('datasets-msg').dataset.status", "the delete's answer")
+    CHECK.eq(st, "deleted", "datasets: the delete's answer: %s" % driver.find_element("id", "datasets-msg").text)
+    CHECK.eq(srv.req("GET", "/v1/datasets/" + did).status, 404, "datasets: confirmed, it is deleted")
+    wait_css(driver, '#datasets tr[data-id="%s"]' % did, "the deleted row gone", gone=True)
+
+    # a dataset a queued job holds: the delete is refused (409) and the page says why. The queue
+    # behind the busy worker shows in the per-device chart too.
+    held = upload(srv, rng, 2, 2)
+    b = L.blocker(srv, 6)
+    qjob = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": held, "device": "cpu"})
+    canceled = None
+    if CHECK.eq((b.status, qjob.status, qjob.json().get("status")), (202, 202, "queued"), "a job queued behind a busy worker"):
+        canceled = qjob.json()["id"]
+        refused = srv.req("DELETE", "/v1/datasets/" + held)
+        L.check_problem("DELETE of a dataset a queued job holds", refused, 409)
+        dataset_row(driver, held)
+        driver.execute_script("document.getElementById('datasets-msg').removeAttribute('data-status')")
+        click(driver, btn % (held, "delete"))
+        click(driver, btn % (held, "confirm"))
+        st = wait_for(driver, "return document.getElementById('datasets-msg').dataset.status", "the refused delete's answer")
+        msg = driver.find_element("id", "datasets-msg").text
+        CHECK.ok(st == "refused" and "409" in msg and refused.json()["detail"] in msg,
+                 "datasets: a refused delete shows the problem: %r (%s)" % (msg, st))
+        CHECK.eq(srv.req("GET", "/v1/datasets/" + held).status, 200, "datasets: refused, it stays")
+        # /metrics is read every 3 s: a reading while the job waits shows it queued on the CPU
+        q = wait_for(driver, "const d = Chart.getChart(document.getElementById('load-chart')).data.datasets"
+                     ".find(d => d.label === 'cpu queued'); return d && d.data.some(p => p.y >= 1)",
+                     "the queued job in the per-device chart", 8)
+        CHECK.ok(q, "load chart: the CPU's queue depth rose to 1 behind the busy worker")
+        CHECK.eq(srv.req("DELETE", "/v1/jobs/" + canceled).status, 200, "cancel the queued job")
+    if b.status == 202:
+        r = srv.req("GET", "/v1/jobs/%s?wait=30" % b.json()["id"], timeout=40)
+        deadline = time.time() + 60
+        while r.json()["status"] not in L.TERMINAL and time.time() < deadline:
+            r = srv.req("GET", "/v1/jobs/%s?wait=30" % b.json()["id"], timeout=40)
+        CHECK.eq(r.json()["status"], "succeeded", "the blocking benchmark ended")
+    return canceled, "/v1/datasets/" + held
+
+
+def check_filters(driver, srv, canceled):
+    """Filters narrow the table to what the API lists for them (the device, matched by the page)."""
+    def listed(**q):
+        jobs = srv.get_json("/v1/jobs?limit=100" + "".join("&%s=%s" % kv for kv in q.items() if kv[0] != "device"))["jobs"]
+        return [j["id"] for j in jobs if j["device"] == q.get("device", j["device"])]
+
+    select(driver, "filter-op", "max")
+    ids = wait_ids(driver, listed(op="max"), "filter op=max: the table is GET /v1/jobs?op=max")
+    ops = driver.execute_script("return [...document.querySelectorAll('#jobs tbody tr')].map(tr => tr.cells[2].textContent)")
+    CHECK.ok(len(ids) >= 2 and set(ops) == {"max"}, "filter op=max: %d rows, ops %r" % (len(ids), sorted(set(ops))))
+    CHECK.eq(driver.execute_script("return location.hash"), "#op=max", "filter op=max: the hash")
+    select(driver, "filter-op", "")
+    if canceled:
+        select(driver, "filter-status", "canceled")
+        wait_ids(driver, [canceled], "filter status=canceled: the one job canceled")
+    select(driver, "filter-status", "succeeded")
+    select(driver, "filter-op", "max")
+    select(driver, "filter-device", "cpu")
+    want = listed(status="succeeded", op="max", device="cpu")
+    wait_ids(driver, want, "filters status, op and device together")
+    CHECK.eq(driver.execute_script("return location.hash"), "#status=succeeded&op=max&device=cpu", "three filters: the hash")
+
+    # a reload keeps them: the selects and the table
+    driver.refresh()
+    wait_for(driver, "return document.querySelectorAll('#jobs tbody tr').length", "the filtered table after a reload")
+    CHECK.eq(driver.execute_script("return ['status', 'op', 'device'].map(k => document.getElementById('filter-' + k).value)"),
+             ["succeeded", "max", "cpu"], "filters after a reload")
+    wait_ids(driver, want, "the filtered table after a reload")
+    # a device the server has not (a link from a GPU server): nothing here ran there
+    driver.execute_script("location.hash = '#device=gpu:7'")
+    wait_ids(driver, [], "filter device=gpu:7 on a CPU server: no rows")
+    meta = driver.find_element("id", "jobs-meta").text
+    CHECK.ok("no job matches" in meta, "filter device=gpu:7: the table says so: %r" % meta)
+    for k in ("status", "op", "device"):
+        select(driver, "filter-" + k, "")
+    wait_ids(driver, listed(), "no filters: every job again")
+    CHECK.eq(driver.execute_script("return location.hash"), "", "no filters: no hash")
+
+
+def check_load_chart(driver, srv, jobs_before):
+    """The per-device chart's jobs/s add up to the jobs the server counted since the page opened."""
+    total = sum(v for lb, v in O.scrape(srv).series("gpured_jobs_total") if lb["device"] == "cpu") - jobs_before
+    n = len(load_series(driver, "cpu queued")[0])
+    wait_for(driver, "const d = Chart.getChart(document.getElementById('load-chart')).data.datasets"
+             ".find(d => d.label === 'cpu queued'); return d.data.length > %d" % n, "a reading of /metrics after the jobs", 8)
+    queued, rates = load_series(driver, "cpu queued", "cpu jobs/s")
+    CHECK.ok(len(queued) >= 3 and len(rates) == len(queued) - 1, "load chart: %d queue points, %d jobs/s points"
+             % (len(queued), len(rates)))
+    CHECK.ok(all(-300 <= p["x"] <= 0 for p in queued), "load chart: points within the last 5 minutes: %r" % queued[:3])
+    xs = [p["x"] for p in queued]
+    counted = sum(r["y"] * (xs[k + 1] - xs[k]) for k, r in enumerate(rates))
+    CHECK.ok(total >= 5 and abs(counted - total) < 1e-6 * total + 1e-6,
+             "load chart: jobs/s over time add up to %r jobs, the server counted %r" % (counted, total))
+    st = chart_state(driver, "load-chart")
+    CHECK.ok(st["painted"] > 0.02 * st["w"] * st["h"], "load chart painted %d pixels" % st["painted"])
+    devs = srv.get_json("/v1/devices")
+    if devs["gpus"]:
+        labels = driver.execute_script("return Chart.getChart(document.getElementById('gpu-chart')).data.datasets.map(d => d.label)")
+        CHECK.eq(sorted(labels), sorted(x for g in devs["gpus"] for x in (g["id"] + " memory used", g["id"] + " cache")),
+                 "GPU chart: memory and cache per GPU")
+    else:
+        CHECK.eq(driver.execute_script("return [document.getElementById('gpu-none').hidden, document.getElementById('gpu-chart-box').hidden]"),
+                 [False, True], "a CPU-only server: the GPU card says so instead of a chart")
+
+
 def screenshots(driver, art, name):
     """The viewport as a person sees it, and the whole page (the table is below the fold)."""
     driver.save_screenshot(os.path.join(art, name + ".png"))
@@ -144,7 +411,9 @@ def main():
         if CHECK.eq(r.status, 200, "seed job %s" % body["op"]):
             kept.append(r.json())
 
-    driver = browser()
+    downloads = tempfile.mkdtemp(prefix="gpured-downloads-")
+    jobs_before = sum(v for lb, v in O.scrape(srv).series("gpured_jobs_total") if lb["device"] == "cpu")
+    driver = browser(downloads)
     try:
         driver.set_window_size(1280, 800)
         driver.get(srv.base + "/")
@@ -231,13 +500,21 @@ def main():
         # live, the page polls once in 15 s as a safety net; each poll is a 304
         CHECK.ok(n304 <= 1 and n200 == 0, "idle live page: %d polls answered 304, %d answered 200" % (n304, n200))
 
+        # a job's detail: the matmul product kept as a dataset (a 70x60 float32 .npy)
+        if len(kept) == 2:
+            check_detail(driver, srv, kept[1]["id"], downloads, art)
+        canceled, refused = check_datasets(driver, srv, rng, kept)
+        check_load_chart(driver, srv, jobs_before)  # before the filters' reload starts the chart anew
+        check_filters(driver, srv, canceled)
+
         # nothing came from anywhere but this server (no CDN)
         urls = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         foreign = [u for u in urls if not u.startswith(srv.base)]
         CHECK.ok(not foreign, "resources fetched from elsewhere: %r" % foreign[:5])
         # no tokens on this server: the token form never showed, nothing asks to be forgotten
         CHECK.eq(driver.execute_script(TOKEN_UI), [False, False, None], "no tokens: [form shown, forget shown, token]")
-        console_errors(driver, "desktop")
+        # Chromium logs an answer >= 400 to fetch as an error: the 409 asked for above is no fault
+        console_errors(driver, "desktop", allow=("%s - Failed to load resource: the server responded with a status of 409" % refused,))
         screenshots(driver, art, "dashboard-1280x800")
 
         # a phone: nothing wider than the screen, the form still usable
@@ -248,6 +525,18 @@ def main():
         st, jid3, line = submit(driver, "argmax", "int32", [3, 9, 2, 9, 1])
         CHECK.ok(st == "succeeded" and "9 @1" in line, "phone: argmax from the form: %r" % line)
         CHECK.eq(driver.execute_script(TOKEN_UI), [False, False, None], "no tokens, phone: [form shown, forget shown, token]")
+        # the detail panel on a phone: the whole width, nothing wider
+        if st == "succeeded":
+            row_of(driver, jid3)
+            click(driver, '#jobs tbody tr[data-id="%s"]' % jid3)
+            wait_for(driver, "return document.getElementById('detail').dataset.status === 'succeeded' && "
+                     "document.getElementById('detail-json').textContent.includes('%s')" % jid3, "the phone's detail")
+            CHECK.eq(driver.execute_script("return [!document.getElementById('detail-download-indices').hidden,"
+                                           " document.documentElement.scrollWidth <= window.innerWidth]"),
+                     [True, True], "phone: an argmax's detail offers its indices and fits: [indices, fits]")
+            driver.save_screenshot(os.path.join(art, "dashboard-phone-detail.png"))
+            print("screenshot: %s" % os.path.join(art, "dashboard-phone-detail.png"), flush=True)
+            click(driver, "#detail-close")
         console_errors(driver, "phone")
         screenshots(driver, art, "dashboard-phone")
         driver.set_window_size(1280, 800)
@@ -255,6 +544,7 @@ def main():
         with_tokens(driver, art, rng)
     finally:
         driver.quit()
+        shutil.rmtree(downloads, ignore_errors=True)
 
 
 def use_token(driver, token):
@@ -314,6 +604,9 @@ def with_tokens(driver, art, rng):
             r = srv.req("GET", "/v1/jobs/" + jid, headers=auth)
             CHECK.eq((r.status, r.status == 200 and r.json().get("tenant")), (200, "alice"), "tokens: the form's job is alice's")
             row_of(driver, jid)
+
+        # the stream reconnects within 2 s of the token (meanwhile the page polls every second)
+        wait_for(driver, "return document.getElementById('live').dataset.live === 'true'", "tokens: the event stream live")
 
         def polls(code):
             m = O.Metrics(srv.req("GET", "/metrics", headers=auth).body.decode("utf-8"))
