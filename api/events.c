@@ -25,7 +25,8 @@
 
 enum { K_JOB = 1, K_DATASET = 2 };
 static const char *const kinds[] = {"job", "dataset"};
-static const char *const states[] = {"queued", "running", "succeeded", "failed", "canceled", "created", "deleted"};
+/* what an event's status can be: running is never stored, so it is no event */
+static const char *const states[] = {"queued", "succeeded", "failed", "canceled", "created", "deleted"};
 #define NSTATES (int)(sizeof states / sizeof states[0])
 
 struct sub {
@@ -215,7 +216,9 @@ static void wake_ready(void)
     double now = gr_mono_ms();
     for (struct sub *s = subs; s; s = s->next) {
         if (s->len == s->off && now - s->last_ms >= s->heartbeat_ms) {
-            add(s, ": keep-alive\n\n", 14);
+            /* with its position: a filtered or quiet stream resumes from here, not from before */
+            char beat[48];
+            add(s, beat, (size_t)snprintf(beat, sizeof beat, ": keep-alive\nid: %lld\n\n", (long long)s->cursor));
             s->last_ms = now;
         }
         if (s->suspended && (s->len > s->off || s->oom || stopping)) {
@@ -382,8 +385,8 @@ static int filters(struct gr_req *r, struct sub *s, struct gr_err *e)
         unsigned bit = n < sizeof name ? (memcpy(name, p, n), bit_of(states, NSTATES, name)) : 0;
         if (!bit)
             return gr_fail(e, GR_EINVAL, "status",
-                           "status must list queued, running, succeeded, failed, canceled, created or deleted, "
-                           "comma-separated; not '%.*s'", (int)n, p);
+                           "status must list queued, succeeded, failed, canceled, created or deleted, comma-separated "
+                           "(running is never stored, so it is no event); not '%.*s'", (int)n, p);
         s->states |= bit;
         p += n + (p[n] == ',');
     }
@@ -395,32 +398,38 @@ static int filters(struct gr_req *r, struct sub *s, struct gr_err *e)
     return GR_OK;
 }
 
-/* Where the stream starts: after Last-Event-ID (or ?after=), else after the newest event. */
+/* Where the stream starts: after Last-Event-ID (or ?after=), else after the newest event. Its
+ * opening says so: the reconnect delay and that position as an id, so that a stream which sees
+ * no event before it drops still resumes from here. */
 static int start_at(struct gr_req *r, struct sub *s, struct gr_err *e)
 {
     const char *last = gr_header(r, "Last-Event-ID"), *after = gr_query(r, "after");
     const char *from = last && *last ? last : after;
+    char text[160];
     pthread_mutex_lock(&mu);
     s->cursor = head;
     pthread_mutex_unlock(&mu);
-    if (!from)
-        return GR_OK;
-    char *end;
-    long long seq = strtoll(from, &end, 10);
-    if (*end || end == from || seq < 0)
-        return gr_fail(e, GR_EINVAL, last && *last ? "Last-Event-ID" : "after",
-                       "an event id is a number from 0 (the id: of an event), not '%s'", from);
-    int64_t oldest, newest;
-    if (gr_store_events_span(store, &oldest, &newest, e) != GR_OK)
-        return GR_EIO;
-    if (seq < oldest - 1) { /* pruned since: say so, then go on from the oldest kept */
-        char gap[160];
-        int n = snprintf(gap, sizeof gap, "event: gap\ndata: {\"after\":%lld,\"oldest\":%lld}\n\n", seq,
-                         (long long)oldest);
-        add(s, gap, (size_t)n);
-        seq = oldest - 1;
+    long long seq = -1, oldest = 0;
+    if (from) {
+        char *end;
+        seq = strtoll(from, &end, 10);
+        if (*end || end == from || seq < 0)
+            return gr_fail(e, GR_EINVAL, last && *last ? "Last-Event-ID" : "after",
+                           "an event id is a number from 0 (the id: of an event), not '%s'", from);
+        int64_t first, newest;
+        if (gr_store_events_span(store, &first, &newest, e) != GR_OK)
+            return GR_EIO;
+        oldest = first;
+        if (seq < oldest - 1) /* pruned since: the gap is said below, and the stream goes on from the oldest */
+            s->cursor = oldest - 1;
+        else if (seq < s->cursor)
+            s->cursor = seq;
     }
-    s->cursor = seq < s->cursor ? seq : s->cursor;
+    /* EventSource reconnects after 2 s, sending the last id it saw */
+    add(s, text, (size_t)snprintf(text, sizeof text, "retry: 2000\nid: %lld\n\n", (long long)s->cursor));
+    if (from && seq < oldest - 1)
+        add(s, text, (size_t)snprintf(text, sizeof text, "id: %lld\nevent: gap\ndata: {\"after\":%lld,\"oldest\":%lld}\n\n",
+                                      oldest - 1, seq, oldest));
     return GR_OK;
 }
 
@@ -436,7 +445,6 @@ void gr_get_events(struct gr_req *r)
     s->refs = 1;
     s->last_ms = gr_mono_ms();
     snprintf(s->tenant, sizeof s->tenant, "%s", gr_scope(r) ? gr_scope(r) : "");
-    add(s, "retry: 2000\n\n", 13); /* EventSource reconnects after 2 s, with its Last-Event-ID */
     int rc = filters(r, s, &e);
     if (rc == GR_OK)
         rc = start_at(r, s, &e);

@@ -1295,6 +1295,15 @@ char *gr_jobs_render(struct gr_job *j, int *committed, int *status)
     pthread_mutex_lock(&mu);
     *committed = j->committed;
     *status = j->status;
+    if (GR_TERMINAL(j->status) && j->committed >= -1 && !GR_TERMINAL(j->committed)) {
+        /* ended, but its end is not durable yet: told as running until it is, so that no one
+         * hears of an end a crash could take back (nor finds its dataset still held by it) */
+        struct gr_job view = *j;
+        view.status = *status = GR_RUNNING;
+        char *doc = gr_job_render(&view);
+        pthread_mutex_unlock(&mu);
+        return doc;
+    }
     if (GR_TERMINAL(*status) && j->final_doc) { /* rendered once, at its end */
         char *doc = strdup(j->final_doc);
         pthread_mutex_unlock(&mu);

@@ -87,8 +87,9 @@ struct gr_job *gr_jobs_find(const char *id, const char *scope);
  * another tenant's: ask the store). */
 int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struct gr_err *e);
 
-/* j's JSON as it stands now (malloc'd, NULL if out of memory), its status in memory and the
- * status the store has committed (-1 none yet, -2 refused). */
+/* j's JSON as it may be told now (malloc'd, NULL if out of memory), that status, and the status
+ * the store has committed (-1 none yet, -2 refused). A job whose end is not committed yet is
+ * told as running. */
 char *gr_jobs_render(struct gr_job *j, int *committed, int *status);
 
 /* Whether nothing more will happen to j here: its final state is stored, the store refused it,

@@ -32,7 +32,7 @@ class Stream:
         CHECK.eq(self.status, 200, "GET /v1/events%s answers 200" % query)
         while self.file.readline() not in (b"\r\n", b""):
             pass
-        self.events, self.comments, self.ended = [], 0, False
+        self.events, self.comments, self.ended, self.last_id = [], 0, False, None
         self.lock = threading.RLock()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -47,6 +47,9 @@ class Stream:
                 elif line:
                     k, _, v = line.partition(": ")
                     fields[k] = v
+                    if k == "id":  # as a browser keeps it: the id of any block, events or not
+                        with self.lock:
+                            self.last_id = v
                 elif "data" in fields:
                     with self.lock:
                         self.events.append((fields.get("id"), fields.get("event"), json.loads(fields["data"])))
@@ -136,7 +139,19 @@ def streams(srv):
     for s in (one, done, datasets):
         s.close()
 
-    for query, field in (("?status=done", "status"), ("?kind=jobs", "kind"), ("?heartbeat=0", "heartbeat"),
+    # a stream that never sees an event still knows where it is: its opening and its keep-alives
+    # carry its position, so a reconnect resumes there, not before
+    quiet = Stream(srv, "?job=j_0000000000000000&heartbeat=1")
+    quiet.wait(lambda s: s.last_id is not None, "the opening's id")
+    CHECK.eq(quiet.last_id, every.events[-1][0], "a new stream's opening id is the newest event's")
+    late = submit(srv, 1)
+    every.wait(lambda s: len(s.jobs()) >= len(ids + more) * 2 + 2, "the late job's events")
+    quiet.wait(lambda s: s.last_id == every.events[-1][0], "a keep-alive carrying the newest position", 5)
+    CHECK.eq(quiet.jobs(), [], "and no event of the job it does not watch")
+    quiet.close()
+    more += late
+
+    for query, field in (("?status=running", "status"), ("?status=done", "status"), ("?kind=jobs", "kind"), ("?heartbeat=0", "heartbeat"),
                          ("?job=d_1", "job"), ("?after=-3", "after")):
         r = srv.req("GET", "/v1/events" + query)
         L.check_problem("GET /v1/events%s" % query, r, 400, field)
