@@ -211,6 +211,23 @@ static int bind_op(sqlite3_stmt *st, const struct gr_store_op *o)
     return rc;
 }
 
+/* The event of o's change (GET /v1/events), in o's transaction: a job's status as stored now, a
+ * dataset created, or one about to be deleted. SQLITE_OK, or the failure. */
+static int add_event(struct sq *s, const struct gr_store_op *o)
+{
+    int job = o->sql == GR_SQL_INSERT || o->sql == GR_SQL_UPDATE;
+    sqlite3_stmt *ev = s->w[(job ? GR_SQL_EVENT_JOB : GR_SQL_EVENT_DS) - GR_SQL_NREAD];
+    int rc = bind_text(ev, 1, o->id);
+    if (rc == SQLITE_OK && !job)
+        rc = bind_text(ev, 2, o->sql == GR_SQL_DS_DELETE ? "deleted" : "created");
+    if (rc == SQLITE_OK)
+        rc = step_done(ev);
+    /* every 1,000th event drops those past the newest 1,000,000 */
+    if (rc == SQLITE_OK && sqlite3_changes(s->wdb) > 0 && sqlite3_last_insert_rowid(s->wdb) % 1000 == 0)
+        rc = step_done(s->w[GR_SQL_EVENTS_PRUNE - GR_SQL_NREAD]);
+    return rc;
+}
+
 /* Run one op inside the open transaction and set o->code. Returns 0, or -1 when the error
  * may have ended the transaction or left half an op in it (retry the batch op by op). */
 static int apply_one(void *impl, struct gr_store_op *o)
@@ -229,16 +246,21 @@ static int apply_one(void *impl, struct gr_store_op *o)
         rc = bind_text(in, 1, o->id);
     if (rc == SQLITE_OK && with_input)
         rc = sqlite3_bind_blob64(in, 2, o->input, o->input_bytes, SQLITE_STATIC);
+    int evented = o->sql == GR_SQL_INSERT || o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_INSERT ||
+                  o->sql == GR_SQL_DS_DELETE;
     o->code = GR_EIO;
     if (rc != SQLITE_OK)
         return 0;
+    if (o->sql == GR_SQL_DS_DELETE && add_event(s, o) != SQLITE_OK) /* while its row is there to read */
+        return -1;
     rc = step_done(st);
     int changes_row = o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_DELETE || o->sql == GR_SQL_JOB_DELETE;
     if (rc == SQLITE_OK && changes_row && sqlite3_changes(s->wdb) == 0) {
         o->code = GR_ENOTFOUND;
         return 0;
     }
-    if (rc == SQLITE_OK && ((with_input && step_done(in) != SQLITE_OK) || (with_key && step_done(key) != SQLITE_OK)))
+    if (rc == SQLITE_OK && ((with_input && step_done(in) != SQLITE_OK) || (with_key && step_done(key) != SQLITE_OK) ||
+                            (evented && o->sql != GR_SQL_DS_DELETE && add_event(s, o) != SQLITE_OK)))
         return -1;
     if (rc == SQLITE_OK) {
         o->code = GR_OK;
