@@ -22,6 +22,7 @@
 #define CATCH_UP 64      /* subscribers behind, read for per round */
 #define HEARTBEAT_S 15   /* ?heartbeat= when not given */
 #define ROUND_MS 500     /* a round without a kick: heartbeats, other replicas' events */
+#define GAP_MS 5         /* rounds at most this often: under load one read serves many commits */
 
 enum { K_JOB = 1, K_DATASET = 2 };
 static const char *const kinds[] = {"job", "dataset"};
@@ -229,19 +230,25 @@ static void wake_ready(void)
     }
 }
 
+/* Wait on cv until ms from now have passed (kicked: until then, or a kick; mu held). */
+static void sleep_for(long ms, int kickable)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_nsec += ms * 1000000L;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    while (!stopping && !(kickable && kicked) && pthread_cond_timedwait(&cv, &mu, &t) == 0)
+        ;
+}
+
 static void *events_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&mu);
     while (!stopping) {
-        if (!kicked) {
-            struct timespec t;
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            t.tv_nsec += ROUND_MS * 1000000L;
-            t.tv_sec += t.tv_nsec / 1000000000L;
-            t.tv_nsec %= 1000000000L;
-            pthread_cond_timedwait(&cv, &mu, &t);
-        }
+        sleep_for(GAP_MS, 0);
+        sleep_for(ROUND_MS, 1);
         kicked = 0;
         if (stopping)
             break;
