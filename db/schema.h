@@ -61,6 +61,7 @@ enum gr_sql_id {
     GR_SQL_EVENT_JOB,             /* ?1 job id: its status now, as an event */
     GR_SQL_EVENT_DS,              /* ?1 dataset id, ?2 created or deleted (before the delete) */
     GR_SQL_EVENTS_PRUNE,          /* all but the newest 1,000,000 */
+    GR_SQL_INPUT_DONE,            /* ?1 a job stored as ended: its input goes */
     GR_SQL_BEGIN,
     GR_SQL_COMMIT,
     GR_SQL_ROLLBACK,

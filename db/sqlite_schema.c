@@ -49,7 +49,10 @@ const char *const gr_schema_steps[] = {
      * never deleted (the pruning keeps the newest 1,000,000), so seqs only rise and a client's
      * Last-Event-ID stays meaningful. */
     "CREATE TABLE events(seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, id TEXT NOT NULL,"
-    "                    status TEXT NOT NULL, tenant TEXT NOT NULL, at REAL NOT NULL);",
+    "                    status TEXT NOT NULL, tenant TEXT NOT NULL, at REAL NOT NULL);"
+    /* The same for an ended job's input: the writer deletes it (GR_SQL_INPUT_DONE) in the final
+     * state's transaction; the trigger made 100k final states take 3.35 s instead of 1.1 s. */
+    "DROP TRIGGER job_inputs_done;",
 };
 const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_steps[0]);
 
@@ -100,6 +103,7 @@ const char *const gr_sql[GR_SQL_N] = {
                          " FROM jobs WHERE id = ?1",
     [GR_SQL_EVENT_DS] = "INSERT INTO events(kind, id, status, tenant, at) SELECT 'dataset', id, ?2, tenant, " SQ_NOW
                         " FROM datasets WHERE id = ?1",
+    [GR_SQL_INPUT_DONE] = "DELETE FROM job_inputs WHERE id = ?1",
     [GR_SQL_EVENTS_PRUNE] = "DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events) - 1000000",
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
                            " (SELECT tenant, key FROM idempotency WHERE created < ?5 LIMIT 1000)",

@@ -228,6 +228,13 @@ static int add_event(struct sq *s, const struct gr_store_op *o)
     return rc;
 }
 
+static int drop_input(struct sq *s, const struct gr_store_op *o)
+{
+    sqlite3_stmt *st = s->w[GR_SQL_INPUT_DONE - GR_SQL_NREAD];
+    int rc = bind_text(st, 1, o->id);
+    return rc == SQLITE_OK ? step_done(st) : rc;
+}
+
 /* Run one op inside the open transaction and set o->code. Returns 0, or -1 when the error
  * may have ended the transaction or left half an op in it (retry the batch op by op). */
 static int apply_one(void *impl, struct gr_store_op *o)
@@ -248,6 +255,9 @@ static int apply_one(void *impl, struct gr_store_op *o)
         rc = sqlite3_bind_blob64(in, 2, o->input, o->input_bytes, SQLITE_STATIC);
     int evented = o->sql == GR_SQL_INSERT || o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_INSERT ||
                   o->sql == GR_SQL_DS_DELETE;
+    /* an input is only needed to run its job again after a crash: it goes with the job's end */
+    int input_done = o->sql == GR_SQL_UPDATE && (!strcmp(o->status, "succeeded") || !strcmp(o->status, "failed") ||
+                                                 !strcmp(o->status, "canceled"));
     o->code = GR_EIO;
     if (rc != SQLITE_OK)
         return 0;
@@ -260,7 +270,8 @@ static int apply_one(void *impl, struct gr_store_op *o)
         return 0;
     }
     if (rc == SQLITE_OK && ((with_input && step_done(in) != SQLITE_OK) || (with_key && step_done(key) != SQLITE_OK) ||
-                            (evented && o->sql != GR_SQL_DS_DELETE && add_event(s, o) != SQLITE_OK)))
+                            (evented && o->sql != GR_SQL_DS_DELETE && add_event(s, o) != SQLITE_OK) ||
+                            (input_done && drop_input(s, o) != SQLITE_OK)))
         return -1;
     if (rc == SQLITE_OK) {
         o->code = GR_OK;

@@ -187,11 +187,13 @@ def stray(rs, rng):
     """A job the store says replica 2 holds but replica 2 never had (as after a claim whose answer
     the connection lost): replica 2 lets it go at its next renewal, and it runs."""
     a, c = rs[0], rs[2]
-    blocker = L.blocker(a, 3)
+    blocker = L.blocker(a, 8)  # long: on loaded CI cores a 3 s one ended before the job was made a stray
     body, want = small_jobs(rng, 1)[0]
     jid = a.req("POST", "/v1/jobs", body).json()["id"]
     owner = listed(c)[1]
-    L.store_rows(a, "UPDATE jobs SET owner = '%s', epoch = epoch + 1 WHERE id = '%s' RETURNING id" % (owner, jid))
+    made = L.store_rows(a, "UPDATE jobs SET owner = '%s', epoch = epoch + 1 WHERE id = '%s' AND status = 'queued' "
+                           "RETURNING id" % (owner, jid))
+    CHECK.eq(made[:1], [(jid,)], "the job, still queued behind the benchmark, is made replica 2's in the store")
     job = finish_through(c, {jid: want}, "a job held in the store only")
     CHECK.ok(job and any("let go to be claimed" in line for line in c.log), "replica 2 let the stray job go")
     a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
