@@ -62,7 +62,7 @@ struct evs {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static struct sub *subs;
-static int nsuspended, kicked, stopping, started;
+static int kicked, stopping, started;
 static int64_t head; /* the newest seq read */
 static pthread_t thread;
 static struct gr_store *store;
@@ -224,7 +224,6 @@ static void wake_ready(void)
         }
         if (s->suspended && (s->len > s->off || s->oom || stopping)) {
             s->suspended = 0;
-            nsuspended--;
             MHD_resume_connection(s->conn);
         }
     }
@@ -329,14 +328,6 @@ void gr_events_stop(void)
     pthread_cond_destroy(&cv); /* no kick signals it now: started is 0 */
 }
 
-int gr_events_suspended(void)
-{
-    pthread_mutex_lock(&mu);
-    int n = nsuspended;
-    pthread_mutex_unlock(&mu);
-    return n;
-}
-
 /* MHD asks for the next bytes: pending text, the end once stopping, else the stream sleeps. */
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -355,7 +346,6 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         n = MHD_CONTENT_READER_END_OF_STREAM;
     } else {
         s->suspended = 1;
-        nsuspended++;
         MHD_suspend_connection(s->conn);
     }
     pthread_mutex_unlock(&mu);

@@ -13,11 +13,9 @@ int gr_events_start(struct gr_store *store, struct gr_err *e);
 void gr_events_kick(void);
 
 /* End every stream (each client gets its last events, then the end) and refuse new ones with
- * 503; the thread stops. Before the daemon stops: no stream stays suspended. */
+ * 503; the thread stops. Before the daemon stops: no stream stays suspended (each ends, and
+ * gr_api_busy counts it until it has). */
 void gr_events_stop(void);
-
-/* Streams suspended for want of an event (gr_api_suspended counts them). */
-int gr_events_suspended(void);
 
 void gr_get_events(struct gr_req *r);
 

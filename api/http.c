@@ -22,7 +22,7 @@
 const struct gr_config *gr_api_cfg;
 struct gr_store *gr_api_store;
 static struct MHD_Daemon *daemon_;
-static _Atomic int suspended;
+static _Atomic int busy; /* requests begun and not yet done (answered and sent, or abandoned) */
 
 /* A streamed body's rest after a failure is read and dropped, up to this much; past it the
  * client is cut off. */
@@ -162,14 +162,13 @@ void gr_respond_problem(struct gr_req *r, const struct gr_err *e)
 
 void gr_suspend(struct gr_req *r, void (*resume)(struct gr_req *r))
 {
-    atomic_fetch_add(&suspended, 1);
     MHD_suspend_connection(r->conn);
     r->resume = resume;
 }
 
 void gr_wake(struct gr_req *r) { MHD_resume_connection(r->conn); }
 
-int gr_api_suspended(void) { return atomic_load(&suspended) + gr_events_suspended(); }
+int gr_api_busy(void) { return atomic_load(&busy); }
 
 static void wake(struct gr_waiter *w) { gr_wake((struct gr_req *)((char *)w - offsetof(struct gr_req, w))); }
 
@@ -323,6 +322,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!(r = calloc(1, sizeof *r)))
             return MHD_NO;
         *con_cls = r;
+        atomic_fetch_add(&busy, 1);
         r->conn = conn;
         r->url = url;
         r->method = method;
@@ -350,7 +350,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->resume) {
         void (*resume)(struct gr_req *) = r->resume;
         r->resume = NULL;
-        atomic_fetch_sub(&suspended, 1);
         resume(r);
         return MHD_YES;
     }
@@ -379,8 +378,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
     gr_metrics_http(r->route ? (int)(r->route - gr_routes) : -1, r->route ? r->route->path : NULL, r->method, r->status,
                     ms);
-    if (r->resume) /* resumed, but the client was gone before it could be answered */
-        atomic_fetch_sub(&suspended, 1);
     if (r->streaming && r->route->stream->close)
         r->route->stream->close(r);
     if (r->w.job)
@@ -392,6 +389,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r->body);
     free(r);
     *con_cls = NULL;
+    atomic_fetch_sub(&busy, 1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)

@@ -80,8 +80,9 @@ void gr_respond_reader(struct gr_req *r, unsigned status, const char *ctype, uin
  * the request's thread to answer. */
 void gr_suspend(struct gr_req *r, void (*resume)(struct gr_req *r));
 void gr_wake(struct gr_req *r);
-/* Requests suspended and not yet resumed (shutdown waits for them before stopping the daemon). */
-int gr_api_suspended(void);
+/* Requests begun and not yet done: answered and sent, or abandoned by their client (shutdown
+ * waits for them before stopping the daemon, which would cut an answer half sent). */
+int gr_api_busy(void);
 /* Park the request until w fires (gr_suspend until a job's waiter wakes it). */
 void gr_park(struct gr_req *r, void (*resume)(struct gr_req *r));
 /* The tenant whose resources the request may see: NULL for an admin (every tenant's). */

@@ -171,9 +171,10 @@ out:
     gr_sweep_stop();
     gr_jobs_stop_workers();
     gr_jobs_wake_all();
-    /* parked requests answer as soon as their job is durable (a suspended upload or delete once
-     * its row is); give them a moment */
-    for (int i = 0; i < 500 && (gr_jobs_parked() > 0 || gr_api_suspended() > 0); i++)
+    /* requests in flight finish: parked ones answer as soon as their job is durable (a suspended
+     * upload or delete once its row is), answers under way are sent, event streams end; give
+     * them a moment before the daemon stops and cuts what is left */
+    for (int i = 0; i < 500 && (gr_jobs_parked() > 0 || gr_api_busy() > 0); i++)
         usleep(10000);
     gr_api_stop();
     gr_cluster_stop(); /* the running job's lease held until here: its final state is queued */

@@ -1,5 +1,6 @@
 # test_durability.py: accepted jobs survive kill -9 and SIGTERM: queue many, stop the server,
 # restart it on the same data dir, and every accepted job ends succeeded with the right answer.
+import re
 import threading
 import time
 
@@ -132,8 +133,15 @@ def main():
         senders = [threading.Thread(target=send, args=(k,)) for k in range(len(reqs))]  # all at once
         for t in senders:
             t.start()
-        if stop == "SIGTERM":
-            time.sleep(1)
+        if stop == "SIGTERM":  # once every request is in and waiting (not sooner: CI's cores are slow)
+            parked = 0
+            for _ in range(300):
+                m = re.search(r"^gpured_parked_requests (\d+)", srv.req("GET", "/metrics").body.decode(), re.M)
+                parked = int(m.group(1)) if m else 0
+                if parked >= len(reqs):
+                    break
+                time.sleep(0.1)
+            CHECK.eq(parked, len(reqs), "SIGTERM: every waited job's request is parked first")
             rc = srv.stop()
             CHECK.eq(rc, 0, "SIGTERM with waited jobs queued: exit 0")
         for t in senders:
