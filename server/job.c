@@ -242,18 +242,18 @@ static int64_t job_bytes(const struct gr_job *j)
     return n;
 }
 
-char *gr_job_render(const struct gr_job *j)
+char *gr_job_render_as(const struct gr_job *j, int status)
 {
     json_t *shape = json_array();
     json_array_append_new(shape, json_integer(j->shape[0]));
     if (j->ndim == 2)
         json_array_append_new(shape, json_integer(j->shape[1]));
-    int done = j->status == GR_SUCCEEDED;
+    int done = status == GR_SUCCEEDED;
     const struct gr_timings *t = &j->t;
     json_t *timings = json_pack("{s:f, s:f, s:f, s:f, s:f}", "queue", t->queue, "h2d", t->h2d, "kernel", t->kernel,
                                 "d2h", t->d2h, "total", t->total);
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:I}", "id", j->id, "tenant", j->tenant,
-                          "status", gr_status_name(j->status), "op", gr_op_name(j->op), "dtype", gr_dtype_name(j->dtype),
+                          "status", gr_status_name(status), "op", gr_op_name(j->op), "dtype", gr_dtype_name(j->dtype),
                           "shape", shape, "axis", j->axis == GR_AXIS_ALL ? json_null() : json_integer(j->axis),
                           "ties", j->ties_last ? "last" : "first", "device", j->device, "algorithm", j->algorithm,
                           "bytes", (json_int_t)job_bytes(j));
@@ -290,7 +290,7 @@ char *gr_job_render(const struct gr_job *j)
         json_object_set_new(o, "repeats", json_integer(j->repeats));
     }
     json_object_set_new(o, "result", done ? render_result(j) : json_null());
-    json_object_set_new(o, "timings_ms", GR_TERMINAL(j->status) ? timings : (json_decref(timings), json_null()));
+    json_object_set_new(o, "timings_ms", GR_TERMINAL(status) ? timings : (json_decref(timings), json_null()));
     /* throughput of the kernel stage alone: what the variant achieved on its input */
     json_object_set_new(o, "gbps",
                         done && t->kernel > 0 && j->kind == GR_JOB_REDUCE ? json_real((double)j->input_bytes / (t->kernel * 1e6)) : json_null());
@@ -299,7 +299,7 @@ char *gr_job_render(const struct gr_job *j)
                                          ? json_real(2.0 * (double)j->shape[0] * (double)j->shape[1] *
                                                      (double)j->mm[0].cols / (t->kernel * 1e6))
                                          : json_null());
-    json_object_set_new(o, "error", j->status == GR_FAILED ? render_error(j) : json_null());
+    json_object_set_new(o, "error", status == GR_FAILED ? render_error(j) : json_null());
     json_object_set_new(o, "created_at", time_or_null(j->created_at));
     json_object_set_new(o, "started_at", time_or_null(j->started_at));
     json_object_set_new(o, "finished_at", time_or_null(j->finished_at));
@@ -307,6 +307,8 @@ char *gr_job_render(const struct gr_job *j)
     json_decref(o);
     return s;
 }
+
+char *gr_job_render(const struct gr_job *j) { return gr_job_render_as(j, j->status); }
 
 /* --- large results as datasets (worker) --- */
 

@@ -97,6 +97,8 @@ int64_t gr_job_cols(const struct gr_job *j);
 /* The job resource (API.md) as JSON text, malloc'd; NULL if out of memory. Caller holds the
  * jobs lock or otherwise knows the job is not changing. */
 char *gr_job_render(const struct gr_job *j);
+/* j rendered as if its status were status (an end not yet durable is told as running) */
+char *gr_job_render_as(const struct gr_job *j, int status);
 
 /* A new job of t's op, dtype, ties, algorithm, device and tenant that reduces row r of t's 2-D
  * inline values whole (a copy of them); NULL when memory is out. */

@@ -1298,9 +1298,8 @@ char *gr_jobs_render(struct gr_job *j, int *committed, int *status)
     if (GR_TERMINAL(j->status) && j->committed >= -1 && !GR_TERMINAL(j->committed)) {
         /* ended, but its end is not durable yet: told as running until it is, so that no one
          * hears of an end a crash could take back (nor finds its dataset still held by it) */
-        struct gr_job view = *j;
-        view.status = *status = GR_RUNNING;
-        char *doc = gr_job_render(&view);
+        *status = GR_RUNNING; /* not a copy of j: its reference count changes under other threads */
+        char *doc = gr_job_render_as(j, GR_RUNNING);
         pthread_mutex_unlock(&mu);
         return doc;
     }
