@@ -169,7 +169,8 @@ static void find_homes(void)
         free(h.v);
         return;
     }
-    qsort(h.v, (size_t)h.n, sizeof *h.v, by_dataset);
+    if (h.n) /* qsort wants an array, even of none */
+        qsort(h.v, (size_t)h.n, sizeof *h.v, by_dataset);
     pthread_mutex_lock(&mu);
     free(homes);
     homes = h.v;

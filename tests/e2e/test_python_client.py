@@ -25,10 +25,13 @@ import threading
 import time
 
 import e2e_lib as L
+import ops_lib as O
 from e2e_lib import CHECK
 
 CLIENT_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python")
 sys.path.insert(0, os.path.abspath(CLIENT_SRC))
+O.with_debian_python("numpy")
+O.with_debian_python("requests")
 try:
     import numpy as np
     import requests  # noqa: F401  (the client's one dependency beside NumPy)
