@@ -70,6 +70,10 @@ struct gr_backend {
     /* Device memory in use now, in bytes, or -1; NULL where it means nothing (the CPU).
      * Safe from any thread (read by /metrics). */
     int64_t (*memory_used)(struct gr_backend *b);
+    /* Percent of the last NVML sample period a kernel ran on the device, or -1 (no NVML);
+     * NULL where it means nothing (the CPU). Safe from any thread (read by /metrics). */
+    int (*utilization)(struct gr_backend *b);
+    char no_utilization_why[200]; /* a GPU's: why utilization() answers -1 (set at start; "" if it does not) */
     void *impl;
     /* Set (once, by the owning worker) when the device can run no more jobs, e.g. a sticky
      * CUDA error; /readyz then answers 503 with broken_why. */

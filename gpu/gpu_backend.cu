@@ -7,6 +7,7 @@
 #include "reduce.h" /* brings backend.h with C linkage */
 #include "stage.h"
 #include "cuda_check.h"
+#include "nvml.h"
 
 #include <cuda_runtime.h>
 
@@ -66,6 +67,7 @@ struct gpu {
     size_t cap, cached;
     unsigned long long clock;
     struct gr_cache_stats stats;
+    void *nvml; /* NVML's handle of the device, NULL without NVML (set at init, then read-only) */
 };
 
 
@@ -485,6 +487,11 @@ static int64_t gpu_memory_used(struct gr_backend *b)
     return (int64_t)(total - free_bytes);
 }
 
+static int gpu_utilization(struct gr_backend *b)
+{
+    return gr_nvml_utilization(static_cast<struct gpu *>(b->impl)->nvml);
+}
+
 static void lane_free(struct lane *l)
 {
     if (l->st)
@@ -602,6 +609,11 @@ static int gpu_init(struct gr_backend *b, struct gpu *g, int streams, int64_t ca
     GR_CUDA_TRY(cudaMemPoolSetAttribute(g->pool, cudaMemPoolAttrReleaseThreshold, &keep), "setting up the memory pool");
     GR_CUDA_TRY(cudaDeviceSynchronize(), "initialising the device");
     measure_ceilings(g, &b->info);
+    char bus_id[32];
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, g->dev) == cudaSuccess)
+        g->nvml = gr_nvml_device(bus_id, b->no_utilization_why, sizeof b->no_utilization_why);
+    else
+        snprintf(b->no_utilization_why, sizeof b->no_utilization_why, "CUDA gave no PCI address");
 #ifdef GR_TEST_FAULTS
     if (getenv("GPURED_TEST_KERNEL_FAULT"))
         fprintf(stderr, "gpured: test build: reduction launch %s (GPURED_TEST_KERNEL_FAULT) will trap\n",
@@ -635,6 +647,7 @@ static struct gr_backend *gpu_new(int dev, int streams, int64_t cache_bytes, str
     b->nmm_algos = GR_MM_NVARIANTS;
     b->matmul = gpu_matmul;
     b->memory_used = gpu_memory_used;
+    b->utilization = gpu_utilization;
     b->destroy = gpu_destroy;
     b->takes_fd = 1;
     b->evict = gpu_evict;

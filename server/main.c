@@ -117,8 +117,11 @@ static int serve(struct gr_config *cfg)
     if (ngpus == 0)
         gr_log(GR_LOG_INFO, "no GPU in use (%s): jobs run on the CPU", e.msg[0] ? e.msg : "none found");
     nb += ngpus;
-    for (int i = 0; i < nb; i++)
+    for (int i = 0; i < nb; i++) {
         gr_log(GR_LOG_INFO, "device %s: %s", backends[i]->name, backends[i]->info.name);
+        if (backends[i]->no_utilization_why[0]) /* the metric goes missing, nothing else */
+            gr_log(GR_LOG_INFO, "device %s: no utilisation metric: %s", backends[i]->name, backends[i]->no_utilization_why);
+    }
 
     int port = 0, rc = 1;
     gr_cluster_join(store, cfg->lease_s);

@@ -282,6 +282,15 @@ int gr_metrics_render(const char *data_dir, char **out, size_t *len, struct gr_e
             gr_buf_printf(&b, "gpured_device_memory_used_bytes{device=\"%s\"} %lld\n", dev->name, (long long)used);
     }
 
+    family(&b, "gpured_device_utilization_ratio", "gauge",
+           "Share of NVML's last sample period (1/6 s to 1 s) in which a kernel ran on each GPU, read at scrape time.");
+    for (int d = 0; d < ndev; d++) {
+        struct gr_backend *dev = gr_jobs_backend(d);
+        int pct = dev->utilization ? dev->utilization(dev) : -1;
+        if (pct >= 0)
+            gr_buf_printf(&b, "gpured_device_utilization_ratio{device=\"%s\"} %.2f\n", dev->name, pct / 100.0);
+    }
+
     /* the GPUs' dataset caches: one family per counter, each labelled by device */
     static const struct {
         const char *name, *type, *help;

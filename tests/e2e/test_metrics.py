@@ -17,7 +17,7 @@ FAMILIES = {
     "gpured_job_stage_seconds": "histogram", "gpured_processed_bytes_total": "counter",
     "gpured_jobs_queued": "gauge", "gpured_jobs_running": "gauge", "gpured_parked_requests": "gauge",
     "gpured_device_info": "gauge", "gpured_device_memory_total_bytes": "gauge",
-    "gpured_device_memory_used_bytes": "gauge",
+    "gpured_device_memory_used_bytes": "gauge", "gpured_device_utilization_ratio": "gauge",
 }
 
 
@@ -83,8 +83,11 @@ def main():
         used = m0.samples.get(("gpured_device_memory_used_bytes", (("device", g["id"]),)))
         CHECK.ok(used is not None and 0 < used <= g["memory_bytes"], "%s memory in use %r" % (g["id"], used))
         CHECK.eq(m0.get("gpured_device_info", device=g["id"], name=g["name"]), 1, "%s info" % g["id"])
-    CHECK.ok(("gpured_device_memory_used_bytes", (("device", "cpu"),)) not in m0.samples,
-             "no GPU memory-in-use series for the cpu")
+        # NVML comes with the driver the GPU machine runs, so the series must be there
+        busy = m0.samples.get(("gpured_device_utilization_ratio", (("device", g["id"]),)))
+        CHECK.ok(busy is not None and 0 <= busy <= 1, "%s utilisation %r (NVML)" % (g["id"], busy))
+    for fam in ("gpured_device_memory_used_bytes", "gpured_device_utilization_ratio"):
+        CHECK.ok((fam, (("device", "cpu"),)) not in m0.samples, "no %s series for the cpu" % fam)
 
     # jobs: every op, a few sizes, waited for; then the counters against the jobs' own documents
     specs = []
