@@ -41,6 +41,8 @@ except ImportError as e:
     sys.exit(1)
 
 MAX_BODY = 1 << 20  # the main server's --max-body-bytes: larger one-shot arrays go as datasets
+# the large upload: 1 GiB-class, at the size a 2-core CI machine affords in seconds (MiB)
+BIG_MIB = int(os.environ.get("GPURED_TEST_BIG_UPLOAD_MIB", "512"))
 JSON_T, RAW_T, NPY_T = "application/json", "application/octet-stream", "application/x-npy"
 NO_JOB, NO_DATASET = "j_" + "0" * 16, "d_" + "0" * 16
 
@@ -262,6 +264,30 @@ def datasets(c, seen, rng):
 
 
 # ---------------------------------------------------------------- jobs
+
+def large_upload(c):
+    """BIG_MIB of int32 streamed from the array's own memory, stored whole (its sha256 the
+    array's), summed on the server (exactly: int64) against NumPy, downloaded equal, deleted."""
+    n = (BIG_MIB << 20) // 4
+    a = np.arange(n, dtype=np.int32)
+    a %= 1021
+    sent = []
+    t0 = time.monotonic()
+    ds = c.upload(a, progress=lambda done, total: sent.append(done))
+    took = time.monotonic() - t0
+    CHECK.eq((ds.shape, ds.nbytes, ds.sha256), ((n,), a.nbytes, hashlib.sha256(a.data).hexdigest()),
+             "the %d MiB dataset's record" % BIG_MIB)
+    CHECK.ok(len(sent) >= 100 and sent[-1] > a.nbytes, "progress of the large upload: %d calls, last %r"
+             % (len(sent), sent[-1:]))
+    print("uploaded %d MiB in %.2f s (%.2f GB/s, not a benchmark)" % (BIG_MIB, took, a.nbytes / took / 1e9), flush=True)
+    got = c.sum(ds, device=L.DEVICE)
+    CHECK.ok(isinstance(got, np.int64) and got == a.sum(dtype=np.int64), "sum of the large dataset: %r" % got)
+    back = ds.download()
+    CHECK.ok(back.shape == a.shape and np.array_equal(back, a), "the large download equals the upload")
+    del back
+    ds.delete()
+    raises("the deleted large dataset", lambda: c.dataset(ds.id), 404)
+
 
 def jobs(srv, c, seen, rng):
     blocker = L.blocker(srv, 3)  # holds the CPU's worker: a job for the CPU waits behind it
@@ -889,7 +915,8 @@ def main():
     c = client(srv.base, seen, max_body_bytes=MAX_BODY)
     rng = np.random.default_rng(20261123)
     for name, part in (("reductions", lambda: reductions(c, seen, rng)), ("matmul", lambda: matmuls(c, seen, rng)),
-                       ("datasets", lambda: datasets(c, seen, rng)), ("jobs", lambda: jobs(srv, c, seen, rng)),
+                       ("datasets", lambda: datasets(c, seen, rng)), ("large upload", lambda: large_upload(c)),
+                       ("jobs", lambda: jobs(srv, c, seen, rng)),
                        ("AsyncClient", lambda: async_client(srv.base, rng)), ("retries", retries),
                        ("tokens", lambda: tokens(rng)), ("events", events), ("SSE parsing", sse_parsing),
                        ("gpured-cli", lambda: cli(srv, c, rng))):
