@@ -262,8 +262,8 @@ static void *events_main(void *arg)
         if (rc == GR_OK && newest > head)
             head = newest;
         if (rc == GR_OK && got.n) {
-            for (struct sub *s = subs; s; s = s->next)
-                if (s->cursor == from)
+            for (struct sub *s = subs; s; s = s->next) /* up to date, or started past from */
+                if (s->cursor >= from)
                     deliver(s, &got);
             head = got.ev[got.n - 1].seq;
             kicked |= got.n == PAGE;
@@ -403,20 +403,23 @@ static int start_at(struct gr_req *r, struct sub *s, struct gr_err *e)
     const char *last = gr_header(r, "Last-Event-ID"), *after = gr_query(r, "after");
     const char *from = last && *last ? last : after;
     char text[160];
-    pthread_mutex_lock(&mu);
-    s->cursor = head;
-    pthread_mutex_unlock(&mu);
-    long long seq = -1, oldest = 0;
+    long long seq = -1;
     if (from) {
         char *end;
         seq = strtoll(from, &end, 10);
         if (*end || end == from || seq < 0)
             return gr_fail(e, GR_EINVAL, last && *last ? "Last-Event-ID" : "after",
                            "an event id is a number from 0 (the id: of an event), not '%s'", from);
-        int64_t first, newest;
-        if (gr_store_events_span(store, &first, &newest, e) != GR_OK)
-            return GR_EIO;
-        oldest = first;
+    }
+    int64_t oldest, newest;
+    if (gr_store_events_span(store, &oldest, &newest, e) != GR_OK)
+        return GR_EIO;
+    /* now is the store's newest event: the thread's head may not have read the latest commits yet,
+     * and a stream that starts now must not replay them */
+    pthread_mutex_lock(&mu);
+    s->cursor = newest > head ? newest : head;
+    pthread_mutex_unlock(&mu);
+    if (from) {
         if (seq < oldest - 1) /* pruned since: the gap is said below, and the stream goes on from the oldest */
             s->cursor = oldest - 1;
         else if (seq < s->cursor)
@@ -426,7 +429,7 @@ static int start_at(struct gr_req *r, struct sub *s, struct gr_err *e)
     add(s, text, (size_t)snprintf(text, sizeof text, "retry: 2000\nid: %lld\n\n", (long long)s->cursor));
     if (from && seq < oldest - 1)
         add(s, text, (size_t)snprintf(text, sizeof text, "id: %lld\nevent: gap\ndata: {\"after\":%lld,\"oldest\":%lld}\n\n",
-                                      oldest - 1, seq, oldest));
+                                      (long long)oldest - 1, seq, (long long)oldest));
     return GR_OK;
 }
 

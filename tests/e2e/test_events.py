@@ -221,8 +221,34 @@ def tenants():
     L.check_stop(srv)
 
 
+def from_now(srv):
+    """A stream without an id starts now: no event of a job that ended before it opened, even one
+    the server had not sent on yet. Other jobs keep the events thread busy meanwhile, so that it
+    is often behind the store when a stream opens right after a job's 200."""
+    stop = threading.Event()
+
+    def churn_jobs():
+        while not stop.is_set():
+            srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int32", "data": [1], "device": L.DEVICE})
+    busy = threading.Thread(target=churn_jobs, daemon=True)
+    busy.start()
+    replayed = []
+    for i in range(30):
+        r = srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int32", "data": [i], "device": L.DEVICE},
+                    {"Prefer": "wait=30"})
+        CHECK.eq(r.status, 200, "a waited job ended")
+        s = Stream(srv, "?job=" + r.json()["id"])
+        time.sleep(0.15)
+        replayed += s.jobs()
+        s.close()
+    stop.set()
+    busy.join(30)
+    CHECK.eq(replayed, [], "events of jobs ended before their streams opened")
+
+
 def main():
     srv = L.start_suite()
+    from_now(srv)
     every, ids = streams(srv)
     resume(srv, every, ids)
     churn(srv)

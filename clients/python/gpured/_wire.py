@@ -27,7 +27,8 @@ def as_array(x: Any, dtype: Optional[str] = None) -> np.ndarray:
     arr = np.asarray(x, dtype=dtype)
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("<"))
-    return np.ascontiguousarray(arr)
+    # not np.ascontiguousarray: it makes a 0-D array 1-D, and a 0-D upload keeps shape []
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def raw_bytes(arr: np.ndarray) -> memoryview:
