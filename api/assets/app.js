@@ -2,8 +2,9 @@
 // idle page costs 304s) and the dataset list on each event, polling as the fallback; filters the
 // job table (kept in the URL hash), shows a job's detail and downloads its result as .npy; lists
 // and deletes datasets; charts stages, throughput and, from /metrics, each device's queue and
-// jobs/s; lists the devices and submits jobs; asks for a bearer token when the API answers 401
-// and keeps it in the tab's sessionStorage. Single-threaded (the page).
+// jobs/s and each stage's latency p50/p99 over time; lists the devices and submits jobs; asks for
+// a bearer token when the API answers 401 and keeps it in the tab's sessionStorage.
+// Single-threaded (the page).
 'use strict';
 
 const OPS = ['sum', 'prod', 'min', 'max', 'mean', 'argmin', 'argmax'];
@@ -19,6 +20,8 @@ const TOKEN_KEY = 'gpured.token';
 const JOBS_LIMIT = 100, DATASETS_LIMIT = 100;
 const FILTERS = ['status', 'op', 'device'];
 const METRICS_MS = 3000;     // /metrics is read this often for the per-device charts
+// The stages the latency chart draws (h2d and d2h: only GPUs have them; the job table shows them).
+const LATENCY_STAGES = [['queue', '#9aa5b1'], ['kernel', '#2a6fdb'], ['total', '#1d232b']];
 const COLORS = ['#2a6fdb', '#e0a030', '#1f8a4c', '#8e44ad', '#c0392b', '#16a085', '#7f8c8d', '#d35400'];
 
 const state = {
@@ -26,7 +29,8 @@ const state = {
   pending: null,        // what events asked to refresh, flushed once per burst
   detailId: null,       // the job shown in the detail panel
   datasets: [], datasetsMore: false, confirmDelete: null, // the dataset whose delete awaits a yes
-  samples: [],          // readings of /metrics: [{t: seconds, devs: {device: {queued, total, ...}}}]
+  samples: [],          // readings of /metrics: [{t: seconds, devs: {device: {queued, total, ...}},
+                        //   stages: {stage: {le: jobs}}}]
 };
 const $ = (id) => document.getElementById(id);
 
@@ -122,6 +126,7 @@ function forgetToken() {
   renderAll();
   renderDatasets();
   renderLoad();
+  renderLatency();
   for (const id of ['submit-result', 'bench-result', 'datasets-msg']) $(id).textContent = '';
   pollJobs();
 }
@@ -546,18 +551,26 @@ const METRICS = {
   gpured_device_memory_used_bytes: 'memUsed', gpured_cache_bytes: 'cache',
 };
 
-// The Prometheus text format, as far as these samples go: {device: {queued, running, total, ...}}.
+// The Prometheus text format, as far as these samples go: devs {device: {queued, running, total,
+// ...}} and stages {stage: {le: jobs}}, gpured_job_stage_seconds's cumulative bucket counts summed
+// over devices (each device has the same bounds, so the sums stay cumulative).
 function parseMetrics(text) {
-  const devs = {};
+  const devs = {}, stages = {};
   for (const line of text.split('\n')) {
     const m = /^([a-z_]+)\{([^}]*)\} (\S+)/.exec(line);
+    const h = m && m[1] === 'gpured_job_stage_seconds_bucket' && /stage="([^"]*)",le="([^"]*)"/.exec(m[2]);
+    if (h) {
+      const b = stages[h[1]] || (stages[h[1]] = {});
+      b[h[2]] = (b[h[2]] || 0) + Number(m[3]);
+      continue;
+    }
     const key = m && METRICS[m[1]];
     const dev = key && /device="([^"]*)"/.exec(m[2]);
     if (!dev) continue;
     const d = devs[dev[1]] || (devs[dev[1]] = {});
     d[key] = (d[key] || 0) + Number(m[3]);
   }
-  return devs;
+  return { devs, stages };
 }
 
 async function readMetrics() {
@@ -566,9 +579,10 @@ async function readMetrics() {
     const r = await api('/metrics');
     if (!r.ok) throw new Error(await problemText(r));
     const t = Date.now() / 1000;
-    state.samples.push({ t, devs: parseMetrics(await r.text()) });
+    state.samples.push(Object.assign({ t }, parseMetrics(await r.text())));
     while (state.samples.length > 2 && state.samples[1].t < t - WINDOW_S) state.samples.shift();
     renderLoad();
+    renderLatency();
   } catch (err) {
     if (!state.needToken) $('load-meta').textContent = '(cannot read /metrics: ' + err.message + ')';
   }
@@ -582,7 +596,7 @@ function tick() {
   if (!state.live) loadDatasets();
 }
 
-let loadChart, gpuChart;
+let loadChart, gpuChart, latencyChart;
 
 function lineChart(canvas, yTitle, y1Title) {
   const scales = {
@@ -638,6 +652,53 @@ function renderLoad() {
   const noGpu = !gpu.length && !!state.devices && !state.devices.gpus.length;
   $('gpu-none').hidden = !noGpu;
   $('gpu-chart-box').hidden = noGpu;
+}
+
+// --- stage latency percentiles, from /metrics ---
+
+// The jobs one stage's histogram gained between two readings ({le: cumulative jobs} each), as
+// [[upper bound in s, cumulative jobs]] by bound: Prometheus's increase(). A server restarted in
+// between counts from 0 again, so then the later reading's counts are the increase.
+function increase(prev = {}, cur = {}) {
+  const reset = (cur['+Inf'] || 0) < (prev['+Inf'] || 0);
+  return Object.keys(cur).map((le) => [le === '+Inf' ? Infinity : Number(le), cur[le] - (reset ? 0 : prev[le] || 0)])
+    .sort((a, b) => a[0] - b[0]);
+}
+
+// The q-quantile of those jobs, as Prometheus's histogram_quantile computes it: find the bucket
+// the rank q·n falls in and, taking its jobs as spread evenly over it, interpolate linearly
+// between its bounds (the first bucket starts at 0). A rank in the +Inf bucket gives the highest
+// finite bound: nothing more is known. null when no job ended: no job is not a latency of 0.
+function quantile(q, buckets) {
+  const n = buckets.length ? buckets[buckets.length - 1][1] : 0;
+  if (!(n > 0)) return null;
+  const rank = q * n;
+  let i = 0;
+  while (buckets[i][1] < rank) i++; // stops at the last bucket at the latest: it holds all n
+  if (buckets[i][0] === Infinity) return i ? buckets[i - 1][0] : null;
+  const [lo, below] = i ? buckets[i - 1] : [0, 0];
+  return lo + (buckets[i][0] - lo) * (rank - below) / (buckets[i][1] - below);
+}
+
+// p50 (solid) and p99 (dashed) of each stage, in ms: a point per pair of consecutive readings, at
+// the later one, from the jobs that ended between them; a gap where none did. Summed over
+// devices, i.e. histogram_quantile(q, sum by (le, stage) (increase(...))): one line per stage and
+// quantile stays readable on a wall (per device would multiply them), and the histogram has no
+// op label, so ops are summed anyway.
+function renderLatency() {
+  const now = Date.now() / 1000, ss = state.samples, out = [];
+  for (const [stage, color] of LATENCY_STAGES) {
+    for (const [name, q, dashed] of [['p50', 0.5, false], ['p99', 0.99, true]]) {
+      const points = [];
+      for (let k = 1; k < ss.length; k++) {
+        const s = quantile(q, increase(ss[k - 1].stages[stage], ss[k].stages[stage]));
+        points.push({ x: ss[k].t - now, y: s === null ? null : s * 1e3 });
+      }
+      out.push(series(stage + ' ' + name, color, dashed, points, 'y'));
+    }
+  }
+  latencyChart.data.datasets = out;
+  latencyChart.update();
 }
 
 // --- live updates ---
@@ -867,6 +928,10 @@ async function start() {
   makeCharts();
   loadChart = lineChart($('load-chart'), 'jobs queued', 'jobs/s');
   gpuChart = lineChart($('gpu-chart'), 'GiB');
+  latencyChart = lineChart($('latency-chart'), 'ms');
+  // a log axis: the stages span microseconds (a kernel) to minutes (a long queue), and on a linear
+  // one a slow queue's p99 would flatten every other line to the floor
+  latencyChart.options.scales.y.type = 'logarithmic';
   $('token-form').addEventListener('submit', useToken);
   $('token-forget').addEventListener('click', forgetToken);
   $('token-forget').hidden = !sessionStorage.getItem(TOKEN_KEY);

@@ -6,11 +6,12 @@
 # its .npy download holds the server's bytes; the datasets panel lists an upload with its shape and
 # size, and its delete asks first (keep keeps it, delete deletes it, a dataset in use shows the
 # 409); the per-device chart shows the queue a blocked worker builds and as many jobs/s as the
-# server counted; the job filters narrow the table to the API's answer and survive a reload; it
-# fits 1280x800 and a phone; screenshots go to <build>/artifacts/. Then against a server with
-# --tokens-file: the 401s bring up the token form, a wrong token is refused, the right one loads
-# the tenant's jobs (sent as a header, never in a URL, kept in sessionStorage) and "Forget token"
-# drops it.
+# server counted; the stage latency chart's p50 and p99 lie within the buckets the server counted
+# jobs in, with a gap where no job ended; the job filters narrow the table to the API's answer and
+# survive a reload; it fits 1280x800 and a phone; screenshots go to <build>/artifacts/. Then
+# against a server with --tokens-file: the 401s bring up the token form, a wrong token is refused,
+# the right one loads the tenant's jobs (sent as a header, never in a URL, kept in sessionStorage)
+# and "Forget token" drops it.
 import json
 import math
 import os
@@ -377,6 +378,53 @@ def check_load_chart(driver, srv, jobs_before):
                  [False, True], "a CPU-only server: the GPU card says so instead of a chart")
 
 
+def check_latency_chart(driver, srv, started, art):
+    """The stage latency chart: p50 and p99 of queue, kernel and total in ms, a point per pair of
+    consecutive readings of /metrics, from gpured_job_stage_seconds. Each total point lies within
+    the bounds of the buckets the server counted jobs in (histogram_quantile interpolates inside the
+    bucket the rank falls in), p99 >= p50, and where no job ended there is a gap, never a 0."""
+    names = [st + " " + q for st in ("queue", "kernel", "total") for q in ("p50", "p99")]
+    # read at once, before the scrape: every reading the page made precedes it
+    got = driver.execute_script(
+        "const ds = c => Chart.getChart(document.getElementById(c)).data.datasets;"
+        "return [ds('latency-chart').map(d => [d.label, d.data.map(p => p.y)]),"
+        "        ds('load-chart').find(d => d.label === 'cpu jobs/s').data.length]")
+    m = O.scrape(srv)
+    wall_ms = (time.time() - started) * 1e3
+    series = dict(got[0])
+    CHECK.eq([lb for lb, _ in got[0]], names, "latency chart: p50 and p99 of queue, kernel and total")
+    p50, p99 = series.get("total p50", []), series.get("total p99", [])
+    CHECK.ok(len(p50) == len(p99) == got[1] >= 2,
+             "latency chart: a total point per pair of readings: %d p50, %d p99, %d jobs/s points" % (len(p50), len(p99), got[1]))
+    # the server's total-stage buckets summed over devices (cumulative): the lowest and highest
+    # non-empty bucket bound every quantile of every window
+    cum = {}
+    for lb, v in m.series("gpured_job_stage_seconds_bucket"):
+        if lb["stage"] == "total":
+            le = math.inf if lb["le"] == "+Inf" else float(lb["le"])
+            cum[le] = cum.get(le, 0) + v
+    les = sorted(cum)
+    lo = max([0.0] + [le for le in les if cum[le] == 0])
+    hi = min(le for le in les if cum[le] == cum[math.inf])
+    hi = hi if hi != math.inf else les[-2]
+    both = [(a, b) for a, b in zip(p50, p99) if a is not None and b is not None]
+    CHECK.ok(len(both) >= 1, "latency chart: a total p50 and p99 from the jobs that ran: %r, %r" % (p50[-8:], p99[-8:]))
+    CHECK.ok(all(b >= a for a, b in both), "latency chart: total p99 >= p50 at each point: %r" % both)
+    CHECK.ok(all(lo * 1e3 * (1 - 1e-9) < v <= hi * 1e3 * (1 + 1e-9) and v < wall_ms for pair in both for v in pair),
+             "latency chart: total p50/p99 %r ms within (%g, %g] ms, the server's buckets, and below the %d ms run"
+             % (both, lo * 1e3, hi * 1e3, wall_ms))
+    # no job ended while the blocking benchmark ran (benchmarks are not in the histogram): a gap
+    CHECK.ok([a is None for a in p50] == [b is None for b in p99] and None in p50,
+             "latency chart: gaps where no job ended, the same in p50 and p99: %r" % p50)
+    zeros = [lb for lb, ys in got[0] if 0 in ys]
+    CHECK.ok(not zeros, "latency chart: no job is a gap, not a 0 ms point: %r" % zeros)
+    st = chart_state(driver, "latency-chart")
+    CHECK.ok(st["painted"] > 0.02 * st["w"] * st["h"], "latency chart painted %d pixels" % st["painted"])
+    driver.execute_script("document.getElementById('latency-card').scrollIntoView()")
+    driver.save_screenshot(os.path.join(art, "dashboard-latency.png"))
+    print("screenshot: %s" % os.path.join(art, "dashboard-latency.png"), flush=True)
+
+
 def screenshots(driver, art, name):
     """The viewport as a person sees it, and the whole page (the table is below the fold)."""
     driver.save_screenshot(os.path.join(art, name + ".png"))
@@ -391,6 +439,7 @@ def screenshots(driver, art, name):
 
 
 def main():
+    started = time.time()
     L.store_independent("test_dashboard")
     srv = L.start_suite()
     rng = L.rng_for("test_dashboard")
@@ -505,6 +554,7 @@ def main():
             check_detail(driver, srv, kept[1]["id"], downloads, art)
         canceled, refused = check_datasets(driver, srv, rng, kept)
         check_load_chart(driver, srv, jobs_before)  # before the filters' reload starts the chart anew
+        check_latency_chart(driver, srv, started, art)
         check_filters(driver, srv, canceled)
 
         # nothing came from anywhere but this server (no CDN)
