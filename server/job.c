@@ -302,7 +302,8 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     json_object_set_new(o, "error", status == GR_FAILED ? render_error(j) : json_null());
     json_object_set_new(o, "created_at", time_or_null(j->created_at));
     json_object_set_new(o, "started_at", time_or_null(j->started_at));
-    json_object_set_new(o, "finished_at", time_or_null(j->finished_at));
+    /* an end told as running (not durable yet) has no finish to show */
+    json_object_set_new(o, "finished_at", time_or_null(GR_TERMINAL(status) ? j->finished_at : 0));
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     return s;

@@ -12,6 +12,7 @@
 #include "store.h"
 
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,55 @@ static void test_launch_groups(void **state)
         gr_job_unref(queued[k]);
 }
 
+/* A job whose end is not durable yet reads as running, without its end's fields, until the store
+ * commits it: here another connection holds the store's write lock across the job's end. */
+static void test_end_told_once_durable(void **state)
+{
+    struct rig g;
+    struct gr_backend *bs[] = {&gated};
+    rig_up(&g, bs, 1, 3);
+    struct gr_err e = {0};
+    gate(0);
+    struct gr_job *a = make_job(20, 22);
+    assert_int_equal(gr_jobs_submit(&a, 1, &e), GR_OK);
+    wait_for(a, status_of, GR_RUNNING);
+    wait_for(a, committed_of, GR_QUEUED);
+
+    char path[64];
+    snprintf(path, sizeof path, "%s/gpured.db", g.dir);
+    sqlite3 *lock = NULL;
+    assert_int_equal(sqlite3_open(path, &lock), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    gate(1);
+    int committed, st;
+    char *doc = NULL;
+    for (int i = 0; i < 2000 && !(doc && strstr(doc, "\"algorithm\":\"gate\"")); i++) { /* named at its end */
+        free(doc);
+        usleep(1000);
+        doc = gr_jobs_render(a, &committed, &st);
+    }
+    /* the lock goes before any assertion, so that a failing one leaves no writer stuck behind it */
+    assert_int_equal(sqlite3_exec(lock, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(lock);
+    assert_non_null(strstr(doc, "\"algorithm\":\"gate\""));
+    assert_int_equal(st, GR_RUNNING);
+    assert_int_equal(committed, GR_QUEUED);
+    assert_non_null(strstr(doc, "\"status\":\"running\""));
+    for (const char **f = (const char *[]){"\"result\":null", "\"timings_ms\":null", "\"finished_at\":null", NULL}; *f;
+         f++)
+        assert_non_null(strstr(doc, *f));
+    free(doc);
+
+    wait_for(a, committed_of, GR_SUCCEEDED);
+    doc = gr_jobs_render(a, &committed, &st);
+    assert_int_equal(st, GR_SUCCEEDED);
+    assert_non_null(strstr(doc, "\"value\":42"));
+    assert_null(strstr(doc, "\"finished_at\":null"));
+    free(doc);
+    rig_down(&g);
+    gr_job_unref(a);
+}
+
 /* Two stand-in GPUs whose caches hold what the test says, for routing. */
 static int held[2];
 static int64_t cached_bytes[2];
@@ -341,6 +391,7 @@ int main(void)
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover),
                                        cmocka_unit_test(test_batch_all_or_none),
                                        cmocka_unit_test(test_launch_groups),
+                                       cmocka_unit_test(test_end_told_once_durable),
                                        cmocka_unit_test(test_route_by_cache)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
