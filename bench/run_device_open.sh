@@ -15,7 +15,7 @@ echo "== NVML: the utilisation series, as /metrics gives it, and the start log's
 d=$(mktemp -d)
 build-device/gpured serve --port 18181 --data-dir "$d" >"$OUT/nvml-serve.log" 2>&1 &
 pid=$!
-sleep 3
+for _ in $(seq 100); do curl -sf localhost:18181/healthz >/dev/null && break; sleep 0.2; done
 curl -s localhost:18181/metrics | grep '^gpured_device_utilization_ratio' || echo "no utilisation series"
 grep 'utilisation' "$OUT/nvml-serve.log"
 kill $pid; wait $pid; rm -rf "$d"
