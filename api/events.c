@@ -23,6 +23,7 @@
 #define HEARTBEAT_S 15   /* ?heartbeat= when not given */
 #define ROUND_MS 500     /* a round without a kick: heartbeats, other replicas' events */
 #define GAP_MS 5         /* rounds at most this often: under load one read serves many commits */
+#define SUBS_PER_MS 100  /* and 1 ms further apart per this many streams: each round walks them all */
 
 enum { K_JOB = 1, K_DATASET = 2 };
 static const char *const kinds[] = {"job", "dataset"};
@@ -62,6 +63,7 @@ struct evs {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static struct sub *subs;
+static int nsubs; /* in subs */
 static int kicked, stopping, started;
 static int64_t head; /* the newest seq read */
 static pthread_t thread;
@@ -246,7 +248,8 @@ static void *events_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&mu);
     while (!stopping) {
-        sleep_for(GAP_MS, 0);
+        /* a round's walks over the streams cost the same each second however many there are */
+        sleep_for(GAP_MS + nsubs / SUBS_PER_MS, 0);
         sleep_for(ROUND_MS, 1);
         kicked = 0;
         if (stopping)
@@ -359,6 +362,7 @@ static void unsubscribe(void *cls)
     for (struct sub **p = &subs; *p; p = &(*p)->next)
         if (*p == s) {
             *p = s->next;
+            nsubs--;
             break;
         }
     s->gone = 1;
@@ -456,6 +460,7 @@ void gr_get_events(struct gr_req *r)
     if (rc == GR_OK) {
         s->next = subs;
         subs = s;
+        nsubs++;
         s->refs++; /* this handler's, until the response holds s (refs 1: unsubscribe's) */
         kicked = 1;
         pthread_cond_signal(&cv);
