@@ -28,6 +28,11 @@ struct gr_store {
     pthread_cond_t cv;
     op_t *head, **tail;
     int closing;
+    /* batches the writer has taken, and those whose done callbacks have all run: an events read
+     * waits for the second to reach the first, so no event is seen before its write is told */
+    pthread_mutex_t told_mu;
+    pthread_cond_t told_cv;
+    uint64_t begun, told;
     _Atomic uint64_t version;
     char owner[64]; /* this replica on a shared store (gr_store_join) */
     double lease_s;
@@ -154,7 +159,14 @@ static void *writer_main(void *arg)
         s->head = NULL;
         s->tail = &s->head;
         pthread_mutex_unlock(&s->mu);
+        pthread_mutex_lock(&s->told_mu);
+        uint64_t n = ++s->begun;
+        pthread_mutex_unlock(&s->told_mu);
         commit_batch(s, batch);
+        pthread_mutex_lock(&s->told_mu);
+        s->told = n;
+        pthread_cond_broadcast(&s->told_cv);
+        pthread_mutex_unlock(&s->told_mu);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -174,6 +186,8 @@ static void free_store(struct gr_store *s)
         s->b->close(s->impl);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->told_mu);
+    pthread_cond_destroy(&s->told_cv);
     free(s->dir);
     free(s);
 }
@@ -200,6 +214,8 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->told_mu, NULL);
+    pthread_cond_init(&s->told_cv, NULL);
     s->tail = &s->head;
     s->b = pg ? &gr_pg_store : &gr_sqlite_store;
     int code = GR_OK;
@@ -441,7 +457,14 @@ int gr_store_events(struct gr_store *s, int64_t after, int limit, gr_store_row r
 {
     char from[24];
     snprintf(from, sizeof from, "%lld", (long long)after);
-    return s->b->list(s->impl, GR_SQL_EVENTS, from, limit, NULL, NULL, NULL, row, ctx, e);
+    int rc = s->b->list(s->impl, GR_SQL_EVENTS, from, limit, NULL, NULL, NULL, row, ctx, e);
+    /* A batch whose events this read saw began before the read ended: once every batch begun by
+     * now is told, a job's end heard from a stream is the end a GET of it shows. */
+    pthread_mutex_lock(&s->told_mu);
+    for (uint64_t n = s->begun; s->told < n;)
+        pthread_cond_wait(&s->told_cv, &s->told_mu);
+    pthread_mutex_unlock(&s->told_mu);
+    return rc;
 }
 
 static void seq_of(void *ctx, const char *seq, const char *event) { *(int64_t *)ctx = strtoll(seq, NULL, 10); }

@@ -115,7 +115,8 @@ int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_
 /* Events (GET /v1/events) with seq > after, oldest first, at most limit (1..GR_STORE_LIST_MAX): row(ctx, seq
  * as text, the event {"seq", "kind": "job"|"dataset", "id", "status", "tenant", "at"} as JSON).
  * Each job status the store keeps and each dataset made or deleted is one, in commit order;
- * the newest 1,000,000 are kept. */
+ * the newest 1,000,000 are kept. Returns once every write whose event it read has been told to
+ * its done callback (a stream never tells of an end before the job's GET shows it). */
 int gr_store_events(struct gr_store *s, int64_t after, int limit, gr_store_row row, void *ctx, struct gr_err *e);
 /* The oldest and newest seq kept (0 and 0: none yet). */
 int gr_store_events_span(struct gr_store *s, int64_t *oldest, int64_t *newest, struct gr_err *e);

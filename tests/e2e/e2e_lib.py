@@ -492,8 +492,9 @@ def check_result(what, op, dtype, rows, axis, ties, result):
     CHECK.ok(not bad, "%s: %d of %d outputs wrong: %s" % (what, len(bad), len(gs), "; ".join(bad[:4])))
 
 
-def check_job(what, job, op, dtype, shape, axis=None, status="succeeded", algorithm=None):
-    """The job resource's members (API.md) for a job that reached status."""
+def check_job(what, job, op, dtype, shape, axis=None, status="succeeded", algorithm=None, device=None):
+    """The job resource's members (API.md) for a job that reached status on device (the suite's
+    when None)."""
     if not CHECK.ok(isinstance(job, dict), "%s: job is not an object: %r" % (what, job)):
         return
     CHECK.ok(isinstance(job.get("id"), str) and JOB_ID.match(job["id"]), "%s: id %r" % (what, job.get("id")))
@@ -504,7 +505,7 @@ def check_job(what, job, op, dtype, shape, axis=None, status="succeeded", algori
     if len(shape) == 2 or axis is None:
         CHECK.eq(job.get("axis"), axis, what + ": axis")
     dev = job.get("device")
-    if DEVICE == "cpu":
+    if (device or DEVICE) == "cpu":
         CHECK.eq(dev, "cpu", what + ": device")
     else:
         CHECK.ok(isinstance(dev, str) and re.match(r"^gpu:\d+$", dev), "%s: device %r" % (what, dev))

@@ -733,7 +733,8 @@ def events():
     CHECK.eq(srv.stop(), 0, "gpured stops with a stream open")
     env = {"GPURED_STORE": srv.env["GPURED_STORE"]} if L.STORE == "postgresql" else None
     other = L.Server(data_dir=data, env=env, name="gpured-events-b").start()  # the same store, another port
-    away = ended([client(other.base).submit("sum", [i, 2], device=L.DEVICE) for i in range(2)])
+    # one after the other: two at once may interleave their events on a GPU
+    away = [ended([client(other.base).submit("sum", [i, 2], device=L.DEVICE)])[0] for i in range(2)]
     L.check_stop(other)
     srv.start()
     CHECK.eq(srv.port, port, "gpured restarted on its port")
@@ -785,6 +786,17 @@ def builder():
     return None
 
 
+def see_builders_packages(python, venv_python):
+    """A venv made by a venv's python sees the base interpreter's packages, not that venv's
+    (where numpy may be): a .pth file adds the builder's own."""
+    where = "import site, sysconfig; print('\\n'.join(%s))"
+    theirs = subprocess.run([python, "-c", where % "site.getsitepackages()"], capture_output=True, text=True).stdout
+    mine = subprocess.run([venv_python, "-c", where % "[sysconfig.get_paths()['purelib']]"],
+                          capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(mine, "builder-site.pth"), "w") as f:
+        f.write(theirs)
+
+
 def cli(srv, c, rng):
     tmp = tempfile.mkdtemp(prefix="gpured-pyclient-cli-")
     here = os.path.abspath(CLIENT_SRC)  # the installed package is run, not this one
@@ -799,6 +811,7 @@ def cli(srv, c, rng):
         p = subprocess.run([python, "-m", "venv", "--system-site-packages", venv],
                            capture_output=True, text=True)
         CHECK.eq(p.returncode, 0, "python3 -m venv --system-site-packages: %s" % p.stderr[-500:])
+        see_builders_packages(python, os.path.join(venv, "bin", "python"))
         p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--no-build-isolation", "--no-deps",
                             "--no-index", src], capture_output=True, text=True, cwd=tmp, env=env)
         CHECK.eq(p.returncode, 0, "pip install of the client: %s" % (p.stdout + p.stderr)[-1500:])

@@ -815,6 +815,73 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* A done callback that holds the writer until the test lets it go. */
+struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int entered, open, told;
+};
+
+static void gated_done(void *ctx, int code)
+{
+    struct gate *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    g->entered = 1;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    g->told = code == GR_OK;
+    pthread_mutex_unlock(&g->mu);
+}
+
+struct events_read {
+    struct fixture *fx;
+    struct gate *g;
+    int rows, rc, told_then;
+};
+
+static void *read_events(void *arg)
+{
+    struct events_read *r = arg;
+    struct gr_err e = {0};
+    r->rc = gr_store_events(r->fx->s, 0, 10, count_row, &r->rows, &e);
+    pthread_mutex_lock(&r->g->mu);
+    r->told_then = r->g->told;
+    pthread_mutex_unlock(&r->g->mu);
+    return NULL;
+}
+
+/* An events read that sees a write's event returns only once that write's done callback has run
+ * (a stream never tells of a job's end before the job's GET shows it). */
+static void test_events_after_told(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    struct gate g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    char id[24];
+    make_id(id, 1);
+    assert_int_equal(gr_store_insert_job(fx->s, id, GR_SUM, "queued", make_doc(1, "queued"), NULL, 0, NULL,
+                                         gated_done, &g),
+                     GR_OK);
+    pthread_mutex_lock(&g.mu);
+    while (!g.entered) /* committed: its event is there to read */
+        pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    struct events_read r = {fx, &g, 0, -1, -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, read_events, &r), 0);
+    struct timespec pause = {0, 100 * 1000000L}; /* room for a read that does not wait to return early */
+    nanosleep(&pause, NULL);
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    pthread_join(t, NULL);
+    assert_int_equal(r.rc, GR_OK);
+    assert_int_equal(r.rows, 1);
+    assert_int_equal(r.told_then, 1);
+}
+
 static void test_concurrent_inserts(void **state)
 {
     struct fixture *fx = *state;
@@ -1192,6 +1259,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_drains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_plans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_datasets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events_after_told, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
