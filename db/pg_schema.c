@@ -80,9 +80,18 @@ const char *const gr_pg_schema_steps[] = {
     " $$BEGIN DELETE FROM events WHERE seq <= NEW.seq - 1000000; RETURN NULL; END$$;"
     "CREATE TRIGGER events_pruned AFTER INSERT ON events FOR EACH ROW WHEN (NEW.seq % 1000 = 0)"
     " EXECUTE FUNCTION gpured_events_pruned();",
+    /* When a job that read a dataset last ended (its resource's last_used_at), NULL if none has;
+     * every doc names it, null, for the reads to fill in. */
+    "ALTER TABLE datasets ADD COLUMN last_used double precision;"
+    "UPDATE datasets SET doc = left(doc, -1) || ',\"last_used_at\":null}';",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
+/* A dataset's resource as read: its stored doc with last_used_at, which changes apart from it
+ * (text replaced, not jsonb: the members keep their order, as SQLite's json_set keeps them). */
+#define DS_DOC                                                                                                     \
+    "CASE WHEN last_used IS NULL THEN doc ELSE replace(doc, '\"last_used_at\":null', '\"last_used_at\":\"' ||"          \
+    " to_char(to_timestamp(last_used) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || '\"') END"
 #define LIST_SQL(where) "SELECT id, doc FROM jobs WHERE " where "id < $1 ORDER BY id DESC LIMIT $2::int"
 #define FINAL "('succeeded', 'failed', 'canceled')"
 
@@ -98,10 +107,10 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     /* GR_SQL_PENDING: none; a replica claims what is left (GR_SQL_CLAIM) */
     [GR_SQL_PING] = "SELECT 1",
-    [GR_SQL_DS_LIST] = "SELECT id, doc FROM datasets WHERE id < $1 ORDER BY id DESC LIMIT $2::int",
-    [GR_SQL_DS_LIST_TENANT] = "SELECT id, doc FROM datasets WHERE tenant = $5 AND id < $1 ORDER BY id DESC"
+    [GR_SQL_DS_LIST] = "SELECT id, " DS_DOC " FROM datasets WHERE id < $1 ORDER BY id DESC LIMIT $2::int",
+    [GR_SQL_DS_LIST_TENANT] = "SELECT id, " DS_DOC " FROM datasets WHERE tenant = $5 AND id < $1 ORDER BY id DESC"
                               " LIMIT $2::int",
-    [GR_SQL_DS_GET] = "SELECT doc FROM datasets WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+    [GR_SQL_DS_GET] = "SELECT " DS_DOC " FROM datasets WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [GR_SQL_KEY_GET] = "SELECT fingerprint, resource FROM idempotency WHERE tenant = $1 AND key = $2"
                        " AND created >= $3::float8",
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
@@ -149,6 +158,8 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES ($1, $3, $5::float8, $6, $7::bigint)",
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = $1",
     [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = $1",
+    /* never back in time: replicas store their jobs' ends side by side */
+    [GR_SQL_DS_USED] = "UPDATE datasets SET last_used = greatest(last_used, $5::float8) WHERE id = $1",
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
                            " (SELECT tenant, key FROM idempotency WHERE created < $5::float8 LIMIT 1000)",
     [GR_SQL_BEGIN] = "BEGIN",

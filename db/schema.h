@@ -57,6 +57,7 @@ enum gr_sql_id {
     GR_SQL_DS_DELETE,             /* ?1 id */
     GR_SQL_JOB_DELETE,            /* ?1 id */
     GR_SQL_KEYS_EXPIRE,           /* ?5 created before */
+    GR_SQL_DS_USED,               /* ?1 dataset id, ?5 when a job that read it ended */
     /* SQLite's writer writes the events itself (PostgreSQL's triggers do; NULL there): */
     GR_SQL_EVENT_JOB,             /* ?1 job id: its status now, as an event */
     GR_SQL_EVENT_DS,              /* ?1 dataset id, ?2 created or deleted (before the delete) */

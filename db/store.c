@@ -262,7 +262,8 @@ int gr_store_clean_files(struct gr_store *s, struct gr_err *e)
 static op_t *new_op(int sql, const char *id, const char *status, char *doc, gr_store_done done, void *ctx)
 {
     op_t *o = NULL;
-    if (id && status && (doc || sql == GR_SQL_DS_DELETE || sql == GR_SQL_JOB_DELETE || sql == GR_SQL_KEYS_EXPIRE) &&
+    if (id && status && (doc || sql == GR_SQL_DS_DELETE || sql == GR_SQL_JOB_DELETE || sql == GR_SQL_KEYS_EXPIRE ||
+                          sql == GR_SQL_DS_USED) &&
         strlen(status) < sizeof o->status)
         o = calloc(1, sizeof *o + strlen(id) + 1);
     if (!o) {
@@ -400,6 +401,14 @@ int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_
 int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx)
 {
     return s ? push(s, new_op(GR_SQL_DS_DELETE, id, "", NULL, done, ctx)) : GR_EINVAL;
+}
+
+int gr_store_dataset_used(struct gr_store *s, const char *id, double at)
+{
+    op_t *o = s ? new_op(GR_SQL_DS_USED, id, "", NULL, NULL, NULL) : NULL;
+    if (o)
+        o->created = at;
+    return s ? push(s, o) : GR_EINVAL;
 }
 
 int gr_store_delete_job(struct gr_store *s, const char *id, gr_store_done done, void *ctx)

@@ -136,6 +136,9 @@ int gr_store_load_pending(struct gr_store *s, int limit, gr_store_pending pendin
 int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_owner *own, uint64_t bytes,
                             char *doc, gr_store_done done, void *ctx);
 int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx);
+/* Mark dataset id used at (epoch seconds; its resource's last_used_at), unless it is already
+ * marked later; nothing is told (a dataset gone meanwhile is no error). */
+int gr_store_dataset_used(struct gr_store *s, const char *id, double at);
 
 /* One dataset's doc (malloc'd) if tenant scope's (NULL: any): GR_OK, GR_ENOTFOUND or GR_EIO. */
 int gr_store_get_dataset(struct gr_store *s, const char *id, const char *scope, char **doc, struct gr_err *e);

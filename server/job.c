@@ -329,9 +329,10 @@ char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim,
     json_t *dims = json_array();
     for (int d = 0; d < ndim; d++)
         json_array_append_new(dims, json_integer(shape[d]));
-    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:s, s:s}", "id", id, "tenant", tenant, "dtype",
+    /* last_used_at: null until a job that read it ends; the store's reads fill it in */
+    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:s, s:s, s:n}", "id", id, "tenant", tenant, "dtype",
                           gr_dtype_name(dtype), "shape", dims, "bytes", (json_int_t)bytes, "sha256", hex, "created_at",
-                          created);
+                          created, "last_used_at");
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;

@@ -529,6 +529,20 @@ static void store_insert(struct gr_job **js, char **docs, int n, int status)
     free(v);
 }
 
+/* Mark the datasets a job that ran read as used now, queued before its final state so that
+ * whoever hears of its end finds the mark. */
+static void store_used(const struct gr_job *j)
+{
+    if (j->status != GR_SUCCEEDED && j->status != GR_FAILED)
+        return;
+    double now = gr_now();
+    if (j->dataset[0])
+        gr_store_dataset_used(store, j->dataset, now);
+    for (int k = 0; k < GR_MM_OPERANDS; k++)
+        if (j->mm[k].dataset[0])
+            gr_store_dataset_used(store, j->mm[k].dataset, now);
+}
+
 /* Queue the write of j's final state (doc ours now): its first write, an insert, if it is still
  * deferred (the timer may be inserting it as queued just now: wait for that), else an update. */
 static void store_final(struct gr_job *j, char *doc)
@@ -542,6 +556,7 @@ static void store_final(struct gr_job *j, char *doc)
     int first = j->deferred;
     j->deferred = 0;
     pthread_mutex_unlock(&mu);
+    store_used(j);
     if (first)
         store_insert(&j, &doc, 1, j->status);
     else

@@ -488,6 +488,7 @@ function renderDatasets() {
     size.title = d.bytes + ' bytes';
     tr.appendChild(size);
     tr.appendChild(el('td', d.created_at.slice(0, 19).replace('T', ' ')));
+    tr.appendChild(el('td', d.last_used_at ? d.last_used_at.slice(0, 19).replace('T', ' ') : 'never', 'used'));
     tr.appendChild(el('td', cachedOn(d.id).join(', ') || '—', 'cached'));
     const act = el('td', undefined, 'actions');
     if (state.confirmDelete === d.id) {
@@ -588,12 +589,12 @@ async function readMetrics() {
   }
 }
 
-// Every few seconds: /metrics for the load charts; the devices for their caches (they change as
-// jobs run, with no event; a CPU has none); the datasets too while no event stream tells of them.
+// Every few seconds: /metrics for the load charts; the devices for their caches and the datasets
+// for their last use (both change as jobs run, with no event; a CPU has no cache).
 function tick() {
   readMetrics();
   if (state.devices && state.devices.gpus.length) refreshDevices();
-  if (!state.live) loadDatasets();
+  loadDatasets();
 }
 
 let loadChart, gpuChart, latencyChart;

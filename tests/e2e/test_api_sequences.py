@@ -108,6 +108,18 @@ class Dataset:
         self.deleted = False
         self.blocker = False
         self.rank1 = None  # a blocker's (u, v): its values are u v^T
+        self.last_used = None  # the latest last_used_at seen: jobs on it move it, only forward
+
+    def same_record(self, got, what):
+        """got is this dataset's record: as first seen but for last_used_at, which is null or a
+        time no earlier than the last one seen."""
+        rest = {k: v for k, v in got.items() if k != "last_used_at"}
+        CHECK.eq(rest, {k: v for k, v in self.doc.items() if k != "last_used_at"}, what)
+        used = got.get("last_used_at")
+        CHECK.ok(used is None and self.last_used is None or
+                 isinstance(used, str) and L.RFC3339.match(used) and used >= (self.last_used or ""),
+                 "%s: last_used_at %r after %r" % (what, used, self.last_used))
+        self.last_used = used if isinstance(used, str) else self.last_used
 
     @property
     def count(self):
@@ -754,7 +766,7 @@ class Fuzz:
             if d.deleted:  # the key's dataset is gone: nothing to answer with
                 return self.problem("replay of a deleted dataset's upload", r, 404)
             if CHECK.eq(r.status, 201, self.what("dataset replay (%r)" % r.body[:200])):
-                CHECK.eq(r.json(), d.doc, self.what("dataset replay: the original record"))
+                d.same_record(r.json(), self.what("dataset replay: the original record"))
                 CHECK.eq(r.headers.get("idempotent-replayed"), "true", self.what("dataset replay: Idempotent-Replayed"))
                 CHECK.eq(r.headers.get("location"), "/v1/datasets/" + d.id, self.what("dataset replay: Location"))
             return
@@ -1028,7 +1040,9 @@ class Fuzz:
         CHECK.eq({k: doc.get(k) for k in ("tenant", "dtype", "shape", "bytes", "sha256")},
                  {"tenant": tenant, "dtype": dtype, "shape": list(shape), "bytes": len(raw),
                   "sha256": hashlib.sha256(raw).hexdigest()}, self.what(what + ": record"))
-        CHECK.eq(sorted(doc), ["bytes", "created_at", "dtype", "id", "sha256", "shape", "tenant"], self.what(what + ": members"))
+        CHECK.eq(sorted(doc), ["bytes", "created_at", "dtype", "id", "last_used_at", "sha256", "shape", "tenant"],
+                 self.what(what + ": members"))
+        CHECK.eq(doc.get("last_used_at"), None, self.what(what + ": never used yet"))
         d = Dataset(did, tenant, dtype, shape, flat if len(flat) <= MODEL_VALUES_MAX else None, prod_safe=prod_safe, doc=doc)
         self.ds[did] = d
         if key:
@@ -1101,7 +1115,7 @@ class Fuzz:
         if not data:
             if d.doc is None:
                 d.doc = r.json()
-            return CHECK.eq(r.json(), d.doc, self.what("GET dataset: its record"))
+            return d.same_record(r.json(), self.what("GET dataset: its record"))
         CHECK.eq(r.headers.get("content-type"), "application/x-npy", self.what("GET dataset data: content-type"))
         got = parse_npy(r.body)
         if CHECK.ok(isinstance(got, tuple), self.what("dataset data: %s" % (got,))):
@@ -1246,7 +1260,7 @@ class Fuzz:
             d = self.ds.get(e.get("id"))
             CHECK.eq(e.get("tenant"), tenant, self.what(what + ": an entry's tenant"))
             if d is not None and d.doc is not None:
-                CHECK.eq(e, d.doc, self.what(what + ": entry = the dataset's record"))
+                d.same_record(e, self.what(what + ": entry = the dataset's record"))
 
     def op_list(self, tenant):
         roll = self.rng.random()
@@ -1433,7 +1447,7 @@ class Fuzz:
         else:
             model.doc = ok[0].json()
             for r in ok:
-                CHECK.eq(r.json(), model.doc, self.what("parallel uploads with one key: one record"))
+                model.same_record(r.json(), self.what("parallel uploads with one key: one record"))
             self.ds[rid] = model
 
     def race_delete(self, tenant):

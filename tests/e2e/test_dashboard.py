@@ -239,7 +239,8 @@ def upload(srv, rng, rows, cols):
 
 
 def dataset_row(driver, did, timeout=10):
-    """The dataset panel's row: [id, dtype, shape, size, created, cached on, actions] and the size's title."""
+    """The dataset panel's row: [id, dtype, shape, size, created, last used, cached on, actions] and the
+    size's title."""
     return wait_for(driver, "const tr = document.querySelector('#datasets tbody tr[data-id=\"%s\"]');"
                     "return tr && [[...tr.cells].map(c => c.textContent), tr.cells[3].title]" % did,
                     "dataset %s in the panel" % did, timeout)
@@ -253,7 +254,17 @@ def check_datasets(driver, srv, rng, kept):
     if row:
         CHECK.eq(row[0][:4], [did, "int32", "3×4", "48 B"], "datasets: the upload's row (id, dtype, shape, size)")
         CHECK.eq(row[1], "48 bytes", "datasets: the exact size on hover")
-        CHECK.eq(row[0][5], "—", "datasets: cached nowhere (a CPU server)")
+        CHECK.eq(row[0][5], "never", "datasets: a new upload was never used")
+        CHECK.eq(row[0][6], "—", "datasets: cached nowhere (a CPU server)")
+    # a job that reads it marks it used; the panel shows when within a refresh (no event says so)
+    ran = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": did, "device": "cpu"}, {"Prefer": "wait=30"})
+    used = srv.get_json("/v1/datasets/" + did).get("last_used_at")
+    if CHECK.ok(ran.status == 200 and isinstance(used, str), "datasets: a job on it ran (%d) and marked it used: %r"
+                % (ran.status, used)):
+        shown = wait_for(driver, "const tr = document.querySelector('#datasets tbody tr[data-id=\"%s\"]');"
+                         "return tr && tr.cells[5].textContent !== 'never' && tr.cells[5].textContent" % did,
+                         "the last use in the panel", 15)
+        CHECK.eq(shown, used[:19].replace("T", " "), "datasets: the panel shows its last use")
     if kept:
         res = kept[0]["result"]
         row = dataset_row(driver, res["dataset"])

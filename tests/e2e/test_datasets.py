@@ -76,7 +76,9 @@ def check_record(what, doc, a):
     CHECK.eq(doc.get("sha256"), hashlib.sha256(a.tobytes()).hexdigest(), what + ": sha256 (hashlib's)")
     CHECK.ok(isinstance(doc.get("created_at"), str) and L.RFC3339.match(doc["created_at"]),
              "%s: created_at %r" % (what, doc.get("created_at")))
-    CHECK.eq(sorted(doc), ["bytes", "created_at", "dtype", "id", "sha256", "shape", "tenant"], what + ": members")
+    CHECK.eq(sorted(doc), ["bytes", "created_at", "dtype", "id", "last_used_at", "sha256", "shape", "tenant"],
+             what + ": members")
+    CHECK.eq(doc.get("last_used_at"), None, what + ": a new upload was never used")
     CHECK.eq(doc.get("tenant"), "default", what + ": without tokens, the one tenant")
 
 
@@ -508,6 +510,53 @@ def delete_in_use(srv, ds_id):
         srv.req("GET", "/v1/jobs/%s?wait=60" % blocker, timeout=90)
 
 
+def last_use(srv):
+    """last_used_at: null until a job that read the dataset ends, then that end's time, in GET and
+    the list alike; a job canceled before it ran does not mark it; a matmul marks each operand it
+    read; a dataset's own reads and download do not."""
+    ids = []
+    for a in (np.arange(6, dtype="<f4").reshape(2, 3), np.ones((3, 2), dtype="<f4"), np.ones((2, 3), dtype="<f4")):
+        up = upload_raw(srv, a)
+        if not CHECK.eq(up.status, 201, "last use: an upload"):
+            return
+        ids.append(up.json()["id"])
+    a, b, other = ids
+
+    def used(ds_id):
+        doc = srv.get_json("/v1/datasets/" + ds_id)
+        listed_doc = [d for d in srv.get_json("/v1/datasets?limit=100")["datasets"] if d["id"] == ds_id]
+        CHECK.eq(listed_doc, [doc], "last use: the list shows what GET does for %s" % ds_id)
+        return doc.get("last_used_at")
+
+    srv.req("GET", "/v1/datasets/%s/data" % a)
+    CHECK.eq(used(a), None, "last use: a download is no use")
+    blocker = L.blocker(srv, 3)
+    queued = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": a, "device": "cpu"})
+    if CHECK.eq(queued.status, 202, "last use: a job queued behind a busy CPU"):
+        CHECK.eq(srv.req("DELETE", "/v1/jobs/" + queued.json()["id"]).status, 200, "last use: canceled before it ran")
+    CHECK.eq(used(a), None, "last use: a job canceled before it ran is no use")
+    srv.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"], timeout=90)
+
+    r = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": a, "device": L.DEVICE}, {"Prefer": "wait=30"})
+    if CHECK.eq(r.status, 200, "last use: a job on it"):
+        job, at = r.json(), used(a)
+        CHECK.ok(isinstance(at, str) and L.RFC3339.match(at) and job["started_at"] <= at,
+                 "last use: marked once the job ended (started %s, used %r)" % (job["started_at"], at))
+        time.sleep(0.01)  # past the mark's millisecond
+        r2 = srv.req("POST", "/v1/jobs", {"op": "max", "dataset": a, "device": L.DEVICE}, {"Prefer": "wait=30"})
+        CHECK.ok(r2.status == 200 and used(a) > at, "last use: a later job moves it on (%r)" % used(a))
+    # a matmul reads both operands; the other dataset stays unused
+    r = srv.req("POST", "/v1/jobs", {"op": "matmul", "a": {"dataset": a}, "b": {"dataset": b}, "device": L.DEVICE},
+                {"Prefer": "wait=30"})
+    if CHECK.eq(r.status, 200, "last use: a matmul of two datasets (%r)" % r.body[:200]):
+        CHECK.ok(r.json().get("status") == "succeeded" and isinstance(used(b), str), "last use: its operand b marked")
+        kept = (r.json().get("result") or {}).get("dataset")  # a product of datasets is kept as one
+        ids += [kept] if kept else []
+    CHECK.eq(used(other), None, "last use: a dataset no job read")
+    for ds_id in ids:  # the restart's check lists those kept
+        CHECK.eq(srv.req("DELETE", "/v1/datasets/" + ds_id).status, 204, "last use: deleted after")
+
+
 def crash_with_queued_dataset_job(srv):
     """kill -9 while a dataset job is queued: after the restart it runs on the mapped file.
     Returns {id: values} of the dataset it made."""
@@ -588,6 +637,7 @@ def main():
     up = upload(srv, npy_bytes(np.zeros((3, 4), dtype="<f4")), "application/x-npy")
     if CHECK.eq(up.status, 201, "upload for the 409 test"):
         delete_in_use(srv, up.json()["id"])
+    last_use(srv)
     stored.update(crash_with_queued_dataset_job(srv))
     L.check_stop(srv)
     srv.start()  # the same data dir: every dataset is still there, values and all

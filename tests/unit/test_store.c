@@ -1170,6 +1170,22 @@ static void test_datasets(void **state)
     assert_int_equal(gr_store_list_datasets(fx->s, NULL, NULL, 10, on_ds_row, &p, &e), GR_OK);
     assert_int_equal(p.n, 2);
 
+    /* a use fills in last_used_at, and an earlier one told later does not move it back */
+    char *used = strdup("{\"id\":\"d_00000000000000aa\",\"last_used_at\":null}");
+    struct rec u[2] = {{0}};
+    assert_int_equal(gr_store_insert_dataset(fx->s, "d_00000000000000aa", NULL, 0, used, on_done, &u[0]), GR_OK);
+    assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1700000000.5), GR_OK);
+    assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1600000000.0), GR_OK);
+    assert_int_equal(gr_store_dataset_used(fx->s, "d_ffffffffffffffff", 1700000000.0), GR_OK); /* gone: no error */
+    assert_int_equal(gr_store_delete_dataset(fx->s, "d_ffffffffffffffff", on_done, &u[1]), GR_OK); /* after them */
+    wait_done(7);
+    assert_int_equal(gr_store_get_dataset(fx->s, "d_00000000000000aa", NULL, &doc, &e), GR_OK);
+    assert_string_equal(doc, "{\"id\":\"d_00000000000000aa\",\"last_used_at\":\"2023-11-14T22:13:20.500Z\"}");
+    free(doc);
+    doc = NULL;
+    assert_int_equal(gr_store_delete_dataset(fx->s, "d_00000000000000aa", on_done, &u[1]), GR_OK);
+    wait_done(8);
+
     /* what a crash leaves, gone after the next open: an upload that never finished (.tmp), values
      * whose row was never stored or already deleted (.bin without a row); a row's .bin stays */
     char tmp[200], orphan[200], kept[200];

@@ -510,7 +510,8 @@ class Job:
 
 
 class Dataset:
-    """A stored dataset. ``doc`` is its record: id, tenant, dtype, shape, bytes, sha256."""
+    """A stored dataset. ``doc`` is its record as read: id, tenant, dtype, shape, bytes, sha256,
+    created_at, last_used_at (when a job that read it last ended; None until one has)."""
 
     def __init__(self, client: Client, doc: dict) -> None:
         self.client = client
