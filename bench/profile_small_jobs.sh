@@ -13,7 +13,7 @@ bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
 P=/tmp/perf
 [ -d $P/usr ] || for f in .devdeps/perf/*.deb; do dpkg -x "$f" $P; done
-perf() { LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu "$P"/usr/bin/perf_6.1 "$@"; }
+perf() { LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu "$(ls "$P"/usr/bin/perf_* "$P"/usr/bin/perf 2>/dev/null | head -1)" "$@"; }
 data=$(mktemp -d)
 start() {
     "$bin" serve --port 0 --data-dir "$data" --threads 16 --log-level "$1" --queue-capacity 1000000 \
