@@ -387,7 +387,10 @@ def one_shot_rejections(srv):
         ("text/plain", good.tobytes(), "text/plain", "?op=sum&dtype=float32", 415, None),
     ]
     for name, body, ctype, query, status, field in cases:
-        r = srv.req("POST", "/v1/jobs" + query, body, headers={"Content-Type": ctype})
+        # a body over the limit is refused unread: sent whole, the unread rest can reset the
+        # connection before the answer is read, so it goes as curl sends big bodies, after 100-continue
+        over = {"Expect": "100-continue"} if len(body) > BODY_LIMIT else {}
+        r = srv.req("POST", "/v1/jobs" + query, body, headers=dict(over, **{"Content-Type": ctype}))
         L.check_problem("one-shot: " + name, r, status, field)
     head = ("POST /v1/jobs?op=sum&dtype=float32 HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
             "Content-Length: %d\r\n\r\n" % (BODY_LIMIT + 4)).encode()
