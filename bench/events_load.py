@@ -6,7 +6,7 @@
 # with N unfiltered ones (every event goes to every stream). One thread here drains all the
 # streams through selectors. Prints a table and writes events_load-<host>-<date>.json. Not a
 # test: it measures.
-#   bench/events_load.py path/to/gpured [seconds] [subscribers] [connections]
+#   bench/events_load.py path/to/gpured [seconds] [subscribers] [connections] [device: cpu|gpu]
 import os
 import selectors
 import socket
@@ -20,6 +20,7 @@ BIN = sys.argv[1]
 SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 SUBS = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
 CONNS = int(sys.argv[4]) if len(sys.argv) > 4 else 16
+DEVICE = sys.argv[5] if len(sys.argv) > 5 else "cpu"  # where the jobs run
 
 
 class Drain:
@@ -73,7 +74,7 @@ def main():
                                ("%d unfiltered" % SUBS, SUBS, "")):
             drain = Drain(url, n, query) if n else None
             time.sleep(1)
-            r = load([(url, {"GPURED_DEVICE": "cpu"})], SECS, CONNS)
+            r = load([(url, {"GPURED_DEVICE": DEVICE})], SECS, CONNS)
             sent = (drain.events, drain.bytes, drain.lost) if drain else (0, 0, 0)
             if drain:
                 drain.close()
@@ -87,7 +88,7 @@ def main():
         r["ratio_to_none"] = r["jobs_per_s"] / base
         print("%s subscribers%s: %.3f of the job rate without" % (r["subscribers"], " (filtered)" if r["filtered"] else "",
                                                                   r["ratio_to_none"]))
-    save("events_load", {"cores": os.cpu_count(), "seconds": SECS, "rows": rows})
+    save("events_load", {"cores": os.cpu_count(), "seconds": SECS, "device": DEVICE, "rows": rows})
 
 
 if __name__ == "__main__":

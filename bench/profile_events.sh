@@ -3,15 +3,16 @@
 # (bench/events_load.py), on the GPU machine. perf (linux-perf, packed under .devdeps/perf as for
 # bench/profile_small_jobs.sh) samples gpured for 6 s inside the filtered row and inside the
 # unfiltered one; per-thread and per-symbol reports under $OUT, heads printed.
-#   bash bench/profile_events.sh path/to/gpured   (after `source .devdeps/env.sh`)
+#   bash bench/profile_events.sh path/to/gpured [cpu|gpu: where the jobs run]   (after `source .devdeps/env.sh`)
 set -uo pipefail
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 bin=$1
+dev=${2:-cpu}
 P=/tmp/perf
 [ -d $P/usr ] || for f in .devdeps/perf/*.deb; do dpkg -x "$f" $P; done
 perf() { LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu "$(ls "$P"/usr/bin/perf_* "$P"/usr/bin/perf 2>/dev/null | head -1)" "$@"; }
-GPURED_BENCH_OUT=$OUT python3 bench/events_load.py "$bin" 10 1000 64 >"$OUT/events_load.txt" 2>&1 &
+GPURED_BENCH_OUT=$OUT python3 bench/events_load.py "$bin" 10 1000 64 "$dev" >"$OUT/events_load.txt" 2>&1 &
 load=$!
 for name in filtered unfiltered; do
     after=$([ $name = filtered ] && echo '^none ' || echo 'filtered (?job=)')
