@@ -5,6 +5,7 @@
 
 #include "bench.h"
 #include "npy.h"
+#include "numbers.h"
 
 #include <errno.h>
 #include <float.h>
@@ -127,17 +128,14 @@ static const char *where_of(struct place *p, const char *field, int nested, size
     return p->text;
 }
 
-/* Element x into out[k] as dtype; on failure e names it (field, nested, r, c: where_of). */
-static int put(json_t *x, int dtype, void *out, size_t k, const char *field, int nested, size_t r, size_t c,
+/* Number x into out[k] as dtype; on failure e names it (field, nested, r, c: where_of). */
+static int put(struct gr_number x, int dtype, void *out, size_t k, const char *field, int nested, size_t r, size_t c,
                struct gr_err *e)
 {
     struct place pl;
-    if (!json_is_number(x))
-        return gr_fail(e, GR_EINVAL, field, "%s is %s; elements must be numbers", where_of(&pl, field, nested, r, c),
-                       type_name(x));
-    int is_int = json_is_integer(x);
-    json_int_t iv = is_int ? json_integer_value(x) : 0;
-    double dv = is_int ? (double)iv : json_real_value(x);
+    int is_int = x.is_int;
+    long long iv = is_int ? x.iv : 0;
+    double dv = is_int ? (double)iv : x.dv;
     switch (dtype) {
     case GR_INT32:
     case GR_INT64: {
@@ -148,7 +146,7 @@ static int put(json_t *x, int dtype, void *out, size_t k, const char *field, int
             if (!(dv >= -9223372036854775808.0 && dv < 9223372036854775808.0))
                 return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of %s",
                                where_of(&pl, field, nested, r, c), dv, gr_dtype_name(dtype));
-            iv = (json_int_t)dv;
+            iv = (long long)dv;
         }
         if (dtype == GR_INT32) {
             if (iv < INT32_MIN || iv > INT32_MAX)
@@ -185,7 +183,12 @@ static int pack(json_t *data, int nested, int dtype, void *out, const char *fiel
             if (json_is_array(x))
                 return gr_fail(e, GR_EUNPROC, field, "%s is an array: only 1-D and 2-D data are supported",
                                where_of(&pl, field, nested, r, c));
-            int rc = put(x, dtype, out, k, field, nested, r, c, e);
+            if (!json_is_number(x))
+                return gr_fail(e, GR_EINVAL, field, "%s is %s; elements must be numbers",
+                               where_of(&pl, field, nested, r, c), type_name(x));
+            struct gr_number n = {json_is_integer(x), json_is_integer(x) ? json_integer_value(x) : 0,
+                                  json_is_integer(x) ? 0 : json_real_value(x)};
+            int rc = put(n, dtype, out, k, field, nested, r, c, e);
             if (rc)
                 return rc;
         }
@@ -193,7 +196,19 @@ static int pack(json_t *data, int nested, int dtype, void *out, const char *fiel
     return GR_OK;
 }
 
-static int fill(json_t *data, struct gr_job *j, int nested, struct gr_err *e)
+/* The numbers read from the body's text (numbers.h) packed into out as dtype, as pack does. */
+static int pack_read(const struct gr_numbers *x, int dtype, void *out, struct gr_err *e)
+{
+    size_t cols = x->ndim == 2 ? (size_t)x->shape[1] : x->n;
+    for (size_t k = 0; k < x->n; k++) {
+        int rc = put(x->v[k], dtype, out, k, "data", x->ndim == 2, k / cols, k % cols, e);
+        if (rc)
+            return rc;
+    }
+    return GR_OK;
+}
+
+static int fill(json_t *data, const struct gr_numbers *read, struct gr_job *j, int nested, struct gr_err *e)
 {
     size_t n, bytes;
     if (gr_mul_size((size_t)gr_job_rows(j), (size_t)gr_job_cols(j), &n) ||
@@ -203,7 +218,7 @@ static int fill(json_t *data, struct gr_job *j, int nested, struct gr_err *e)
     if (!j->input)
         return gr_fail(e, GR_ENOMEM, NULL, "out of memory for %zu bytes of input", bytes);
     j->input_bytes = bytes;
-    return pack(data, nested, j->dtype, j->input, "data", e);
+    return read ? pack_read(read, j->dtype, j->input, e) : pack(data, nested, j->dtype, j->input, "data", e);
 }
 
 static int known_members(json_t *root, const char *const *names, size_t n, struct gr_err *e)
@@ -253,6 +268,7 @@ struct apart {
     const struct gr_source *body;
     gr_dataset_fn dataset;
     void *ctx;
+    const struct gr_numbers *data; /* the body's "data" read from its text, or NULL */
 };
 
 /* The job takes the dtype and dimensions of values that come apart from the JSON; what names
@@ -480,8 +496,13 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
         from = &found;
     if (!from && !data)
         return gr_fail(e, GR_EINVAL, "data", "\"data\" is required: the values, e.g. [1, 2, 3] or [[1, 2], [3, 4]]");
-    if ((rc = from ? take_source(from, of, j, e) : nesting(data, "data", &j->ndim, j->shape, e)))
+    if (!from && v->data) {
+        j->ndim = v->data->ndim;
+        j->shape[0] = v->data->shape[0];
+        j->shape[1] = v->data->shape[1];
+    } else if ((rc = from ? take_source(from, of, j, e) : nesting(data, "data", &j->ndim, j->shape, e))) {
         return rc;
+    }
     int nested = !from && j->ndim == 2;
     json_t *shape = json_object_get(root, "shape");
     if (shape && (rc = parse_shape(shape, j->shape[0] * j->shape[1], nested, of, &j->ndim, j->shape, e)))
@@ -498,7 +519,7 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
                            j->ndim, j->ndim == 1 ? "null or 0" : "null, 0 or 1");
         j->axis = (int)a;
     }
-    return from ? GR_OK : fill(data, j, nested, e);
+    return from ? GR_OK : fill(data, v->data, j, nested, e);
 }
 
 #define DIMS_USAGE "?shape= must be N or R,C in whole numbers, e.g. shape=1000 or shape=10,100"
@@ -606,7 +627,13 @@ static int decode(const char *body, size_t len, struct gr_job *j,
 
 int gr_parse_job(const char *body, size_t len, gr_dataset_fn dataset, void *ctx, struct gr_job *j, struct gr_err *e)
 {
-    return decode(body, len, j, parse, &(struct apart){.dataset = dataset, .ctx = ctx}, e);
+    struct gr_numbers data;
+    char *rest = gr_numbers_take(body, len, &data);
+    int rc = decode(rest ? rest : body, len, j, parse,
+                    &(struct apart){.dataset = dataset, .ctx = ctx, .data = rest ? &data : NULL}, e);
+    free(rest);
+    gr_numbers_free(&data);
+    return rc;
 }
 
 int gr_parse_batch(const char *body, size_t len, int max, gr_dataset_fn dataset, void *ctx, struct gr_job ***out,

@@ -1,9 +1,12 @@
 /* fuzz_job_json.c: libFuzzer target: the input as the JSON body of POST /v1/jobs (gr_parse_job,
  * datasets looked up by a fake of api/datasets.c gr_dataset_for_job) and of POST /v1/benchmarks
- * (gr_parse_benchmark); every job freed by gr_job_unref, every dataset hold given back. */
+ * (gr_parse_benchmark); every job freed by gr_job_unref, every dataset hold given back. An input
+ * with a key "data" is also parsed with that key spelled "d\u0061ta", which api/numbers.c leaves
+ * to jansson: both paths must give the same job or the same refusal. */
 #include "fuzz.h"
 #include "id.h"
 #include "jobs.h"
+#include "numbers.h"
 #include "parse.h"
 
 #include <string.h>
@@ -46,6 +49,52 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* The input with 5 spaces before its first "data" (spaced) or that key as "d\u0061ta": one
+ * length, every later byte where it was. NULL if it has no such key. */
+static char *respelled(const uint8_t *data, size_t size, int spaced)
+{
+    const char *at = memmem(data, size, "\"data\"", 6);
+    char *out = at ? malloc(size + 5) : NULL;
+    if (!out)
+        return NULL;
+    size_t head = (size_t)(at - (const char *)data);
+    memcpy(out, data, head);
+    memcpy(out + head, spaced ? "     \"data\"" : "\"d\\u0061ta\"", 11);
+    memcpy(out + head + 11, at + 6, size - head - 6);
+    return out;
+}
+
+/* Where the input is JSON (the first "data" then a key or a string, alike either way) and
+ * api/numbers.c reads the numbers itself, the two spellings parse alike: the same code, field
+ * and message, or the same job and values. (A malformed input may be malformed at the key
+ * respelled, and jansson's message quotes it as spelled.) */
+static void same_both_ways(const uint8_t *data, size_t size)
+{
+    char *a = respelled(data, size, 1), *b = respelled(data, size, 0);
+    struct gr_numbers read = {0};
+    json_t *doc = a ? json_loadb(a, size + 5, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    char *rest = doc ? gr_numbers_take(a, size + 5, &read) : NULL;
+    json_decref(doc);
+    gr_numbers_free(&read);
+    if (rest && b) {
+        struct gr_err ea = {0}, eb = {0};
+        struct gr_job *ja = gr_job_new(), *jb = gr_job_new();
+        int ra = gr_parse_job(a, size + 5, lookup, NULL, ja, &ea);
+        int rb = gr_parse_job(b, size + 5, lookup, NULL, jb, &eb);
+        FUZZ_CHECK(ra == rb && !strcmp(ea.msg, eb.msg) && !strcmp(ea.field, eb.field));
+        if (ra == GR_OK)
+            FUZZ_CHECK(ja->ndim == jb->ndim && ja->shape[0] == jb->shape[0] && ja->shape[1] == jb->shape[1] &&
+                       ja->dtype == jb->dtype && ja->input_bytes == jb->input_bytes &&
+                       (!ja->input_bytes || !memcmp(ja->input, jb->input, ja->input_bytes)));
+        gr_job_unref(ja);
+        gr_job_unref(jb);
+        FUZZ_CHECK(fuzz_pins == 0);
+    }
+    free(rest);
+    free(a);
+    free(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct gr_err e = {0};
@@ -57,6 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_check_job(j);
     gr_job_unref(j);
     FUZZ_CHECK(fuzz_pins == 0);
+    same_both_ways(data, size);
 
     e = (struct gr_err){0};
     j = gr_job_new();

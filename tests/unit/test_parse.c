@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "npy.h"
+#include "numbers.h"
 #include "parse.h"
 
 #include <stdlib.h>
@@ -388,6 +389,132 @@ static void test_binary_jobs(void **state)
     }
 }
 
+/* body with 5 spaces before its first key "data" (spaced 1), or with that key spelled "d\u0061ta"
+ * (spaced 0): the same JSON either way and the same length, every later byte where it was, but
+ * numbers.c leaves a key with an escape to jansson, so the two parse by the two paths. */
+static char *respelled(const char *body, int spaced)
+{
+    const char *at = strstr(body, "\"data\"");
+    char *out = malloc(strlen(body) + 8);
+    assert_non_null(at);
+    assert_non_null(out);
+    sprintf(out, "%.*s%s%s", (int)(at - body), body, spaced ? "     \"data\"" : "\"d\\u0061ta\"", at + 6);
+    return out;
+}
+
+/* The numbers read from the text and the numbers jansson reads give the same job, or the same
+ * refusal word for word, for bodies at every edge of JSON's number grammar, jansson's limits and
+ * the dtypes' ranges. taken: whether numbers.c reads body's data itself (else it is jansson's). */
+static void same_both_ways(const char *text, int taken)
+{
+    struct gr_numbers read;
+    char *body = respelled(text, 1), *other = respelled(text, 0);
+    char *rest = gr_numbers_take(body, strlen(body), &read);
+    if (!rest != !taken)
+        fail_msg("%s: numbers.c %s it", body, rest ? "took" : "left");
+    free(rest);
+    gr_numbers_free(&read);
+    struct gr_job *a = gr_job_new(), *b = gr_job_new();
+    struct gr_err ea = {0}, eb = {0};
+    int ra = gr_parse_job(body, strlen(body), fake_dataset, NULL, a, &ea);
+    int rb = gr_parse_job(other, strlen(other), fake_dataset, NULL, b, &eb);
+    if (ra != rb || strcmp(ea.msg, eb.msg) || strcmp(ea.field, eb.field))
+        fail_msg("%s: %d %s [%s] against jansson's %d %s [%s]", body, ra, ea.msg, ea.field, rb, eb.msg, eb.field);
+    if (ra == GR_OK) {
+        assert_int_equal(a->op, b->op);
+        assert_int_equal(a->dtype, b->dtype);
+        assert_int_equal(a->ndim, b->ndim);
+        assert_int_equal(a->shape[0], b->shape[0]);
+        assert_int_equal(a->shape[1], b->shape[1]);
+        assert_int_equal(a->axis, b->axis);
+        assert_int_equal(a->input_bytes, b->input_bytes);
+        assert_memory_equal(a->input, b->input, a->input_bytes);
+    }
+    gr_job_unref(a);
+    gr_job_unref(b);
+    free(body);
+    free(other);
+}
+
+static void test_numbers_read_from_the_text(void **state)
+{
+    static const struct {
+        const char *body;
+        int taken;
+    } cases[] = {
+        {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1.5,-2,3e2,0.1,-0,1E-3,2.5e+3,16777217]}", 1},
+        {"{\"data\" : [ 1 , 2 ,\n 3 ]\n, \"op\":\"max\", \"dtype\":\"int64\"}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"float64\",\"data\":[1e-320,4.9e-324,1.7976931348623157e308,-0.0]}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[3.5e38]}", 1},          /* over float32: 422 */
+        {"{\"op\":\"sum\",\"dtype\":\"float64\",\"data\":[1e309]}", 0},           /* jansson: overflow */
+        {"{\"op\":\"sum\",\"dtype\":\"int64\",\"data\":[9223372036854775807,-9223372036854775808]}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"int64\",\"data\":[9223372036854775808]}", 0}, /* too big integer */
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[2147483647,-2147483648,2.0,-4e3]}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[2147483648]}", 1},      /* over int32: 422 */
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[2.5]}", 1},             /* not an integer: 422 */
+        {"{\"op\":\"sum\",\"dtype\":\"int64\",\"data\":[1e19]}", 1},            /* outside int64: 422 */
+        {"{\"op\":\"argmax\",\"dtype\":\"int32\",\"data\":[[1,2,3],[4,5,6]],\"axis\":1}", 1},
+        {"{\"op\":\"argmax\",\"dtype\":\"int32\",\"data\":[[1,2,3],[4,5,2147483648]]}", 1},
+        {"{\"op\":\"min\",\"dtype\":\"int64\",\"data\":[1,2,3,4,5,6],\"shape\":[3,2],\"axis\":0}", 1},
+        {"{\"op\":\"min\",\"dtype\":\"int64\",\"data\":[1,2,3,4,5,6],\"shape\":[4,2]}", 1},
+        {"{\"op\":\"min\",\"dtype\":\"int64\",\"data\":[[1,2],[3,4]],\"shape\":[4]}", 1},
+        {"{\"op\":\"sum\",\"data\":[1,2]}", 1},                                 /* no dtype */
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,2],\"dataset\":\"d_0000000000000001\"}", 1},
+        {"{\"op\":\"matmul\",\"dtype\":\"float32\",\"data\":[1,2]}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,2],\"data\":[3]}", 1}, /* a duplicate */
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,2],\n\"axis\":}", 1},   /* malformed after */
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,2] \"axis\":0}", 1},    /* no comma after */
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,\n2,\n3], \"axis\":}", 1}, /* lines kept */
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,2],\"axis\":2}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,2],\"nope\":1}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1]}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[01]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1.]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[.5]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[+1]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[-]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1e]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[[]]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[[1,2],[3]]}", 0},       /* ragged */
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[[1,2],3]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,[2]]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[[[1]]]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,\"2\"]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,null]}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,2}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":\"12\"}", 0},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1,2]", 1},              /* truncated after */
+        {"{\"x\":{\"data\":[1]},\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[5]}", 1}, /* nested "data" skipped */
+        {"{\"x\":\"a \\\"data\\\": [\",\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[5]}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1000000000000000000000000000000000000000000000000000000000000000000]}",
+         0}, /* a token past 64 characters is jansson's */
+        {"[{\"op\":\"sum\",\"data\":[1]}]", 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        same_both_ways(cases[k].body, cases[k].taken);
+    /* many numbers of every form, drawn at random, one body per dtype */
+    srand(7);
+    for (int dt = 0; dt < GR_NDTYPES; dt++) {
+        char *b = malloc(1 << 16);
+        assert_non_null(b);
+        int n = sprintf(b, "{\"op\":\"sum\",\"dtype\":\"%s\",\"data\":[", gr_dtype_name(dt));
+        for (int i = 0; i < 2000; i++) {
+            const char *sep = i ? "," : "";
+            switch (rand() % 4) {
+            case 0: n += sprintf(b + n, "%s%d", sep, rand() % 2000001 - 1000000); break;
+            case 1: n += sprintf(b + n, "%s%.17g", sep, (rand() / (double)RAND_MAX - 0.5) * 1e6); break;
+            case 2: n += sprintf(b + n, "%s%de%d", sep, rand() % 100, rand() % 10); break;
+            default: n += sprintf(b + n, "%s%.9gE-%d", sep, rand() / (double)RAND_MAX, rand() % 40); break;
+            }
+        }
+        sprintf(b + n, "]}");
+        same_both_ways(b, 1);
+        free(b);
+    }
+}
+
 static void test_deep_nesting_is_an_error_not_a_crash(void **state)
 {
     size_t n = 100000;
@@ -415,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_benchmarks),
         cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
+        cmocka_unit_test(test_numbers_read_from_the_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
