@@ -28,7 +28,7 @@ const state = {
   etag: null, jobs: [], listed: 0, devices: null, algorithms: [], needToken: false, live: false,
   pending: null,        // what events asked to refresh, flushed once per burst
   detailId: null,       // the job shown in the detail panel
-  datasets: [], datasetsMore: false, confirmDelete: null, // the dataset whose delete awaits a yes
+  datasets: [], datasetsText: null, datasetsMore: false, confirmDelete: null, // the dataset whose delete awaits a yes
   samples: [],          // readings of /metrics: [{t: seconds, devs: {device: {queued, total, ...}},
                         //   stages: {stage: {le: jobs}}}]
 };
@@ -121,6 +121,7 @@ function forgetToken() {
   state.etag = null;
   state.jobs = [];
   state.datasets = [];
+  state.datasetsText = null;
   state.samples = [];
   closeDetail();
   renderAll();
@@ -454,10 +455,15 @@ async function loadDatasets() {
   if (state.needToken) return;
   try {
     const body = await getJSON('/v1/datasets?limit=' + DATASETS_LIMIT);
+    // read every few seconds: an unchanged list keeps its rows (and the button under a click)
+    const text = JSON.stringify(body);
+    if (text === state.datasetsText) return;
+    state.datasetsText = text;
     state.datasets = body.datasets;
     state.datasetsMore = body.next_cursor !== null;
     renderDatasets();
   } catch (err) {
+    state.datasetsText = null; // the next answer is shown, even one like the last
     if (!state.needToken) $('datasets-meta').textContent = '(cannot list datasets: ' + err.message + ')';
   }
 }

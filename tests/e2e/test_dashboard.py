@@ -153,12 +153,20 @@ def wait_css(driver, css, what, timeout=10, gone=False):
 
 
 def click(driver, css):
-    """Click what css finds, scrolled into view first (the table is below the fold)."""
+    """Click what css finds, scrolled into view first (the table is below the fold); found again
+    if a refresh replaced it in between (an event or a poll may re-render the rows)."""
     from selenium.webdriver.common.by import By
-    e = driver.find_element(By.CSS_SELECTOR, css)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", e)
-    e.click()
-    return e
+    from selenium.common.exceptions import StaleElementReferenceException
+    for attempt in range(3):
+        try:
+            e = driver.find_element(By.CSS_SELECTOR, css)
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", e)
+            e.click()
+            return e
+        except StaleElementReferenceException:
+            if attempt == 2:
+                raise
+    return None
 
 
 def select(driver, sel_id, value):
