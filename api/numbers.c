@@ -202,24 +202,21 @@ static const char *find_data(const char *p, const char *end)
     return NULL;
 }
 
-char *gr_numbers_take(const char *body, size_t len, struct gr_numbers *out)
+char *gr_numbers_take(const char *body, size_t len, struct gr_numbers *out, size_t *rest_len)
 {
     *out = (struct gr_numbers){0};
     const char *end = body + len, *at = find_data(body, end);
     const char *past = at && at < end && *at == '[' ? array(at, end, out) : NULL;
-    char *rest = past ? malloc(len ? len : 1) : NULL;
+    size_t head = past ? (size_t)(at - body) : 0, tail = past ? (size_t)(end - past) : 0;
+    char *rest = past ? malloc(head + 1 + tail) : NULL;
     if (!rest) {
         gr_numbers_free(out);
         return NULL;
     }
-    /* the array becomes the number 0 padded with spaces, its newlines kept: every later
-     * position, and so every message jansson gives about the rest, stays where it was */
-    memcpy(rest, body, len);
-    char *a = rest + (at - body);
-    a[0] = '0';
-    for (char *c = a + 1; c < rest + (past - body); c++)
-        if (*c != '\n')
-            *c = ' ';
+    memcpy(rest, body, head);
+    rest[head] = '0';
+    memcpy(rest + head + 1, past, tail);
+    *rest_len = head + 1 + tail;
     return rest;
 }
 

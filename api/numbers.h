@@ -23,9 +23,10 @@ struct gr_numbers {
 
 /* If body is a JSON object whose top-level "data" is a non-empty array of numbers, or of rows of
  * numbers all of one length, that jansson would read as they are read here: *out holds them, and
- * the result is a copy of body (malloc'd, len bytes) with that array written as the number 0
- * and spaces, each later byte where it was. Else NULL (out empty): body is jansson's alone. */
-char *gr_numbers_take(const char *body, size_t len, struct gr_numbers *out);
+ * the result is a copy of body (malloc'd, *rest_len bytes) with that array written as the
+ * number 0. Else NULL (out empty): body is jansson's alone. The rest is not checked here: where
+ * jansson refuses the copy, the caller has it read body itself, for the message it gives. */
+char *gr_numbers_take(const char *body, size_t len, struct gr_numbers *out, size_t *rest_len);
 
 void gr_numbers_free(struct gr_numbers *x);
 

@@ -628,10 +628,14 @@ static int decode(const char *body, size_t len, struct gr_job *j,
 int gr_parse_job(const char *body, size_t len, gr_dataset_fn dataset, void *ctx, struct gr_job *j, struct gr_err *e)
 {
     struct gr_numbers data;
-    char *rest = gr_numbers_take(body, len, &data);
-    int rc = decode(rest ? rest : body, len, j, parse,
-                    &(struct apart){.dataset = dataset, .ctx = ctx, .data = rest ? &data : NULL}, e);
+    size_t rest_len = 0;
+    char *rest = gr_numbers_take(body, len, &data, &rest_len);
+    /* malformed past the numbers: jansson reads the body as sent, so its message points into it */
+    json_t *root = rest ? json_loadb(rest, rest_len, JSON_REJECT_DUPLICATES, NULL) : NULL;
     free(rest);
+    int rc = root ? parse(root, j, &(struct apart){.dataset = dataset, .ctx = ctx, .data = &data}, e)
+                  : decode(body, len, j, parse, &(struct apart){.dataset = dataset, .ctx = ctx}, e);
+    json_decref(root);
     gr_numbers_free(&data);
     return rc;
 }

@@ -73,7 +73,8 @@ static void same_both_ways(const uint8_t *data, size_t size)
     char *a = respelled(data, size, 1), *b = respelled(data, size, 0);
     struct gr_numbers read = {0};
     json_t *doc = a ? json_loadb(a, size + 5, JSON_REJECT_DUPLICATES, NULL) : NULL;
-    char *rest = doc ? gr_numbers_take(a, size + 5, &read) : NULL;
+    size_t rest_len;
+    char *rest = doc ? gr_numbers_take(a, size + 5, &read, &rest_len) : NULL;
     json_decref(doc);
     gr_numbers_free(&read);
     if (rest && b) {
