@@ -25,6 +25,7 @@ for _ in $(seq 100); do grep -q 'listening on' "$log" && break; sleep 0.05; done
 url=$(grep -o 'http://[0-9.]*:[0-9]*' "$log" | head -1)
 device=$(curl -s ${GPURED_BENCH_TOKEN:+-H "Authorization: Bearer $GPURED_BENCH_TOKEN"} "$url/v1/devices")
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
+mkdir -p "${GPURED_BENCH_OUT:-$here/results}"
 out=${GPURED_BENCH_OUT:-$here/results}/http_load-$GPURED_DEVICE${GPURED_BENCH_TOKEN:+-token}-$(hostname -s)-$(date -u +%Y%m%d).json
 rows=()
 printf '%-6s %10s %9s %9s %9s %8s\n' conns jobs/s p50_ms p90_ms p99_ms errors
