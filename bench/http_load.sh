@@ -4,7 +4,8 @@
 # bench/results/http_load-<host>-<date>.json. Not a test: it measures, it does not judge.
 #   bench/http_load.sh [path/to/gpured] [seconds per run] [device]   (GPURED_BENCH_OUT: results folder)
 # GPURED_BENCH_TOKEN=... runs the server with a tokens file holding that token (tenant bench) and
-# sends it on every request, to measure what authentication costs.
+# sends it on every request, to measure what authentication costs. GPURED_BENCH_FORM=binary sends
+# the values as a one-shot raw body instead of JSON.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build/gpured}
@@ -26,7 +27,7 @@ url=$(grep -o 'http://[0-9.]*:[0-9]*' "$log" | head -1)
 device=$(curl -s ${GPURED_BENCH_TOKEN:+-H "Authorization: Bearer $GPURED_BENCH_TOKEN"} "$url/v1/devices")
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
 mkdir -p "${GPURED_BENCH_OUT:-$here/results}"
-out=${GPURED_BENCH_OUT:-$here/results}/http_load-$GPURED_DEVICE${GPURED_BENCH_TOKEN:+-token}-$(hostname -s)-$(date -u +%Y%m%d).json
+out=${GPURED_BENCH_OUT:-$here/results}/http_load-$GPURED_DEVICE${GPURED_BENCH_TOKEN:+-token}${GPURED_BENCH_FORM:+-$GPURED_BENCH_FORM}-$(hostname -s)-$(date -u +%Y%m%d).json
 rows=()
 printf '%-6s %10s %9s %9s %9s %8s\n' conns jobs/s p50_ms p90_ms p99_ms errors
 for c in 1 16 64; do
