@@ -1,7 +1,7 @@
 /* bench_reduce.cu: reduction kernels against CUB, no HTTP: whole arrays n = 2^10..2^30, rows of
  * 2^4..2^20 (axis 1), 9 columns (axis 0); CUDA events, L2 flushed before every run, median of
  * --repeats; table on stdout, JSON to --out. Single-threaded, one GPU.
- * Usage: bench_reduce [--out FILE] [--repeats N] [--max-log2 K] */
+ * Usage: bench_reduce [--out FILE] [--repeats N] [--max-log2 K] [--sections whole,axis1,axis0] */
 #include "reduce.h"
 
 #include <cub/device/device_reduce.cuh>
@@ -237,6 +237,15 @@ static double measure(const char *section, int variant, int dt, int op, int axis
 
 static double hbm_ceiling;
 
+/* The ceiling every GB/s is judged by: CUB's float32 sum over 1 GiB (or the largest size allowed). */
+static void measure_ceiling()
+{
+    i64 n = (i64)1 << (max_log2 < 28 ? max_log2 : 28);
+    fill(GR_FLOAT32, n);
+    hbm_ceiling = (double)n * 4 / run_cub<float>(GR_SUM, false, 1, n) / 1e6;
+    printf("ceiling: CUB float32 sum over %lld elements, %.1f GB/s\n", (long long)n, hbm_ceiling);
+}
+
 static void whole_arrays()
 {
     for (int d = 0; d < 3; d++) {
@@ -247,8 +256,6 @@ static void whole_arrays()
             for (int op : ops) {
                 double cub_ms = by_dtype(dt, [&](auto t) { return run_cub<decltype(t)>(op, false, 1, n); });
                 add("whole", "CUB", dt, op, 1, n, cub_ms, 0, -1);
-                if (lg == 28 && dt == GR_FLOAT32 && op == GR_SUM)
-                    hbm_ceiling = (double)n * 4 / cub_ms / 1e6;
                 measure("whole", GR_K_FAST, dt, op, GR_AXIS_ALL, 1, n, cub_ms, nullptr, 1);
                 measure("whole", GR_K_CUB, dt, op, GR_AXIS_ALL, 1, n, cub_ms, nullptr, 1);
                 if (op != GR_SUM || dt == GR_FLOAT64)
@@ -268,20 +275,20 @@ static void whole_arrays()
     }
 }
 
-static void rows_and_columns()
+static void rows_and_columns(bool axis1, bool axis0)
 {
     i64 total = (i64)1 << (max_log2 < 28 ? max_log2 : 28);
     for (int d = 0; d < 3; d++) {
         int dt = dtype_ids[d];
         fill(dt, (i64)1 << max_log2);
         for (int op : ops) {
-            for (int lg = 4; lg <= 20; lg++) {
+            for (int lg = 4; axis1 && lg <= 20; lg++) {
                 i64 cols = (i64)1 << lg, rows = total / cols;
                 double cub_ms = by_dtype(dt, [&](auto t) { return run_cub<decltype(t)>(op, true, rows, cols); });
                 add("axis1", "CUB", dt, op, rows, cols, cub_ms, 0, -1);
                 measure("axis1", GR_K_FAST, dt, op, 1, rows, cols, cub_ms, nullptr, 1);
             }
-            for (int lg = 20; lg <= max_log2; lg += 2) {
+            for (int lg = 20; axis0 && lg <= max_log2; lg += 2) {
                 i64 rows = ((i64)1 << lg) / 9;
                 measure("axis0", GR_K_FAST, dt, op, 0, rows, 9, 0, nullptr, 0);
             }
@@ -380,12 +387,14 @@ static void summary()
 
 int main(int argc, char **argv)
 {
-    const char *out_path = "bench_reduce.json";
+    const char *out_path = "bench_reduce.json", *sections = "whole,axis1,axis0";
     for (int k = 1; k + 1 < argc; k += 2) {
         if (strcmp(argv[k], "--out") == 0)
             out_path = argv[k + 1];
         else if (strcmp(argv[k], "--repeats") == 0)
             repeats = atoi(argv[k + 1]) > 0 ? atoi(argv[k + 1]) : repeats;
+        else if (strcmp(argv[k], "--sections") == 0)
+            sections = argv[k + 1];
         else if (strcmp(argv[k], "--max-log2") == 0)
             max_log2 = atoi(argv[k + 1]) >= 10 && atoi(argv[k + 1]) <= 30 ? atoi(argv[k + 1]) : max_log2;
     }
@@ -413,8 +422,10 @@ int main(int argc, char **argv)
     printf("%s, %d SMs, L2 %d MiB, %s; median of %d runs, L2 flushed (%zu MiB written) before each\n", prop.name, sms,
            prop.l2CacheSize >> 20, date, repeats, flush_bytes >> 20);
 
-    whole_arrays();
-    rows_and_columns();
+    measure_ceiling();
+    if (strstr(sections, "whole"))
+        whole_arrays();
+    rows_and_columns(strstr(sections, "axis1") != nullptr, strstr(sections, "axis0") != nullptr);
     write_json(out_path, prop.name, date);
     summary();
     return 0;

@@ -12,8 +12,9 @@
  *   redux    __reduce_{add,min,max}_sync (int32); sums split in 24/24/16-bit pieces so none wraps
  *   cub      cub::DeviceReduce / DeviceSegmentedReduce::Reduce with our operators (the reference)
  *   fast     production: 16-byte vector loads, grid sized to the machine, warp shuffles, one launch
- *            (small arrays: one thread-block cluster meeting in distributed shared memory; large:
- *            partials + last-block-done ticket), deterministic; every op, dtype and axis
+ *            (tiny arrays: one block; small: one thread-block cluster meeting in distributed shared
+ *            memory; large: partials + last-block-done ticket; short rows: tiles of rows per warp),
+ *            deterministic; every op, dtype and axis
  *
  * Semantics (same as the CPU backend): integer sum/prod/min/max accumulate in int64 (int64
  * overflow wraps); float ops and means in float64; min/max propagate NaN; argmin/argmax keep
@@ -313,7 +314,7 @@ template <int B, class Op> __device__ typename Op::State block_reduce(const Op &
     __syncthreads();
     if (warp == 0) {
         s = lane < B / 32 ? warp_part[lane] : op.id();
-        s = group_reduce<32>(op, s);
+        s = group_reduce<B / 32>(op, s); /* B / 32 partials: log2 of that many levels, not 5 */
     }
     return s;
 }
@@ -760,6 +761,7 @@ template <class Op> cudaError_t cub_run(const Op &op, const gr_kjob *j, void *sc
  * 16-byte vectors in flight per thread, and the row lengths where the kernel shape changes. */
 template <class In> struct fast_policy {
     static constexpr int block = 256;
+    static constexpr int tile_unroll = 8;      /* short rows: 16-byte loads in flight per lane */
     static constexpr int unroll = 4;                                 /* 64 bytes in flight per thread */
     static constexpr int vec = 16 / sizeof(In);                      /* elements per 16-byte load */
     static constexpr i64 min_chunk = (i64)block * unroll * vec;      /* elements a block takes at least */
@@ -835,6 +837,53 @@ __global__ void __launch_bounds__(256)
         s = group_reduce<G>(op, s);
         if (lane % G == 0 && row < rows)
             out[row] = rebase(s, row * cols);
+    }
+}
+
+/* Short rows of R whole 16-byte vectors, R a power of two up to 32 * U: a warp takes a tile of
+ * 32 * U / R consecutive rows, U loads per lane all in flight. G lanes share a row (G a power of
+ * two, G <= 32, K = R / G <= U vectors each): lane holds vectors lane % G + G * k of row
+ * lane / G of each pass, so a load covers G * 16 contiguous bytes of 32 / G rows. The lane folds
+ * its K vectors, then the G lanes combine by shuffles. Few lanes per row means few shuffle
+ * levels per byte, which is what limited short rows (they were instruction-bound, the arg ops
+ * most of all, with their 16-byte states); G >= 4 keeps every load 64-byte contiguous. */
+template <class Op, int U>
+__global__ void __launch_bounds__(256, 3)
+    k_fast_tile(Op op, const typename Op::input *__restrict__ x, i64 rows, int R, int G,
+                typename Op::State *__restrict__ out)
+{
+    using In = typename Op::input;
+    constexpr int V = 16 / sizeof(In);
+    const vec16<In> *__restrict__ xv = reinterpret_cast<const vec16<In> *>(x);
+    int lane = threadIdx.x & 31, K = R / G, gb = __ffs(G) - 1, kb = __ffs(K) - 1;
+    i64 cols = (i64)R * V, tile_rows = (32 * U) >> (gb + kb);
+    i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    /* a vector's row and offset within the tile: 32-bit arithmetic, one 64-bit base per tile */
+    auto row_of = [&](int u) { return ((u >> kb) << (5 - gb)) + (lane >> gb); };
+    auto at = [&](int u) { return row_of(u) * R + (lane & (G - 1)) + ((u & (K - 1)) << gb); };
+    for (i64 t = warp * tile_rows; t < rows; t += nwarps * tile_rows) {
+        const vec16<In> *__restrict__ p = xv + t * R;
+        int left = (int)min(rows - t, tile_rows);
+        vec16<In> r[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (row_of(u) < left)
+                r[u] = p[at(u)];
+        auto l = op.lid();
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (row_of(u) < left)
+                l = op.lvec(l, r[u].e, t * cols + (i64)at(u) * V);
+            if (((u + 1) & (K - 1)) == 0) { /* the lane's last vector of this row */
+                typename Op::State s = op.done(l);
+                for (int off = G / 2; off > 0; off /= 2)
+                    s = op(s, shfl_down(s, off, G));
+                if ((lane & (G - 1)) == 0 && row_of(u) < left)
+                    out[t + row_of(u)] = rebase(s, (t + row_of(u)) * cols);
+                l = op.lid();
+            }
+        }
     }
 }
 
@@ -928,6 +977,40 @@ cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 
     return cudaGetLastError();
 }
 
+/* An array of at most one block's chunk: one block, no tickets, partials or item loop; two
+ * vectors per load batch, so up to four per thread are in flight before the first is folded in
+ * (k_fast_rows' batch of four left float64 at 2^10, two vectors per thread, one memory latency
+ * per vector). */
+template <class Op, int B>
+__global__ void __launch_bounds__(B)
+    k_fast_block(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ out)
+{
+    typename Op::State s = block_reduce<B>(op, thread_range<2>(op, x, 0, n, threadIdx.x, B));
+    if (threadIdx.x == 0)
+        out[0] = s;
+}
+
+/* Rows of R = 2^k whole vectors, R <= 32 * tile_unroll: k_fast_tile's shape; 0 when not. */
+template <class In> int tile_vectors(i64 cols)
+{
+    using P = fast_policy<In>;
+    i64 R = cols / P::vec;
+    return cols % P::vec == 0 && R <= 32 * P::tile_unroll && (R & (R - 1)) == 0 ? (int)R : 0;
+}
+
+template <class Op>
+cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, typename Op::State *out, int sms,
+                      cudaStream_t st)
+{
+    constexpr int U = fast_policy<typename Op::input>::tile_unroll;
+    constexpr auto k = k_fast_tile<Op, U>;
+    /* lanes per row: as few as keep loads 64-byte contiguous and a row within one pass */
+    int G = R <= 4 ? R : max(4, R / U);
+    i64 warps = min(ceil_div(rows * R, 32 * U), (i64)sms * occupancy<k>(256) * 8);
+    k<<<(unsigned)ceil_div(warps, 8), 256, 0, st>>>(op, x, rows, R, G, out);
+    return cudaGetLastError();
+}
+
 /* Small arrays in one launch without global partials: one cluster of blocks whose partials meet
  * in block 0's shared memory (distributed shared memory) after a cluster barrier. */
 template <class Op, int B, int U>
@@ -992,13 +1075,21 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
     if (rows > 1 && cols * (i64)sizeof(In) <= P::group_max_bytes) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
+        if (int R = tile_vectors<In>(cols))
+            return fast_tile(op, x, rows, R, out, sms, st);
         if (cols <= 2)
             return fast_group<Op, 1, 2>(op, x, rows, cols, out, sms, st);
         if (cols <= P::group4_max)
             return fast_group<Op, 4, 2>(op, x, rows, cols, out, sms, st);
         return fast_group<Op, 32, P::unroll>(op, x, rows, cols, out, sms, st);
     }
-    if (rows == 1 && cols > P::min_chunk && cols <= P::cluster_max) {
+    if (rows == 1 && cols <= P::min_chunk) {
+        if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
+            return err;
+        k_fast_block<Op, P::block><<<1, P::block, 0, st>>>(op, x, cols, out);
+        return cudaGetLastError();
+    }
+    if (rows == 1 && cols <= P::cluster_max) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
         i64 chunk_len = ceil_div(ceil_div(cols, CLUSTER), P::vec) * P::vec;

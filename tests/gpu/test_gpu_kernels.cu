@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <set>
 #include <vector>
 
 #define POISON 0xa5 /* as float64 about -1e-127, as int64 and index negative: never a result */
@@ -179,6 +180,41 @@ static void sweep(int variant, const std::vector<int64_t> &sizes)
                 }
 }
 
+/* fast's kernels switch on the row length (lanes per row, the 16-byte vector tile, one block, the
+ * cluster, chunks): every power of two up to 2^12 and its neighbours, with a few rows and with a
+ * partial last tile, and whole arrays around each switch (GR_TEST_SMALL: a few, for the
+ * sanitizers). */
+static void policy_edges(bool small)
+{
+    std::set<int64_t> lengths;
+    for (int64_t p = 1; p <= 4096; p *= 2)
+        if (!small || p == 16 || p == 1024)
+            lengths.insert({p - 1, p, p + 1});
+    lengths.erase(0);
+    for (int op = 0; op < GR_NOPS; op++)
+        for (int last = 0; last <= gr_op_is_arg(op); last++)
+            for (int dt = 0; dt < GR_NDTYPES; dt++)
+                for (int64_t cols : lengths)
+                    for (int64_t rows : {3, 517}) {
+                        case_no++;
+                        kase c = {GR_K_FAST, op, dt, 1, last, rows, cols, case_no % 2, case_no % GR_NSPECIALS};
+                        run_case(c);
+                    }
+    /* whole arrays where one block, the cluster and the split rows take over (for every dtype) */
+    std::set<int64_t> sizes;
+    for (int64_t p : {2048, 4096, 65536, 131072})
+        if (!small || p == 4096)
+            sizes.insert({p - 1, p, p + 1});
+    for (int op = 0; op < GR_NOPS; op++)
+        for (int last = 0; last <= gr_op_is_arg(op); last++)
+            for (int dt = 0; dt < GR_NDTYPES; dt++)
+                for (int64_t n : sizes) {
+                    case_no++;
+                    kase c = {GR_K_FAST, op, dt, GR_AXIS_ALL, last, 1, n, case_no % 2, case_no % GR_NSPECIALS};
+                    run_case(c);
+                }
+}
+
 /* Is name an item of the comma-separated list? */
 static bool listed(const char *list, const char *name)
 {
@@ -248,6 +284,8 @@ int main(void)
             continue;
         double t0 = gr_mono_ms();
         sweep(v, sizes);
+        if (v == GR_K_FAST)
+            policy_edges(small);
         printf("%-8s %5ld passed %3ld failed  (%.1f s)\n", gr_k_algos[v].name, per_variant[v].pass,
                per_variant[v].fail, (gr_mono_ms() - t0) / 1e3);
         fflush(stdout);
@@ -263,6 +301,9 @@ int main(void)
             {GR_K_FAST, GR_SUM, GR_FLOAT32, 0, 0, big / 9, 9, GR_FILL_EXACT, GR_SPECIAL_NONE},
             {GR_K_FAST, GR_ARGMIN, GR_INT32, 0, 0, big / 9, 9, GR_FILL_EXACT, GR_SPECIAL_NONE},
             {GR_K_FAST, GR_SUM, GR_INT32, 1, 0, 1, 2 * big, GR_FILL_REAL, GR_SPECIAL_NONE},
+            /* short rows: more tiles than the grid has warps, so each warp takes several */
+            {GR_K_FAST, GR_ARGMAX, GR_FLOAT32, 1, 0, big / 16, 16, GR_FILL_EXACT, GR_SPECIAL_NAN},
+            {GR_K_FAST, GR_SUM, GR_FLOAT64, 1, 0, big / 64, 64, GR_FILL_REAL, GR_SPECIAL_NONE},
             {GR_K_CUB, GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, big, GR_FILL_EXACT, GR_SPECIAL_NONE},
             {GR_K_HARRIS7, GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, big, GR_FILL_REAL, GR_SPECIAL_NONE},
             {GR_K_HARRIS1, GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, big, GR_FILL_EXACT, GR_SPECIAL_NONE},
