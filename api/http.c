@@ -385,6 +385,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     for (int k = 0; k < r->nbatch; k++)
         gr_job_unref(r->batch[k]);
     free(r->batch);
+    free(r->accepted.p);
     gr_idem_release(r);
     free(r->body);
     free(r);

@@ -4,6 +4,7 @@
 #ifndef GR_HTTP_H
 #define GR_HTTP_H
 
+#include "buf.h"
 #include "jobs.h"
 #include "store.h"
 #include "tokens.h"
@@ -35,6 +36,7 @@ struct gr_req {
     struct gr_waiter w;
     struct gr_job **batch; /* a batch's jobs, each referenced (released when the request ends) */
     int nbatch, batch_at;  /* how many; the first one a Prefer: wait may still wait for */
+    struct gr_buf accepted; /* a batch not waited for: its jobs as accepted, its 202's body */
     void (*resume)(struct gr_req *r); /* set while parked: answers once woken */
     int64_t wait_s;
 };

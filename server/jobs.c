@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "bench.h"
+#include "buf.h"
 #include "dsfile.h"
 #include "log.h"
 #include "metrics.h"
@@ -1045,7 +1046,7 @@ int gr_jobs_route(const char *device, const char *dataset, struct gr_backend **o
     return gr_fail(e, GR_EINVAL, "device", "unknown device '%s': use auto, cpu, gpu or gpu:N", device);
 }
 
-int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e)
+int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr_err *e)
 {
     char **docs = calloc((size_t)n, sizeof *docs);
     int need[MAX_BACKENDS] = {0}, added = 0, rc = docs ? GR_OK : gr_fail(e, GR_ENOMEM, NULL, "out of memory");
@@ -1094,6 +1095,15 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e)
     for (int k = 0; k < n; k++) /* deferred no more (a shutdown began): not queued yet, so unchanged */
         if (!js[k]->deferred && !docs[k])
             docs[k] = gr_job_render(js[k]);
+    for (int k = 0; accepted && k < n; k++) { /* a deferred job's first write is later: render it */
+        char *own = docs[k] ? NULL : gr_job_render(js[k]);
+        const char *doc = docs[k] ? docs[k] : own ? own : "null";
+        gr_buf_add(accepted, k ? "," : "[", 1);
+        gr_buf_add(accepted, doc, strlen(doc));
+        free(own);
+    }
+    if (accepted)
+        gr_buf_add(accepted, "]", 1);
     /* the inserts are queued in the store before a worker can queue any update of them */
     store_insert(js, docs, n, GR_QUEUED);
     free(docs);
@@ -1297,11 +1307,17 @@ void gr_jobs_stop(void)
     nqueues = 0;
 }
 
-int gr_jobs_settled(struct gr_job *j)
+int gr_jobs_committed(struct gr_job *j)
 {
     pthread_mutex_lock(&mu);
     int c = j->committed;
     pthread_mutex_unlock(&mu);
+    return c;
+}
+
+int gr_jobs_settled(struct gr_job *j)
+{
+    int c = gr_jobs_committed(j);
     return GR_TERMINAL(c) || c == -2 || c == -3;
 }
 

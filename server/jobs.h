@@ -6,6 +6,8 @@
 
 #include "job.h"
 
+struct gr_buf;
+
 struct gr_store;
 struct gr_backend;
 
@@ -64,8 +66,9 @@ struct gr_backend *gr_jobs_backend(int i);
  * their inserts in the store as one transaction (with each one's Idempotency-Key, if any), then
  * queue them for their workers. Takes its own references. A job offered (j->offered) is
  * inserted for the replicas to claim and queued nowhere here: from then on it is a stand-in, as
- * gr_jobs_watch's, that the store's word of its end fires. */
-int gr_jobs_submit(struct gr_job **js, int n, struct gr_err *e);
+ * gr_jobs_watch's, that the store's word of its end fires. accepted (NULL: not wanted) gets the
+ * jobs as accepted, the documents the store is given, as a JSON array (out.oom if it ran out). */
+int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr_err *e);
 
 /* Jobs queued for backend b, not yet taken by a worker. */
 int gr_jobs_queued_on(const struct gr_backend *b);
@@ -91,6 +94,9 @@ int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struc
  * the store has committed (-1 none yet, -2 refused). A job whose end is not committed yet is
  * told as running. */
 char *gr_jobs_render(struct gr_job *j, int *committed, int *status);
+
+/* The status the store has committed for j (-1 none yet, -2 refused, -3 another replica's). */
+int gr_jobs_committed(struct gr_job *j);
 
 /* Whether nothing more will happen to j here: its final state is stored, the store refused it,
  * or the store's state is the one to read (-3). */

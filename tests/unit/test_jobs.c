@@ -8,9 +8,11 @@
 #include <cmocka.h>
 
 #include "backend.h"
+#include "buf.h"
 #include "jobs.h"
 #include "store.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -144,12 +146,12 @@ static void test_queue_cancel_wait_recover(void **state)
 
     struct gr_job *a = make_job(1, 2), *b = make_job(3, 4), *c = make_job(5, 6), *d = make_job(7, 8),
                   *x = make_job(0, 0);
-    assert_int_equal(gr_jobs_submit(&a, 1, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&a, 1, NULL, &e), GR_OK);
     wait_for(a, status_of, GR_RUNNING); /* a is at the gate: the queue is empty again */
-    assert_int_equal(gr_jobs_submit(&b, 1, &e), GR_OK);
-    assert_int_equal(gr_jobs_submit(&c, 1, &e), GR_OK);
-    assert_int_equal(gr_jobs_submit(&d, 1, &e), GR_OK);
-    assert_int_equal(gr_jobs_submit(&x, 1, &e), GR_EFULL); /* capacity 3: b, c, d */
+    assert_int_equal(gr_jobs_submit(&b, 1, NULL, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&c, 1, NULL, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&d, 1, NULL, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&x, 1, NULL, &e), GR_EFULL); /* capacity 3: b, c, d */
     assert_int_equal(gr_jobs_queued(), 3);
 
     struct gr_job *canceled;
@@ -207,7 +209,8 @@ static void test_queue_cancel_wait_recover(void **state)
 }
 
 /* A batch is accepted whole or not at all: four jobs do not fit a queue of three, so none is
- * queued or stored; three do, and each ends stored with its own sum. */
+ * queued or stored (and nothing is told as accepted); three do, are told as accepted (queued,
+ * in order, as the store got them), and each ends stored with its own sum. */
 static void test_batch_all_or_none(void **state)
 {
     struct rig g;
@@ -221,9 +224,19 @@ static void test_batch_all_or_none(void **state)
         big[k] = make_job(k, 100);
     for (int k = 0; k < 3; k++)
         fit[k] = make_job(k, 200);
-    assert_int_equal(gr_jobs_submit(big, 4, &e), GR_EFULL);
+    struct gr_buf told = {0};
+    assert_int_equal(gr_jobs_submit(big, 4, &told, &e), GR_EFULL);
+    assert_null(told.p);
     assert_int_equal(gr_jobs_queued(), 0);
-    assert_int_equal(gr_jobs_submit(fit, 3, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(fit, 3, &told, &e), GR_OK);
+    json_t *arr = json_loadb(told.p, told.len, 0, NULL);
+    assert_true(json_is_array(arr) && json_array_size(arr) == 3);
+    for (int k = 0; k < 3; k++) {
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, k), "id")), fit[k]->id);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arr, k), "status")), "queued");
+    }
+    json_decref(arr);
+    free(told.p);
     char *doc = NULL, st[16], want[32];
     for (int k = 0; k < 3; k++) {
         wait_for(fit[k], committed_of, GR_SUCCEEDED);
@@ -254,13 +267,13 @@ static void test_launch_groups(void **state)
     gate(0);
     calls = 0;
     struct gr_job *first = make_job(0, 1), *like[3], *other = make_job(9, 9);
-    assert_int_equal(gr_jobs_submit(&first, 1, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&first, 1, NULL, &e), GR_OK);
     wait_for(first, status_of, GR_RUNNING);
     for (int k = 0; k < 3; k++)
         like[k] = make_job(k, 10);
     other->op = GR_MAX; /* the stand-in sums whatever the op: only the grouping is under test */
     struct gr_job *queued[] = {like[0], like[1], other, like[2]};
-    assert_int_equal(gr_jobs_submit(queued, 4, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(queued, 4, NULL, &e), GR_OK);
     gate(1);
     for (int k = 0; k < 4; k++)
         wait_for(queued[k], committed_of, GR_SUCCEEDED);
@@ -291,7 +304,7 @@ static void test_end_told_once_durable(void **state)
     struct gr_err e = {0};
     gate(0);
     struct gr_job *a = make_job(20, 22);
-    assert_int_equal(gr_jobs_submit(&a, 1, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(&a, 1, NULL, &e), GR_OK);
     wait_for(a, status_of, GR_RUNNING);
     wait_for(a, committed_of, GR_QUEUED);
 
@@ -371,10 +384,10 @@ static void test_route_by_cache(void **state)
         js[k] = make_job(k, 1);
         js[k]->backend = &gpu1;
     }
-    assert_int_equal(gr_jobs_submit(js, 17, &e), GR_OK); /* one at the gate, 16 queued on gpu:1 */
+    assert_int_equal(gr_jobs_submit(js, 17, NULL, &e), GR_OK); /* one at the gate, 16 queued on gpu:1 */
     wait_for(js[0], status_of, GR_RUNNING);
     assert_ptr_equal(route("d_a"), &gpu1); /* 16 longer: still the one caching it */
-    assert_int_equal(gr_jobs_submit(js + 17, 1, &e), GR_OK);
+    assert_int_equal(gr_jobs_submit(js + 17, 1, NULL, &e), GR_OK);
     assert_ptr_equal(route("d_a"), &gpu0); /* 17 longer: the shortest queue */
     assert_ptr_equal(route(NULL), &gpu0);
     gate(1);
