@@ -1046,17 +1046,58 @@ int gr_jobs_route(const char *device, const char *dataset, struct gr_backend **o
     return gr_fail(e, GR_EINVAL, "device", "unknown device '%s': use auto, cpu, gpu or gpu:N", device);
 }
 
+/* New jobs js[from, to) stamped as accepted and rendered into docs (a deferred job's first write
+ * is its end: none); failed set if memory ran out. */
+struct render_span {
+    struct gr_job **js;
+    char **docs;
+    int from, to, failed;
+};
+
+static void *render_span(void *arg)
+{
+    struct render_span *s = arg;
+    for (int k = s->from; k < s->to && !s->failed; k++) {
+        /* the queue stage starts once the job is accepted, not when its body began to parse */
+        s->js[k]->created_at = gr_now();
+        s->failed = !s->js[k]->deferred && !(s->docs[k] = gr_job_render(s->js[k]));
+    }
+    return NULL;
+}
+
+/* Render the n new jobs js for the store, GR_OK or GR_ENOMEM. They are not shared yet, so no
+ * lock is needed, and a big batch is cut into spans rendered on threads of their own: about 5 µs
+ * a job on one thread was a fifth of a 100,000-job batch's 202. */
+static int render_new(struct gr_job **js, char **docs, int n)
+{
+    enum { SPAN_MIN = 4096, SPANS_MAX = 8 };
+    struct render_span s[SPANS_MAX];
+    pthread_t t[SPANS_MAX];
+    int spans = n / SPAN_MIN < 1 ? 1 : n / SPAN_MIN > SPANS_MAX ? SPANS_MAX : n / SPAN_MIN, failed = 0;
+    int threaded[SPANS_MAX] = {0};
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores >= 1 && spans > cores)
+        spans = (int)cores;
+    for (int i = 0; i < spans; i++) {
+        s[i] = (struct render_span){js, docs, (int)((int64_t)n * i / spans), (int)((int64_t)n * (i + 1) / spans), 0};
+        threaded[i] = i && pthread_create(&t[i], NULL, render_span, &s[i]) == 0;
+    }
+    for (int i = 0; i < spans; i++) { /* a span without a thread is rendered here */
+        if (threaded[i])
+            pthread_join(t[i], NULL);
+        else
+            render_span(&s[i]);
+        failed |= s[i].failed;
+    }
+    return failed ? GR_ENOMEM : GR_OK;
+}
+
 int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr_err *e)
 {
     char **docs = calloc((size_t)n, sizeof *docs);
     int need[MAX_BACKENDS] = {0}, added = 0, rc = docs ? GR_OK : gr_fail(e, GR_ENOMEM, NULL, "out of memory");
-    for (int k = 0; rc == GR_OK && k < n; k++) {
-        /* the queue stage starts once the job is accepted, not when its body began to parse */
-        js[k]->created_at = gr_now();
-        /* not shared yet: rendered without the lock; a deferred job's first write is its end */
-        if (!js[k]->deferred && !(docs[k] = gr_job_render(js[k])))
-            rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory");
-    }
+    if (rc == GR_OK && render_new(js, docs, n) != GR_OK)
+        rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory");
     pthread_mutex_lock(&mu);
     for (int k = 0; rc == GR_OK && k < n; k++) {
         struct queue *q = queue_of(js[k]->backend);

@@ -208,6 +208,46 @@ static void test_queue_cancel_wait_recover(void **state)
         gr_job_unref(*j);
 }
 
+/* A batch big enough to be rendered on several threads (jobs.c renders spans of 4096 and more)
+ * is told as accepted whole and in order, and every job of it, from each span, ends stored with
+ * its own sum. */
+static void test_big_batch_in_spans(void **state)
+{
+    enum { N = 9000 };
+    struct rig g;
+    struct gr_backend *bs[] = {&gated};
+    rig_up(&g, bs, 1, N + 1);
+    gate(1);
+    struct gr_job **js = calloc(N, sizeof *js);
+    assert_non_null(js);
+    for (int k = 0; k < N; k++)
+        js[k] = make_job(k, 1);
+    struct gr_buf told = {0};
+    struct gr_err e = {0};
+    assert_int_equal(gr_jobs_submit(js, N, &told, &e), GR_OK);
+    json_t *arr = json_loadb(told.p, told.len, 0, NULL);
+    assert_true(json_is_array(arr) && json_array_size(arr) == N);
+    for (int k = 0; k < N; k++) {
+        json_t *o = json_array_get(arr, k);
+        assert_string_equal(json_string_value(json_object_get(o, "id")), js[k]->id);
+        assert_string_equal(json_string_value(json_object_get(o, "status")), "queued");
+    }
+    json_decref(arr);
+    free(told.p);
+    char *doc = NULL, st[16], want[32];
+    for (int k = 0; k < N; k += 97) {
+        wait_for(js[k], committed_of, GR_SUCCEEDED);
+        assert_int_equal(gr_store_get_job(g.store, js[k]->id, NULL, &doc, st, &e), GR_OK);
+        snprintf(want, sizeof want, "\"value\":%d", k + 1);
+        assert_non_null(strstr(doc, want));
+        free(doc);
+    }
+    rig_down(&g);
+    for (int k = 0; k < N; k++)
+        gr_job_unref(js[k]);
+    free(js);
+}
+
 /* A batch is accepted whole or not at all: four jobs do not fit a queue of three, so none is
  * queued or stored (and nothing is told as accepted); three do, are told as accepted (queued,
  * in order, as the store got them), and each ends stored with its own sum. */
@@ -403,6 +443,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover),
                                        cmocka_unit_test(test_batch_all_or_none),
+                                       cmocka_unit_test(test_big_batch_in_spans),
                                        cmocka_unit_test(test_launch_groups),
                                        cmocka_unit_test(test_end_told_once_durable),
                                        cmocka_unit_test(test_route_by_cache)};
