@@ -1,6 +1,7 @@
 /* jobs.c: routing, bounded per-device queues, one worker thread per backend lane, the in-flight
  * table and parked waiters with their timer thread. One mutex (`mu`) guards all of it, held
- * only for short bookkeeping: never across a kernel, a store call or a waiter's wake. */
+ * only for short bookkeeping: never across a kernel, a store call or a waiter's wake. A big
+ * batch's render threads touch only its new jobs, and are joined before it is queued. */
 #include "jobs.h"
 
 #include "backend.h"
