@@ -47,6 +47,7 @@ struct e2e_row {
     i64 n;
     int streamed;
     double host_ms;       /* median wall time of gr_mm_gpu on the host */
+    double kernel_vs_cublas; /* cuBLAS's own time for the product over the kernel stage's */
     struct gr_mm_timings t; /* of the median run */
 };
 static std::vector<row> rows;
@@ -162,6 +163,15 @@ static void kernels(int dtype, i64 m, i64 n, i64 k)
     }
 }
 
+/* cuBLAS's time for an n x n x n product of dtype in this run (0: not measured). */
+static double cublas_ms(int dtype, i64 n)
+{
+    for (const row &r : rows)
+        if (r.variant == "cublas" && r.dtype == gr_dtype_name(dtype) && r.m == n && r.n == n && r.k == n)
+            return r.ms;
+    return 0;
+}
+
 /* End to end through gr_mm_gpu from pageable host buffers (malloc, written once). */
 static void end_to_end(int dtype, i64 n)
 {
@@ -200,12 +210,13 @@ static void end_to_end(int dtype, i64 n)
         int at = (int)(std::min_element(host.begin(), host.end(),
                                         [&](double x, double y) { return fabs(x - med) < fabs(y - med); }) -
                        host.begin());
-        e2e_row er = {gr_dtype_name(dtype), n, streamed, med, ts[at + 1]};
+        e2e_row er = {gr_dtype_name(dtype), n, streamed, med, 0, ts[at + 1]};
+        er.kernel_vs_cublas = er.t.kernel > 0 ? cublas_ms(dtype, n) / er.t.kernel : 0;
         e2e_rows.push_back(er);
         printf("e2e %-7s %5lld %-8s host %8.2f ms | gpu wall %8.2f  h2d %8.2f  kernel %7.2f  d2h %8.2f  overlap %7.2f  "
-               "blocks %d\n",
+               "blocks %d  kernel %.2fx cuBLAS\n",
                er.dtype.c_str(), n, streamed ? "streamed" : "whole", med, er.t.wall, er.t.h2d, er.t.kernel, er.t.d2h,
-               er.t.overlap, er.t.blocks);
+               er.t.overlap, er.t.blocks, er.kernel_vs_cublas);
         fflush(stdout);
     }
     free(a);
@@ -234,9 +245,10 @@ static void write_json(const char *path, const char *device, const char *date)
     for (size_t i = 0; i < e2e_rows.size(); i++) {
         const e2e_row &r = e2e_rows[i];
         fprintf(f, "    {\"dtype\": \"%s\", \"n\": %lld, \"streamed\": %s, \"host_ms\": %.3f, \"gpu_wall_ms\": %.3f, "
-                   "\"h2d_ms\": %.3f, \"kernel_ms\": %.3f, \"d2h_ms\": %.3f, \"overlap_ms\": %.3f, \"blocks\": %d}%s\n",
+                   "\"h2d_ms\": %.3f, \"kernel_ms\": %.3f, \"d2h_ms\": %.3f, \"overlap_ms\": %.3f, \"blocks\": %d, "
+                   "\"kernel_vs_cublas\": %.3f}%s\n",
                 r.dtype.c_str(), r.n, r.streamed ? "true" : "false", r.host_ms, r.t.wall, r.t.h2d, r.t.kernel,
-                r.t.d2h, r.t.overlap, r.t.blocks, i + 1 < e2e_rows.size() ? "," : "");
+                r.t.d2h, r.t.overlap, r.t.blocks, r.kernel_vs_cublas, i + 1 < e2e_rows.size() ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
     fclose(f);
@@ -298,7 +310,7 @@ int main(int argc, char **argv)
     GR_CUDA_DIE(cudaFree(d_c));
     GR_CUDA_DIE(cudaFree(d_ref));
     for (int dt = GR_FLOAT32; dt <= GR_FLOAT64; dt++)
-        for (i64 n = 4096; n <= max_n; n *= 2)
+        for (i64 n = 2048; n <= max_n; n *= 2)
             end_to_end(dt, n);
 
     /* summary: the table the issue's targets read from */

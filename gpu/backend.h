@@ -33,9 +33,11 @@ struct gr_device_info {
     int64_t cache_bytes; /* the dataset cache's cap (--gpu-cache-bytes); 0 none */
 };
 
-/* The dataset cache's counters (monotonic except bytes/entries). */
+/* The dataset cache's counters (monotonic except bytes/entries), and the datasets' files kept
+ * page-locked on the host for every GPU (gpu/pinned.h): bytes now, copies served so far. */
 struct gr_cache_stats {
     int64_t hits, misses, evictions, bytes, entries;
+    int64_t pinned_bytes, pinned_hits;
 };
 
 struct gr_backend {
@@ -91,9 +93,12 @@ int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, 
 struct gr_backend *gr_cpu_backend_new(void);
 
 /* Discover GPUs: fill out[0..max) with one backend each, return the count (0 when there
- * is no device or CUDA support was not built; why goes in e->msg, code GR_OK). */
-int gr_gpu_discover(struct gr_backend **out, int max, int streams, int64_t cache_bytes, struct gr_err *e);
+ * is no device or CUDA support was not built; why goes in e->msg, code GR_OK). pin_bytes:
+ * datasets' files kept page-locked in host memory for every GPU (gpu/pinned.h). */
+int gr_gpu_discover(struct gr_backend **out, int max, int streams, int64_t cache_bytes, int64_t pin_bytes,
+                    struct gr_err *e);
 #define GR_CACHE_DEFAULT (-1) /* cache_bytes: half the memory free after start-up */
+#define GR_PIN_DEFAULT (-1)   /* pin_bytes: a quarter of the host's memory */
 
 #ifdef __cplusplus
 }

@@ -92,13 +92,14 @@ json_t *gr_cluster_devices(void)
             json_array_append_new(cached, json_string(ids[k]));
         pthread_mutex_unlock(&ids_mu);
         json_array_append_new(
-            gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:o}}", "id", b->name, "name",
+            gpus, json_pack("{s:s, s:s, s:I, s:i, s:i, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}}", "id", b->name, "name",
                             b->info.name, "memory_bytes", (json_int_t)b->info.memory_bytes, "sms", b->info.sms,
                             "streams", b->info.streams, "ceiling_gbps",
                             b->info.ceiling_gbps > 0 ? json_real(b->info.ceiling_gbps) : json_null(), "h2d_gbps",
                             b->info.h2d_gbps > 0 ? json_real(b->info.h2d_gbps) : json_null(), "cache", "cap_bytes",
                             (json_int_t)b->info.cache_bytes, "bytes", (json_int_t)cs.bytes, "entries",
                             (json_int_t)cs.entries, "hits", (json_int_t)cs.hits, "misses", (json_int_t)cs.misses,
+                            "pinned_bytes", (json_int_t)cs.pinned_bytes, "pinned_hits", (json_int_t)cs.pinned_hits,
                             "datasets", cached));
     }
     const struct gr_backend *cpu = gr_jobs_backend(0);

@@ -41,6 +41,9 @@ static const struct opt {
      "small like jobs queued together run as one launch of at most this many (1: each alone)"},
     {"--gpu-cache-bytes", "GPURED_GPU_CACHE_BYTES", K_I64, offsetof(struct gr_config, gpu_cache_bytes), 0, -1,
      (long long)1 << 46, "datasets kept on each GPU (LRU); 0 none, -1 half the memory free at start"},
+    {"--pinned-bytes", "GPURED_PINNED_BYTES", K_I64, offsetof(struct gr_config, pin_bytes), 0, -1, (long long)1 << 46,
+     "datasets' files kept page-locked on the host for DMA from their second read (LRU); 0 none, -1 a quarter of "
+     "the memory"},
     {"--store", "GPURED_STORE", K_STR, offsetof(struct gr_config, store), sizeof((struct gr_config *)0)->store, 0, 0,
      "sqlite:DIR (default: the data dir's gpured.db) or postgresql://USER@HOST/DB (PG* variables and "
      "sslmode work as in psql)"},
@@ -130,9 +133,9 @@ static void usage(const struct gr_config *d)
         fprintf(stderr, "  %-20s %-25s %s\n", opts[i].flag, opts[i].env, opts[i].help);
     fprintf(stderr, "\ndefaults: --port %d --bind %s --data-dir %s --threads %d --queue-capacity %d "
                     "--max-body-bytes %zu --max-dataset-bytes %zu --log-level info --streams %d --launch-group %d\n"
-                    "          --gpu-cache-bytes %lld",
+                    "          --gpu-cache-bytes %lld --pinned-bytes %lld",
             d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->max_dataset_bytes,
-            d->streams, d->launch_group, (long long)d->gpu_cache_bytes);
+            d->streams, d->launch_group, (long long)d->gpu_cache_bytes, (long long)d->pin_bytes);
     fprintf(stderr, " --tokens-file '' --tenant-max-queued 0 --tenant-max-bytes 0 --result-ttl 0 "
                     "--idempotency-ttl %llds\n",
             (long long)d->idempotency_ttl_s);
@@ -153,6 +156,7 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .streams = 4,
                             .launch_group = GR_JOBS_GROUP_MAX,
                             .gpu_cache_bytes = -1,
+                            .pin_bytes = -1,
                             .idempotency_ttl_s = 86400,
                             .lease_s = 10,
                             .max_connections = 10000,

@@ -18,6 +18,7 @@ struct gr_config {
     int streams;             /* CUDA streams per GPU */
     int launch_group;        /* most small like jobs run as one launch (jobs.h); 1: each alone */
     int64_t gpu_cache_bytes; /* datasets kept on each GPU; -1: half the free memory (GR_CACHE_DEFAULT) */
+    int64_t pin_bytes;       /* datasets' files kept page-locked on the host; -1: a quarter of RAM (GR_PIN_DEFAULT) */
     char store[4096];        /* "" : sqlite in data_dir; or a postgresql:// URL (it may hold a password) */
     char tokens_file[4096];  /* "" : no tokens (one tenant, "default") */
     int insecure_no_auth;    /* serve on a non-loopback address without tokens */

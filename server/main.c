@@ -113,7 +113,7 @@ static int serve(struct gr_config *cfg)
         gr_store_close(store);
         return die("cannot start the CPU backend", &(struct gr_err){.msg = "out of memory"});
     }
-    int ngpus = gr_gpu_discover(backends + nb, MAX_GPUS, cfg->streams, cfg->gpu_cache_bytes, &e);
+    int ngpus = gr_gpu_discover(backends + nb, MAX_GPUS, cfg->streams, cfg->gpu_cache_bytes, cfg->pin_bytes, &e);
     if (ngpus == 0)
         gr_log(GR_LOG_INFO, "no GPU in use (%s): jobs run on the CPU", e.msg[0] ? e.msg : "none found");
     nb += ngpus;

@@ -109,7 +109,7 @@ int main(void)
 {
     struct gr_backend *gpus[16];
     struct gr_err e = {0};
-    int n = gr_gpu_discover(gpus, 16, 4, 0, &e);
+    int n = gr_gpu_discover(gpus, 16, 4, 0, 0, &e);
     if (n < 1) {
         printf("SKIP: %s\n", e.msg);
         return 77;

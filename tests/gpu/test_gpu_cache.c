@@ -1,5 +1,6 @@
 /* test_gpu_cache.c: the GPU backend's dataset path on GPU 0: inputs read from files, the dataset
- * cache (miss, hit, LRU eviction, DELETE, too big to keep) and lanes running jobs at once.
+ * cache (miss, hit, LRU eviction, DELETE, too big to keep), files kept page-locked from their
+ * second read (gpu/pinned.h) and lanes running jobs at once.
  * The main thread owns everything except during lanes(), where each thread owns one lane;
  * exit 77 (skipped) where there is no GPU. */
 #include "backend.h"
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #define CAP ((int64_t)64 << 20)
+#define PIN ((int64_t)128 << 20) /* page-locked files: ds[7] (just over CAP) and a few more */
 #define NDS 8
 #define DS_N 3000017 /* float32 values per dataset: 12 MB, so 5 fit under CAP */
 #define LANES 4
@@ -134,6 +136,30 @@ static void short_file(void)
     CHECK(run_ds(&ds[6], 1, ds[6].id, NULL) >= 0, "lane 1 works after the failure");
 }
 
+/* ds[7] is too big for the cache, so every job reads it from the host; its second read (in
+ * miss_hit_evict) registered its file. A job copies from the registration, with the right sum;
+ * DELETE lets it go, and the next read is a first read again (the ring). A file shorter than a
+ * job claims is never registered: its second read fails as the first did. */
+static void pinned(void)
+{
+    struct gr_cache_stats s0 = stats(), s1, s2;
+    double h2d = 0;
+    CHECK(run_ds(&ds[7], 0, ds[7].id, &h2d) == GR_CACHE_MISS && h2d > 0, "too big for the cache: copied");
+    s1 = stats();
+    CHECK(s1.pinned_hits == s0.pinned_hits + 1 && s0.pinned_bytes >= ds[7].n * 4 && s1.pinned_bytes == s0.pinned_bytes,
+          "copied from its registration: %lld hits (were %lld), %lld bytes registered", (long long)s1.pinned_hits,
+          (long long)s0.pinned_hits, (long long)s1.pinned_bytes);
+    gpu->evict(gpu, ds[7].id);
+    s2 = stats();
+    CHECK(s2.pinned_bytes == s1.pinned_bytes - ds[7].n * 4, "DELETE lets its registration go: %lld bytes, were %lld",
+          (long long)s2.pinned_bytes, (long long)s1.pinned_bytes);
+    CHECK(run_ds(&ds[7], 1, ds[7].id, NULL) == GR_CACHE_MISS, "after DELETE: read again");
+    s1 = stats();
+    CHECK(s1.pinned_hits == s2.pinned_hits && s1.pinned_bytes == s2.pinned_bytes,
+          "a first read again: through the ring, nothing registered");
+    short_file(); /* d_short's second read: the registration refuses the short file */
+}
+
 /* Each lane's thread: sums over the datasets (hits from several lanes at once) and in-memory
  * inputs of random sizes, each against the reference. */
 static void *lane_main(void *arg)
@@ -180,7 +206,7 @@ int main(void)
 {
     struct gr_backend *gpus[16];
     struct gr_err e = {0};
-    int n = gr_gpu_discover(gpus, 16, LANES, CAP, &e);
+    int n = gr_gpu_discover(gpus, 16, LANES, CAP, PIN, &e);
     if (n < 1) {
         printf("SKIP: %s\n", e.msg);
         return 77;
@@ -200,6 +226,7 @@ int main(void)
 
     miss_hit_evict();
     short_file();
+    pinned();
     lanes();
 
     for (int k = 0; k < NDS; k++) {
