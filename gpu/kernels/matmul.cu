@@ -4,7 +4,7 @@
  *   naive        one thread per element of C, the k loop straight from global memory
  *   tiled16/32   the classic shared-memory kernel: TS x TS threads, TS x TS tiles of a and b,
  *                zero-padded at the edges, one element of C per thread
- *   regtile      128 x 128 block tile, 8 deep, double-buffered in shared memory (a transposed),
+ *   regtile      128 x 128 block tile, 16 deep (float64: 8), double-buffered in shared memory (a transposed),
  *                each of 256 threads accumulates an 8 x 8 block of C in registers; 16-byte loads
  *                when the shapes allow
  *   cublas       cublasSgemm / cublasDgemm with the default math mode: exact FP32 (no TF32)
@@ -32,7 +32,7 @@ extern "C" const struct gr_algo gr_mm_algos[GR_MM_NVARIANTS] = {
     {"naive", "one thread per element of C, operands straight from global memory", 0, DT_BOTH, 0},
     {"tiled16", "classic shared-memory tiles, 16 x 16, zero padding at the edges", 0, DT_BOTH, 0},
     {"tiled32", "classic shared-memory tiles, 32 x 32, zero padding at the edges", 0, DT_BOTH, 0},
-    {"regtile", "our best: 128 x 128 x 8 block tiles double-buffered in shared memory, an 8 x 8 block "
+    {"regtile", "our best: 128 x 128 x 16 block tiles (float64: x 8) double-buffered in shared memory, an 8 x 8 block "
                 "of C per thread in registers",
      0, DT_BOTH, 0},
     {"cublas", "cuBLAS sgemm/dgemm, exact FP32/FP64 (TF32 forbidden): the reference", 0, DT_BOTH, 0},
@@ -89,7 +89,10 @@ __global__ void __launch_bounds__(TS *TS) k_tiled(int m, int n, int k, T alpha, 
  * same columns from tx: its four 4-wide pieces of a and b are 16-byte shared-memory reads, the
  * 16 threads reading b share none of a bank, and a's two addresses per warp are broadcasts. */
 struct rt {
-    static constexpr int BM = 128, BN = 128, BK = 8, THREADS = 256, APAD = 4;
+    static constexpr int BM = 128, BN = 128, THREADS = 256, APAD = 4;
+    /* tile depth: 16 for float32 halves the barriers per multiply-add; float64's two buffers of
+     * 16 would pass the 48 KiB of static shared memory */
+    template <class T> static constexpr int BK = sizeof(T) == 4 ? 16 : 8;
 };
 
 template <class T> struct alignas(16) quad {
@@ -119,24 +122,31 @@ __global__ void __launch_bounds__(rt::THREADS, sizeof(T) == 4 ? 2 : 1)
     k_regtile(int m, int n, int k, T alpha, const T *__restrict__ a, int lda, const T *__restrict__ b, int ldb,
               T beta, T *c, int ldc)
 {
-    constexpr int BM = rt::BM, BN = rt::BN, BK = rt::BK;
+    constexpr int BM = rt::BM, BN = rt::BN, BK = rt::BK<T>, NQ = BK / 8;
     /* a transposed (as[p][row]); the pad puts the two k-halves a warp stores in different banks */
     __shared__ alignas(16) T as[2][BK][BM + rt::APAD];
     __shared__ alignas(16) T bs[2][BK][BN];
     int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    /* loaders: a, 128 rows x 8: row tid/2, 4 of k from (tid%2)*4; b, 8 x 128: row tid/32, 4 columns */
+    /* loaders, NQ pieces each, the q-th 8 deeper: a, 128 rows x 8: row tid/2, 4 of k from
+     * (tid%2)*4; b, 8 x 128: row tid/32, 4 columns */
     int ar = tid / 2, ap = (tid % 2) * 4, bp = tid / 32, bc = (tid % 32) * 4;
-    T ra[4], rb[4];
+    T ra[NQ][4], rb[NQ][4];
     auto fetch = [&](int p0) {
-        load4<T, VEC>(ra, a, row0 + ar, p0 + ap, m, k, lda);
-        load4<T, VEC>(rb, b, p0 + bp, col0 + bc, k, n, ldb);
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            load4<T, VEC>(ra[q], a, row0 + ar, p0 + ap + 8 * q, m, k, lda);
+            load4<T, VEC>(rb[q], b, p0 + bp + 8 * q, col0 + bc, k, n, ldb);
+        }
     };
     auto stash = [&](int buf) {
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            as[buf][ap + i][ar] = ra[i];
-        *reinterpret_cast<quad<T> *>(&bs[buf][bp][bc]) = quad<T>{{rb[0], rb[1], rb[2], rb[3]}};
+        for (int q = 0; q < NQ; q++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                as[buf][ap + 8 * q + i][ar] = ra[q][i];
+            *reinterpret_cast<quad<T> *>(&bs[buf][bp + 8 * q][bc]) = quad<T>{{rb[q][0], rb[q][1], rb[q][2], rb[q][3]}};
+        }
     };
 
     T acc[8][8];
