@@ -3,7 +3,8 @@
 # as a JSON array and as the binary form (?batch=rows, a raw body of R x 4 values): the time until
 # the 202 (every job durable) is read, and with Prefer: wait the time until the 200 (every job
 # ended), with launch groups (the default --launch-group 256) and without (1: each job its own
-# launch). Prints a table and writes
+# launch). The 202's Server-Timing (where the time to durable went: parse, submit, store ...) is
+# printed under each row. Prints a table and writes
 # batch-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
 # measures.
 #   bench/batch.py path/to/gpured [devices, e.g. cpu,gpu]
@@ -28,7 +29,7 @@ def post(url, body, headers, query="", ctype="application/json"):
     t0 = time.monotonic()
     with urllib.request.urlopen(req, timeout=600) as r:
         raw = r.read()
-        return r.status, time.monotonic() - t0, raw
+        return r.status, time.monotonic() - t0, raw, r.headers.get("Server-Timing")
 
 
 def main():
@@ -46,19 +47,20 @@ def main():
                                   "?batch=rows&op=sum&dtype=int32&shape=%d,4&device=%s" % (n, dev),
                                   "application/octet-stream")}
                 for form, (body, query, ctype) in forms.items():
-                    st, durable, raw = post(url, body, {}, query, ctype)
+                    st, durable, raw, timing = post(url, body, {}, query, ctype)
                     assert st == 202 and len(json.loads(raw)) == n, (st, raw[:200])
                     time.sleep(n / 20000)  # let the first batch run out before the next is timed
-                    st, ended, raw = post(url, body, {"Prefer": "wait=600"}, query, ctype)
+                    st, ended, raw, _ = post(url, body, {"Prefer": "wait=600"}, query, ctype)
                     jobs = json.loads(raw)
                     assert st == 200 and all(j["status"] == "succeeded" for j in jobs), (st, raw[:200])
                     assert all(j["result"]["value"] == i + 6 for i, j in enumerate(jobs))
                     launched = max(j.get("launch_group", 1) for j in jobs)
                     r = dict(device=dev, launch_group=group, largest_group=launched, form=form, jobs=n, body_bytes=len(body), durable_s=durable, ended_s=ended,
-                             jobs_per_s=n / ended)
+                             jobs_per_s=n / ended, server_timing_202=timing)
                     rows.append(r)
                     print("%-6s %5d %-6s %8d %9.1f %12.3f %12.3f %12.0f" % (dev, group, form, n, len(body) / 1e6, durable,
                                                                             ended, n / ended), flush=True)
+                    print("         202: %s" % timing, flush=True)
     save("batch", {"cores": os.cpu_count(), "rows": rows})
 
 

@@ -5,8 +5,11 @@
 # answered with a problem naming it ("[k].member") and nothing of the batch is stored; so is a
 # batch over --queue-capacity, one that the queue has no room for (429), and one with an
 # Idempotency-Key. A batch killed -9 right after its 202 is all there after the restart, and
-# every job of it ends with the right answer.
+# every job of it ends with the right answer. Each batch answer's Server-Timing names its phases,
+# none negative, together no longer than the round trip.
+import re
 import struct
+import time
 
 import e2e_lib as L
 from e2e_lib import CHECK
@@ -41,6 +44,22 @@ def count_jobs(srv):
     return len(L.store_rows(srv, "SELECT id FROM jobs"))
 
 
+PHASES = ["receive", "parse", "submit", "store", "run", "answer"]
+
+
+def timed_post(srv, b, headers=None):
+    """POST b to /v1/jobs; the answer, with its Server-Timing checked against the round trip."""
+    t0 = time.monotonic()
+    r = srv.req("POST", "/v1/jobs", b, headers, timeout=70)
+    took = (time.monotonic() - t0) * 1000
+    got = re.findall(r"(\w+);dur=([0-9.]+)", r.headers.get("server-timing") or "")
+    CHECK.eq([name for name, _ in got], PHASES, "a batch's Server-Timing names its phases in order: %s"
+             % r.headers.get("server-timing"))
+    ms = [float(d) for _, d in got]
+    CHECK.ok(sum(ms) <= took + 0.5, "its phases (%.1f ms in all) fit in the round trip (%.1f ms)" % (sum(ms), took))
+    return r
+
+
 def accepted(srv, rng):
     its = items(rng, 56, 300)
     xs = [rng.randrange(-1000, 1000) for _ in range(1000)]
@@ -48,7 +67,7 @@ def accepted(srv, rng):
                 {"Content-Type": "application/octet-stream"})
     CHECK.eq(r.status, 201, "a dataset for a batch item")
     b = body(its) + [{"op": "sum", "dataset": r.json()["id"], "device": L.DEVICE}]
-    r = srv.req("POST", "/v1/jobs", b)
+    r = timed_post(srv, b)
     jobs = r.json() if r.status == 202 else []
     CHECK.eq((r.status, len(jobs)), (202, len(b)), "a batch of %d: 202 with every job" % len(b))
     CHECK.eq([(j.get("op"), j.get("dtype")) for j in jobs], [(x["op"], x.get("dtype", "int32")) for x in b],
@@ -61,7 +80,7 @@ def accepted(srv, rng):
              "the batch's job on a dataset")
 
     its = items(rng, 20, 50)
-    r = srv.req("POST", "/v1/jobs", body(its), {"Prefer": "wait=60"}, timeout=70)
+    r = timed_post(srv, body(its), {"Prefer": "wait=60"})
     jobs = r.json() if r.status == 200 else []
     CHECK.eq((r.status, r.headers.get("preference-applied"), len(jobs)), (200, "wait=60", 20),
              "Prefer: wait: 200 once all have ended")
