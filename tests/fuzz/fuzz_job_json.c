@@ -1,6 +1,7 @@
 /* fuzz_job_json.c: libFuzzer target: the input as the JSON body of POST /v1/jobs (gr_parse_job,
- * datasets looked up by a fake of api/datasets.c gr_dataset_for_job) and of POST /v1/benchmarks
- * (gr_parse_benchmark); every job freed by gr_job_unref, every dataset hold given back. An input
+ * datasets looked up by a fake of api/datasets.c gr_dataset_for_job), as a batch (gr_parse_batch:
+ * its items found in the text, each read alone) and of POST /v1/benchmarks (gr_parse_benchmark);
+ * every job freed by gr_job_unref, every dataset hold given back. An input
  * with a key "data" is also parsed with that key spelled "d\u0061ta", which api/numbers.c leaves
  * to jansson: both paths must give the same job or the same refusal. */
 #include "fuzz.h"
@@ -108,6 +109,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gr_job_unref(j);
     FUZZ_CHECK(fuzz_pins == 0);
     same_both_ways(data, size);
+
+    struct gr_job **js = NULL;
+    int n = 0;
+    e = (struct gr_err){0};
+    rc = gr_parse_batch((const char *)data, size, 64, lookup, NULL, &js, &n, &e);
+    if (rc)
+        fuzz_check_refusal(rc, &e);
+    FUZZ_CHECK(rc ? !js && !n : js && n >= 1 && n <= 64);
+    for (int k = 0; k < n; k++) {
+        fuzz_check_job(js[k]);
+        gr_job_unref(js[k]);
+    }
+    free(js);
+    FUZZ_CHECK(fuzz_pins == 0);
 
     e = (struct gr_err){0};
     j = gr_job_new();

@@ -57,6 +57,12 @@ jobs = {
 }
 for name, body in jobs.items():
     put("fuzz_job_json", name + ".json", json.dumps(body))
+# batches: items found in the text (strings with brackets and escapes in them), one of each kind
+put("fuzz_job_json", "batch_mixed.json", json.dumps([jobs["sum_f32"], jobs["dataset_cols"], jobs["matmul_inline"],
+                                                     dict(jobs["mean_i64"], algorithm="cpu_seq"),
+                                                     {"op": "sum", "data": [1], "device": "[{\"}]"}]))
+put("fuzz_job_json", "batch_rows.json", "[" + ",\n".join(json.dumps({"op": "max", "dtype": "int32", "data": [k, 1]})
+                                                         for k in range(6)) + "]")
 
 # fuzz_binary_job: a byte (1: .npy body), the query, '\n', the body
 f32x6 = struct.pack("<6f", 1, 2, 3, 4, 5, 6)

@@ -516,6 +516,98 @@ static void test_numbers_read_from_the_text(void **state)
     }
 }
 
+/* A batch body of n items, item k summing [k, 1, 2] as float32 (item bad, if >= 0, replaced by
+ * what); malloc'd. */
+static char *batch_body(int n, int bad, const char *what)
+{
+    size_t cap = (size_t)n * 96 + 64, len = 0;
+    char *b = malloc(cap);
+    len += (size_t)snprintf(b + len, cap - len, " [\n");
+    for (int k = 0; k < n; k++)
+        len += k == bad ? (size_t)snprintf(b + len, cap - len, "%s%s", k ? ", " : "", what)
+                        : (size_t)snprintf(b + len, cap - len, "%s{\"op\": \"sum\", \"dtype\": \"float32\", "
+                                                                "\"data\": [%d, 1, \"2\" ] }",
+                                           k ? ",\n" : "", k);
+    snprintf(b + len, cap - len, "\n] ");
+    return b;
+}
+
+static int parse_batch(const char *body, int max, struct gr_job ***js, int *n, struct gr_err *e)
+{
+    memset(e, 0, sizeof *e);
+    return gr_parse_batch(body, strlen(body), max, fake_dataset, NULL, js, n, e);
+}
+
+/* Big batches are read in spans on several threads: every item lands in its place, and an
+ * item at fault anywhere is named as the whole body read as one tree names it. */
+static void test_batch_in_spans(void **state)
+{
+    struct gr_job **js;
+    struct gr_err e;
+    int n;
+    for (int count = 1; count <= 20000; count *= 9) {
+        char *b = batch_body(count, -1, NULL);
+        /* "2" in quotes is no number: these bodies are read as they were before */
+        assert_int_equal(parse_batch(b, 100000, &js, &n, &e), GR_EINVAL);
+        assert_string_equal(e.field, "[0].data");
+        free(b);
+    }
+    for (int count = 1; count <= 20000; count = count * 9 + 1) {
+        char *b = batch_body(count, -1, NULL);
+        for (char *q = strstr(b, "\"2\""); q; q = strstr(q, "\"2\""))
+            q[0] = q[2] = ' '; /* numbers now */
+        assert_int_equal(parse_batch(b, 100000, &js, &n, &e), GR_OK);
+        assert_int_equal(n, count);
+        for (int k = 0; k < n; k++) {
+            const float *f = js[k]->input;
+            assert_int_equal(js[k]->op, GR_SUM);
+            assert_int_equal(js[k]->shape[0], 3);
+            assert_true(f[0] == (float)k && f[1] == 1.0f && f[2] == 2.0f);
+            gr_job_unref(js[k]);
+        }
+        free(js);
+        free(b);
+    }
+    static const struct {
+        const char *item, *member, *msg; /* member: of item k at fault; NULL: the body's JSON */
+        int rc;
+    } bad[] = {
+        {"{\"op\": \"sum\", \"dtype\": \"float32\", \"data\": [1], \"colour\": 1}", "colour", NULL, GR_EINVAL},
+        {"{\"op\": \"sum\", \"dataset\": \"d_0000000000000009\"}", "dataset", NULL, GR_ENOTFOUND},
+        {"42", "", "a job is a JSON object", GR_EINVAL},
+        {"{\"op\": \"sum\", \"data\": [1,}", NULL, "malformed JSON at line", GR_EINVAL},
+        {"{\"op\": \"sum\" \"data\": [1]}", NULL, "malformed JSON at line", GR_EINVAL},
+    };
+    for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++)
+        for (int at = 0; at < 12000; at += 5999) {
+            char *b = batch_body(12000, at, bad[c].item), field[32];
+            for (char *q = strstr(b, "\"2\""); q; q = strstr(q, "\"2\""))
+                q[0] = q[2] = ' ';
+            snprintf(field, sizeof field, "[%d]%s%s", at, bad[c].member && bad[c].member[0] ? "." : "",
+                     bad[c].member ? bad[c].member : "");
+            if (!bad[c].member)
+                field[0] = '\0';
+            assert_int_equal(parse_batch(b, 100000, &js, &n, &e), bad[c].rc);
+            assert_string_equal(e.field, field);
+            if (bad[c].msg)
+                assert_non_null(strstr(e.msg, bad[c].msg));
+            free(b);
+        }
+    /* over the limit, empty, and no array */
+    char *b = batch_body(5000, -1, NULL);
+    for (char *q = strstr(b, "\"2\""); q; q = strstr(q, "\"2\""))
+        q[0] = q[2] = ' ';
+    assert_int_equal(parse_batch(b, 4999, &js, &n, &e), GR_EUNPROC);
+    assert_non_null(strstr(e.msg, "over the limit of 4999"));
+    assert_int_equal(parse_batch(b, 5000, &js, &n, &e), GR_OK);
+    for (int k = 0; k < n; k++)
+        gr_job_unref(js[k]);
+    free(js);
+    free(b);
+    assert_int_equal(parse_batch(" [ ] ", 10, &js, &n, &e), GR_EUNPROC);
+    assert_int_equal(parse_batch("{\"op\": \"sum\"}", 10, &js, &n, &e), GR_EUNPROC);
+}
+
 static void test_deep_nesting_is_an_error_not_a_crash(void **state)
 {
     size_t n = 100000;
@@ -543,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_benchmarks),
         cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
+        cmocka_unit_test(test_batch_in_spans),
         cmocka_unit_test(test_numbers_read_from_the_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
