@@ -306,21 +306,24 @@ static int upload(struct gpu *g, struct lane *l, const struct gr_reduce_req *req
     if (mapped) { /* in shares on the lane's stream and its copy streams: 97.9% of pinned H2D for 1 GiB on the
                    * H100 (bench/data_plane.py), where one copy on the lane's stream had given 81.1% */
         size_t share = (bytes / (NCOPY + 1) + 4095) / 4096 * 4096;
-        for (int s = 0; s <= NCOPY; s++) {
-            size_t off = share * (size_t)s;
-            if (off >= bytes)
-                break;
-            size_t len = s == NCOPY || bytes - off < share ? bytes - off : share;
+        cudaError_t err = cudaSuccess;
+        for (int s = 0; s <= NCOPY && err == cudaSuccess && share * (size_t)s < bytes; s++) {
+            size_t off = share * (size_t)s, len = s == NCOPY || bytes - off < share ? bytes - off : share;
             cudaStream_t st = s == NCOPY ? l->st : l->copy[s];
             if (s < NCOPY)
-                GR_CUDA_TRY(cudaStreamWaitEvent(st, l->ev[EV_H2D0], 0), "ordering the upload");
-            GR_CUDA_TRY(cudaMemcpyAsync(static_cast<char *>(dst) + off, static_cast<const char *>(mapped) + off, len,
-                                        cudaMemcpyHostToDevice, st),
-                        "copying the input to the GPU");
-            if (s < NCOPY) {
-                GR_CUDA_TRY(cudaEventRecord(l->copied[s], st), "ordering the upload");
-                GR_CUDA_TRY(cudaStreamWaitEvent(l->st, l->copied[s], 0), "ordering the upload");
-            }
+                err = cudaStreamWaitEvent(st, l->ev[EV_H2D0], 0);
+            if (err == cudaSuccess)
+                err = cudaMemcpyAsync(static_cast<char *>(dst) + off, static_cast<const char *>(mapped) + off, len,
+                                      cudaMemcpyHostToDevice, st);
+            if (err == cudaSuccess && s < NCOPY)
+                err = cudaEventRecord(l->copied[s], st);
+            if (err == cudaSuccess && s < NCOPY)
+                err = cudaStreamWaitEvent(l->st, l->copied[s], 0);
+        }
+        if (err != cudaSuccess) { /* the caller waits for the lane's stream only: no share may still read */
+            for (int s = 0; s < NCOPY; s++)
+                cudaStreamSynchronize(l->copy[s]);
+            return gr_cuda_fail(e, err, "copying the input to the GPU");
         }
         GR_CUDA_TRY(cudaEventRecord(l->ev[EV_H2D1], l->st), "timing the upload");
         return GR_OK;
