@@ -133,6 +133,12 @@ template <class In, class Self, class A, class St = A> struct op_base {
         return s;
     }
     __device__ State done(State s) const { return s; }
+    /* What the tree of a one-block kernel over fewer than 2^32 elements passes between lanes
+     * (Wire), made from and back into a State exactly: the State itself unless an op narrows it. */
+    using Wire = St;
+    __device__ Wire wire(State s) const { return s; }
+    __device__ Wire join(Wire a, Wire b) const { return self()(a, b); }
+    __device__ State unwire(Wire w) const { return w; }
 };
 
 template <class In> struct Sum : op_base<In, Sum<In>, acc_t<In>> {
@@ -161,6 +167,11 @@ template <class In, bool MAX> struct Extreme : op_base<In, Extreme<In, MAX>, acc
     __device__ In lid() const { return MAX ? bottom<In>() : top<In>(); }
     __device__ In lacc(In s, In x, i64) const { return pick(x, s); }
     __device__ acc_t<In> done(In s) const { return (acc_t<In>)s; }
+    /* Every state holds an element: the tree runs in the input type (one shuffle for 4 bytes). */
+    using Wire = In;
+    __device__ In wire(acc_t<In> s) const { return (In)s; }
+    __device__ In join(In a, In b) const { return pick(a, b); }
+    __device__ acc_t<In> unwire(In w) const { return (acc_t<In>)w; }
 };
 template <class In> using Min = Extreme<In, false>;
 template <class In> using Max = Extreme<In, true>;
@@ -170,6 +181,13 @@ template <class A> struct arg_state {
     A v;
     i64 i;
 };
+/* The narrow state a one-block tree passes: the element as read and a 32-bit index, ~0u empty;
+ * 8 bytes for 4-byte inputs, half the shuffles of arg_state<double> (measured on an H100: argmax
+ * at 2^10-2^11 elements 7-12% faster). */
+template <class In> struct arg_wire {
+    In v;
+    unsigned i;
+};
 template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, arg_state<acc_t<In>>> {
     using Acc = acc_t<In>;
     using S = arg_state<Acc>;
@@ -178,12 +196,9 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
     template <class T> __host__ __device__ static bool beats(T a, T b) { return MAX ? a > b : a < b; }
     __host__ __device__ S id() const { return S{0, -1}; }
     __host__ __device__ S from(In x, i64 i) const { return S{(Acc)x, i}; }
-    __host__ __device__ S operator()(S a, S b) const
+    /* Of two states that both hold an element: a NaN wins, then the extreme, then the tie rule. */
+    template <class T> __host__ __device__ T better(T a, T b) const
     {
-        if (a.i < 0)
-            return b;
-        if (b.i < 0)
-            return a;
         bool an = is_nan(a.v), bn = is_nan(b.v);
         if (an != bn)
             return an ? a : b;
@@ -191,6 +206,7 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
             return beats(a.v, b.v) ? a : b;
         return (last ? a.i > b.i : a.i < b.i) ? a : b;
     }
+    __host__ __device__ S operator()(S a, S b) const { return a.i < 0 ? b : b.i < 0 ? a : better(a, b); }
     /* Does x, at a later index, replace the extreme b: strictly better, or equal with ties last;
      * a NaN beats any number. Bitwise on bools: predicates, no branches in the scan. */
     __device__ bool takes(In x, In b) const
@@ -214,6 +230,10 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
         return lacc(s, b, first + bk);
     }
     __device__ S done(Local s) const { return S{(Acc)s.v, s.i}; }
+    using Wire = arg_wire<In>;
+    __device__ Wire wire(S s) const { return Wire{(In)s.v, s.i < 0 ? ~0u : (unsigned)s.i}; }
+    __device__ Wire join(Wire a, Wire b) const { return a.i == ~0u ? b : b.i == ~0u ? a : better(a, b); }
+    __device__ S unwire(Wire w) const { return S{(Acc)w.v, w.i == ~0u ? -1 : (i64)w.i}; }
 };
 
 /* Dispatch a run-time (op, dtype) to f(Op{}), instantiating only the pairs in OPS x DTS. */
@@ -274,6 +294,12 @@ template <unsigned OPS, unsigned DTS, class F> cudaError_t with_op(int op, int d
 
 __device__ inline i64 shfl_down(i64 v, int off, int w) { return __shfl_down_sync(FULL_MASK, v, off, w); }
 __device__ inline double shfl_down(double v, int off, int w) { return __shfl_down_sync(FULL_MASK, v, off, w); }
+__device__ inline int shfl_down(int v, int off, int w) { return __shfl_down_sync(FULL_MASK, v, off, w); }
+__device__ inline float shfl_down(float v, int off, int w) { return __shfl_down_sync(FULL_MASK, v, off, w); }
+template <class In> __device__ arg_wire<In> shfl_down(arg_wire<In> s, int off, int w)
+{
+    return arg_wire<In>{shfl_down(s.v, off, w), (unsigned)shfl_down((int)s.i, off, w)};
+}
 template <class A> __device__ arg_state<A> shfl_down(arg_state<A> s, int off, int w)
 {
     return arg_state<A>{shfl_down(s.v, off, w), shfl_down(s.i, off, w)};
@@ -293,13 +319,18 @@ template <class A> __device__ arg_state<A> rebase(arg_state<A> s, i64 base)
     return s;
 }
 
-/* Tree over G consecutive lanes (G a power of two <= 32); the result is in the group's lane 0. */
-template <int G, class Op> __device__ typename Op::State group_reduce(const Op &op, typename Op::State s)
+/* Tree over G consecutive lanes (G a power of two <= 32) joining with join(a, b); the result is
+ * in the group's lane 0. */
+template <int G, class T, class J> __device__ T lane_tree(T s, const J &join)
 {
 #pragma unroll
     for (int off = G / 2; off > 0; off /= 2)
-        s = op(s, shfl_down(s, off, G));
+        s = join(s, shfl_down(s, off, G));
     return s;
+}
+template <int G, class Op> __device__ typename Op::State group_reduce(const Op &op, typename Op::State s)
+{
+    return lane_tree<G>(s, op);
 }
 
 /* Whole-block reduction; the result is in thread 0. Every thread must call it. */
@@ -317,6 +348,26 @@ template <int B, class Op> __device__ typename Op::State block_reduce(const Op &
         s = group_reduce<B / 32>(op, s); /* B / 32 partials: log2 of that many levels, not 5 */
     }
     return s;
+}
+
+/* block_reduce for a kernel whose blocks each reduce once, over fewer than 2^32 elements: in
+ * Op's Wire, with no barrier before the partials are stored (nothing read them before) and every
+ * lane of warp 0 reading one. 3-4% faster than block_reduce at 2^12 elements on an H100. */
+template <int B, class Op> __device__ typename Op::State small_block_reduce(const Op &op, typename Op::State st)
+{
+    using W = typename Op::Wire;
+    __shared__ W warp_part[B / 32];
+    auto join = [&](W a, W b) { return op.join(a, b); };
+    W s = lane_tree<32>(op.wire(st), join);
+    if (B > 32) {
+        int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        if (lane == 0)
+            warp_part[warp] = s;
+        __syncthreads();
+        if (warp == 0)
+            s = lane_tree<B / 32>(warp_part[lane % (B / 32)], join);
+    }
+    return op.unwire(s);
 }
 
 /* This thread's share of elements [begin, end) of x among G threads (lane 0..G-1): scalar head
@@ -980,12 +1031,13 @@ cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 
 /* An array of at most one block's chunk: one block, no tickets, partials or item loop; two
  * vectors per load batch, so up to four per thread are in flight before the first is folded in
  * (k_fast_rows' batch of four left float64 at 2^10, two vectors per thread, one memory latency
- * per vector). */
+ * per vector). Its tree is small_block_reduce's. On an H100 these beat 128 threads with 4 or 8
+ * vectors each at 2^9-2^12 (a sweep of block shapes, 2026-11-25). */
 template <class Op, int B>
 __global__ void __launch_bounds__(B)
     k_fast_block(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ out)
 {
-    typename Op::State s = block_reduce<B>(op, thread_range<2>(op, x, 0, n, threadIdx.x, B));
+    typename Op::State s = small_block_reduce<B>(op, thread_range<2>(op, x, 0, n, threadIdx.x, B));
     if (threadIdx.x == 0)
         out[0] = s;
 }
@@ -1023,7 +1075,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
     __shared__ typename Op::State part;
     i64 begin = (i64)cluster.block_rank() * chunk_len;
     typename Op::State s = thread_range<U>(op, x, begin, min(n, begin + chunk_len), threadIdx.x, B);
-    s = block_reduce<B>(op, s);
+    s = small_block_reduce<B>(op, s);
     if (threadIdx.x == 0)
         part = s;
     cluster.sync();

@@ -20,6 +20,7 @@ static const int64_t shapes[][3] = {
     {31, 33, 31},   {33, 31, 65},    {64, 64, 64},    {63, 65, 129},  {65, 63, 127},  {128, 128, 128},
     {127, 257, 1},  {129, 255, 128}, {1, 300, 200},   {300, 1, 129},  {40, 256, 256}, {16, 512, 130},
     {300, 520, 260}, {1000, 132, 77}, {513, 511, 1024},
+    {256, 384, 272}, /* whole regtile tiles in every direction: no edge checks */
 };
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 /* alpha, beta; with beta = 0 the host c is NaN (or absent) and must not be read */
