@@ -154,7 +154,7 @@ static void *tapper(void *arg)
     pthread_setname_np(pthread_self(), "gr-upload-tap");
     for (int i, failed; (i = next_slot(f, TAPPER, &failed)) >= 0;) {
         struct gr_err e = {0};
-        if (!failed && f->tap(f->ctx, f->slot[i], f->len[i]) != 0)
+        if (!failed && f->tap && f->tap(f->ctx, f->slot[i], f->len[i]) != 0)
             gr_fail(&e, GR_EINTERNAL, NULL, "dataset storage: digesting the values failed");
         slot_done(f, TAPPER, &e);
     }

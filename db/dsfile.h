@@ -20,8 +20,8 @@ int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id),
                    struct gr_err *e);
 
 /* Start writing dataset id's values: GR_OK with *f writing its .tmp (a writer thread puts the
- * bytes on disk and a second thread hands them to tap, both behind the caller), or GR_EIO or
- * GR_ENOMEM with *f NULL. */
+ * bytes on disk and a second thread hands them to tap, if not NULL, both behind the caller), or
+ * GR_EIO or GR_ENOMEM with *f NULL. */
 int gr_dsfile_create(struct gr_dsfile **f, const char *data_dir, const char *id, gr_dsfile_tap tap, void *ctx,
                      struct gr_err *e);
 

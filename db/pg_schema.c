@@ -160,6 +160,8 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = $1",
     /* never back in time: replicas store their jobs' ends side by side */
     [GR_SQL_DS_USED] = "UPDATE datasets SET last_used = greatest(last_used, $5::float8) WHERE id = $1",
+    [GR_SQL_DS_DIGEST] = "UPDATE datasets SET doc = replace(doc, '\"sha256\":null', '\"sha256\":\"' || $3 || '\"')"
+                         " WHERE id = $1",
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
                            " (SELECT tenant, key FROM idempotency WHERE created < $5::float8 LIMIT 1000)",
     [GR_SQL_BEGIN] = "BEGIN",

@@ -58,6 +58,7 @@ enum gr_sql_id {
     GR_SQL_JOB_DELETE,            /* ?1 id */
     GR_SQL_KEYS_EXPIRE,           /* ?5 created before */
     GR_SQL_DS_USED,               /* ?1 dataset id, ?5 when a job that read it ended */
+    GR_SQL_DS_DIGEST,             /* ?1 dataset id, ?3 the sha256 (hex) of values stored before it */
     /* SQLite's writer writes the events itself (PostgreSQL's triggers do; NULL there): */
     GR_SQL_EVENT_JOB,             /* ?1 job id: its status now, as an event */
     GR_SQL_EVENT_DS,              /* ?1 dataset id, ?2 created or deleted (before the delete) */

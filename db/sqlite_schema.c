@@ -108,6 +108,9 @@ const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = ?1",
     /* never back in time: two jobs' ends may be stored out of order */
     [GR_SQL_DS_USED] = "UPDATE datasets SET last_used = max(coalesce(last_used, 0), ?5) WHERE id = ?1",
+    /* the doc, as rendered, names the digest null until it is known (API.md) */
+    [GR_SQL_DS_DIGEST] = "UPDATE datasets SET doc = replace(doc, '\"sha256\":null', '\"sha256\":\"' || ?3 || '\"')"
+                         " WHERE id = ?1",
     /* at most a thousand at a time, so that a sweep never holds the writer for long */
     [GR_SQL_EVENT_JOB] = "INSERT INTO events(kind, id, status, tenant, at) SELECT 'job', id, status, tenant, " SQ_NOW
                          " FROM jobs WHERE id = ?1",

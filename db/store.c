@@ -411,6 +411,12 @@ int gr_store_dataset_used(struct gr_store *s, const char *id, double at)
     return s ? push(s, o) : GR_EINVAL;
 }
 
+int gr_store_dataset_digest(struct gr_store *s, const char *id, const char *hex)
+{
+    char *doc = strdup(hex);
+    return s && doc ? push(s, new_op(GR_SQL_DS_DIGEST, id, "", doc, NULL, NULL)) : (free(doc), GR_EINVAL);
+}
+
 int gr_store_delete_job(struct gr_store *s, const char *id, gr_store_done done, void *ctx)
 {
     return s ? push(s, new_op(GR_SQL_JOB_DELETE, id, "", NULL, done, ctx)) : GR_EINVAL;

@@ -139,6 +139,9 @@ int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done do
 /* Mark dataset id used at (epoch seconds; its resource's last_used_at), unless it is already
  * marked later; nothing is told (a dataset gone meanwhile is no error). */
 int gr_store_dataset_used(struct gr_store *s, const char *id, double at);
+/* The sha256 (hex) of a dataset's values, stored after its row named it null. Queued like
+ * dataset_used; a dataset deleted since is left alone. */
+int gr_store_dataset_digest(struct gr_store *s, const char *id, const char *hex);
 
 /* One dataset's doc (malloc'd) if tenant scope's (NULL: any): GR_OK, GR_ENOTFOUND or GR_EIO. */
 int gr_store_get_dataset(struct gr_store *s, const char *id, const char *scope, char **doc, struct gr_err *e);

@@ -33,6 +33,9 @@ static const struct opt {
      (long long)1 << 40, "largest request body accepted (413 above)"},
     {"--max-dataset-bytes", "GPURED_MAX_DATASET_BYTES", K_SIZE, offsetof(struct gr_config, max_dataset_bytes), 0, 64,
      (long long)1 << 46, "largest dataset upload accepted (413 above)"},
+    {"--digest-later-bytes", "GPURED_DIGEST_LATER_BYTES", K_SIZE, offsetof(struct gr_config, digest_later_bytes), 0,
+     0, (long long)1 << 50, "uploads at least this big without an Idempotency-Key are answered once durable, "
+     "their sha256 stored after (0: never)"},
     {"--log-level", "GPURED_LOG_LEVEL", K_LEVEL, offsetof(struct gr_config, log_level), 0, 0, 0,
      "debug, info, warn or error"},
     {"--streams", "GPURED_STREAMS", K_INT, offsetof(struct gr_config, streams), 0, 1, 16,
@@ -132,10 +135,10 @@ static void usage(const struct gr_config *d)
     for (size_t i = 0; i < NOPTS; i++)
         fprintf(stderr, "  %-20s %-25s %s\n", opts[i].flag, opts[i].env, opts[i].help);
     fprintf(stderr, "\ndefaults: --port %d --bind %s --data-dir %s --threads %d --queue-capacity %d "
-                    "--max-body-bytes %zu --max-dataset-bytes %zu --log-level info --streams %d --launch-group %d\n"
-                    "          --gpu-cache-bytes %lld --pinned-bytes %lld",
+                    "--max-body-bytes %zu --max-dataset-bytes %zu --digest-later-bytes %zu --log-level info\n"
+                    "          --streams %d --launch-group %d --gpu-cache-bytes %lld --pinned-bytes %lld",
             d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->max_dataset_bytes,
-            d->streams, d->launch_group, (long long)d->gpu_cache_bytes, (long long)d->pin_bytes);
+            d->digest_later_bytes, d->streams, d->launch_group, (long long)d->gpu_cache_bytes, (long long)d->pin_bytes);
     fprintf(stderr, " --tokens-file '' --tenant-max-queued 0 --tenant-max-bytes 0 --result-ttl 0 "
                     "--idempotency-ttl %llds\n",
             (long long)d->idempotency_ttl_s);
@@ -152,6 +155,7 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .queue_capacity = 4096,
                             .max_body_bytes = 8u << 20,
                             .max_dataset_bytes = (size_t)4 << 30,
+                            .digest_later_bytes = (size_t)64 << 20,
                             .log_level = GR_LOG_INFO,
                             .streams = 4,
                             .launch_group = GR_JOBS_GROUP_MAX,

@@ -14,6 +14,7 @@ struct gr_config {
     int queue_capacity; /* per device queue */
     size_t max_body_bytes;
     size_t max_dataset_bytes; /* one upload to POST /v1/datasets */
+    size_t digest_later_bytes; /* uploads this big (Content-Length) without a key: sha256 after the 201 */
     int log_level;
     int streams;             /* CUDA streams per GPU */
     int launch_group;        /* most small like jobs run as one launch (jobs.h); 1: each alone */

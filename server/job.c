@@ -315,24 +315,32 @@ char *gr_job_render(const struct gr_job *j) { return gr_job_render_as(j, j->stat
 
 int gr_dataset_digest(void *sha, const void *data, size_t n) { return !EVP_DigestUpdate(sha, data, n); }
 
+int gr_digest_hex(void *sha, char hex[GR_DIGEST_HEX])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    if (!EVP_DigestFinal_ex(sha, md, &n) || 2 * n >= GR_DIGEST_HEX)
+        return GR_EINTERNAL;
+    for (unsigned k = 0; k < n; k++)
+        snprintf(hex + 2 * k, 3, "%02x", md[k]);
+    hex[2 * n] = 0;
+    return GR_OK;
+}
+
 char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim, const int64_t *shape, size_t bytes,
                         void *sha)
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    char hex[2 * EVP_MAX_MD_SIZE + 1] = "", created[40];
-    if (!EVP_DigestFinal_ex(sha, md, &mdlen))
+    char hex[GR_DIGEST_HEX], created[40];
+    if (sha && gr_digest_hex(sha, hex) != GR_OK)
         return NULL;
-    for (unsigned k = 0; k < mdlen; k++)
-        snprintf(hex + 2 * k, 3, "%02x", md[k]);
     gr_rfc3339(gr_now(), created, sizeof created);
     json_t *dims = json_array();
     for (int d = 0; d < ndim; d++)
         json_array_append_new(dims, json_integer(shape[d]));
     /* last_used_at: null until a job that read it ends; the store's reads fill it in */
-    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:s, s:s, s:n}", "id", id, "tenant", tenant, "dtype",
-                          gr_dtype_name(dtype), "shape", dims, "bytes", (json_int_t)bytes, "sha256", hex, "created_at",
-                          created, "last_used_at");
+    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:o, s:s, s:n}", "id", id, "tenant", tenant, "dtype",
+                          gr_dtype_name(dtype), "shape", dims, "bytes", (json_int_t)bytes, "sha256",
+                          sha ? json_string(hex) : json_null(), "created_at", created, "last_used_at");
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;

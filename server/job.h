@@ -118,9 +118,14 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
 int gr_job_keep_product(struct gr_job *j, const void *out, struct gr_store *s, struct gr_err *e);
 
 /* A dataset's resource (API.md; uploads and kept results alike), malloc'd, for its store row:
- * sha is the EVP sha256 digest of its values, finished here. NULL if out of memory. */
+ * sha is the EVP sha256 digest of its values, finished here, or NULL: "sha256" is null until
+ * the digest thread stores it (digests.h). NULL if out of memory. */
 char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim, const int64_t *shape, size_t bytes,
                         void *sha);
+
+/* Finish an EVP digest (sha) as lower-case hex. GR_OK or GR_EINTERNAL. */
+#define GR_DIGEST_HEX 129 /* 2 * EVP_MAX_MD_SIZE + 1 */
+int gr_digest_hex(void *sha, char hex[GR_DIGEST_HEX]);
 
 /* A gr_dsfile_tap feeding an EVP digest (sha) with a dataset's values as they are written. */
 int gr_dataset_digest(void *sha, const void *data, size_t n);

@@ -3,6 +3,7 @@
 #include "backend.h"
 #include "cluster.h"
 #include "config.h"
+#include "digests.h"
 #include "events.h"
 #include "http.h"
 #include "jobs.h"
@@ -146,6 +147,10 @@ static int serve(struct gr_config *cfg)
         die("cannot start the retention sweep", &e);
         goto out;
     }
+    if (gr_digests_start(store, &e) != GR_OK) {
+        die("cannot start the digest thread", &e);
+        goto out;
+    }
     if (gr_cluster_start(&e) != GR_OK) {
         die("cannot start the cluster thread", &e);
         goto out;
@@ -180,6 +185,7 @@ out:
     for (int i = 0; i < 500 && (gr_jobs_parked() > 0 || gr_api_busy() > 0); i++)
         usleep(10000);
     gr_api_stop();
+    gr_digests_stop(); /* after the uploads that queue digests, before the store they write to */
     gr_cluster_stop(); /* the running job's lease held until here: its final state is queued */
     gr_store_close(store); /* commits what is pending; its callbacks still reach the job table */
     gr_jobs_stop();

@@ -5,7 +5,8 @@
 # (every op, both axes, shape views) and one-shot jobs with raw or .npy bodies against the
 # plain-Python reference; results fetched as .npy or raw (read back by numpy) equal to their
 # JSON; DELETE (409 while a job waits on the dataset); datasets and a queued dataset job survive
-# a crash. One server at a time.
+# a crash; large uploads' sha256 stored after their 201, also across a kill -9. One server at a
+# time.
 import hashlib
 import io
 import json
@@ -587,6 +588,52 @@ def crash_with_queued_dataset_job(srv):
     return {ds_id: a}
 
 
+def wait_digest(srv, ds_id, timeout=30):
+    """The dataset's record once its sha256 is known (or the last one read)."""
+    deadline = time.time() + timeout
+    while True:
+        doc = srv.get_json("/v1/datasets/" + ds_id)
+        if doc.get("sha256") is not None or time.time() > deadline:
+            return doc
+        time.sleep(0.05)
+
+
+def digest_later():
+    """Uploads of at least --digest-later-bytes without an Idempotency-Key: the 201 names sha256
+    null, GET shows hashlib's digest soon after, also when gpured is killed right after the 201;
+    smaller uploads and keyed ones carry it in the 201."""
+    later = 4096
+    srv = L.Server(args=["--digest-later-bytes", str(later), "--max-dataset-bytes", str(64 << 20)]).start()
+    rng = np.random.default_rng(7)
+    a = gen("float32", (later // 4,), rng)  # exactly the threshold
+    up = upload_raw(srv, a)
+    if CHECK.eq(up.status, 201, "upload at --digest-later-bytes"):
+        CHECK.eq(up.json().get("sha256", "absent"), None, "its 201: sha256 null, to follow")
+        doc = wait_digest(srv, up.json()["id"])
+        check_record("its record once digested", doc, a)
+        check_download(srv, "its values", doc["id"], a)
+    small = gen("int32", (later // 4 - 1,), rng)  # 4 bytes under
+    up = upload_raw(srv, small)
+    if CHECK.eq(up.status, 201, "upload under --digest-later-bytes"):
+        check_record("its 201", up.json(), small)
+    shape = "?dtype=float32&shape=%d" % a.size
+    up = upload(srv, a.tobytes(), "application/octet-stream", shape, {"Idempotency-Key": "digest-now"})
+    if CHECK.eq(up.status, 201, "a keyed upload over --digest-later-bytes"):
+        check_record("its 201 (the key's fingerprint needs the digest)", up.json(), a)
+    # killed right after the 201: the restart digests what the crash left null
+    big = gen("int64", (4 << 20,), rng)  # 32 MiB: tens of ms to digest
+    up = upload_raw(srv, big)
+    srv.kill9()
+    if CHECK.eq(up.status, 201, "a 32 MiB upload, then kill -9"):
+        seen = len(srv.log)
+        srv.start()
+        doc = wait_digest(srv, up.json()["id"])
+        check_record("its record after the restart", doc, big)
+        by = "the restarted server" if any("sha256 stored" in line for line in srv.log[seen:]) else "before the kill"
+        print("  the 32 MiB upload's digest was stored by %s" % by)
+    L.check_stop(srv)
+
+
 def gpu_cache(srv):
     """On a GPU the first job on a dataset copies it (cache miss), the next ones find it there (hit,
     no copy, same answer); DELETE drops it from the GPU. On the CPU no cache takes part (null)."""
@@ -648,6 +695,7 @@ def main():
     for ds_id, a in list(stored.items())[:6]:
         check_download(srv, "after a restart " + ds_id, ds_id, a)
     L.check_stop(srv)
+    digest_later()
 
 
 if __name__ == "__main__":

@@ -537,7 +537,8 @@ class Dataset:
         return self.doc["bytes"]
 
     @property
-    def sha256(self) -> str:
+    def sha256(self) -> Optional[str]:
+        """None for a moment after a large upload (API.md): ``client.dataset(id)`` reads it again."""
         return self.doc["sha256"]
 
     def download(self, progress: Optional[Progress] = None) -> np.ndarray:

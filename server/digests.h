@@ -1,0 +1,23 @@
+/* digests.h: the sha256 of datasets whose 201 came before it (large uploads without an
+ * Idempotency-Key, API.md): a background thread reads each stored file, digests it and stores
+ * the digest in place of the null its resource showed. */
+#ifndef GR_DIGESTS_H
+#define GR_DIGESTS_H
+
+#include "gr.h"
+
+#include <stddef.h>
+
+struct gr_store;
+
+/* Start the thread, queueing every stored dataset whose digest is still null (a restart
+ * between a 201 and its digest). GR_OK, GR_EIO (the store could not be read) or GR_EINTERNAL. */
+int gr_digests_start(struct gr_store *s, struct gr_err *e);
+
+/* Queue dataset id (bytes of values, its row committed) for its digest. Any thread. */
+void gr_digest_later(const char *id, size_t bytes);
+
+/* Stop the thread, leaving what is queued for the next start. Safe if it was never started. */
+void gr_digests_stop(void);
+
+#endif
