@@ -4,6 +4,8 @@
 # on tmpfs (the CPU path without the disk), and to bench/discard_server (body dropped; gpured's
 # libmicrohttpd settings, and again with 1 MiB of connection memory), 3 runs each; beside them the
 # ceilings of the same run: the disk (dd, O_DIRECT and buffered, with fsync) and sha256 on one core.
+# gpured answers a body this big once durable and stores its sha256 after (GPURED_DIGEST_LATER_BYTES=0
+# in the environment: in the 201, the digest on the upload's path); each row says how long after.
 # Prints a table and writes JSON. Not a test: it measures, it does not judge.
 #   bench/upload.sh [path/to/gpured] [out.json] [data dir parent (the disk under test; default .)]
 #   env: DISCARD_BIN (default: bench/discard_server beside gpured), UPLOAD_MIB (default 1024),
@@ -67,40 +69,51 @@ volatile=
 start drop "$work/discard.log" "$discard" 0 "$threads"
 start drop_big "$work/discard-1m.log" "$discard" 0 "$threads" $((1 << 20))
 
-# One upload to $1: "seconds http_code" (a dataset made is checked against the file's sha256 and deleted).
+# One upload to $1: "seconds http_code digest_seconds". A dataset made is checked against the
+# file's sha256 (read again until it is known when the 201 names it null: digest_seconds is how
+# long after the 201 that took, 0 when the 201 had it) and deleted.
 upload() {
-  local url=$1 body=$work/answer.json r code t
+  local url=$1 body=$work/answer.json r code t follow=0
   r=$(curl -s -o "$body" -w '%{time_total} %{http_code}' -H 'Content-Type: application/octet-stream' \
     -X POST -T "$file" "$url")
+  local answered=$(date +%s.%N)
   t=${r% *}; code=${r#* }
   if [ "$code" = 201 ]; then
-    python3 - "$body" "$want" "$url" <<'PY'
-import json, sys, urllib.request
-d = json.load(open(sys.argv[1]))
+    follow=$(python3 - "$body" "$want" "$url" "$answered" <<'PY'
+import json, sys, time, urllib.request
+d, t0 = json.load(open(sys.argv[1])), time.monotonic()
+base = sys.argv[3].split("/v1/")[0]
+while d["sha256"] is None and time.monotonic() - t0 < 60:
+    time.sleep(0.01)
+    d = json.load(urllib.request.urlopen(f"{base}/v1/datasets/{d['id']}"))
 if d["sha256"] != sys.argv[2]:
     sys.exit(f"sha256 {d['sha256']} != {sys.argv[2]}")
-base = sys.argv[3].split("/v1/")[0]
+print(f"{time.time() - float(sys.argv[4]):.3f}" if json.load(open(sys.argv[1]))["sha256"] is None else 0)
 urllib.request.urlopen(urllib.request.Request(f"{base}/v1/datasets/{d['id']}", method="DELETE"))
 PY
+)
   fi
-  echo "$t $code"
+  echo "$t $code $follow"
 }
 
 rows=()
 printf '%-40s %10s %12s %s\n' target best_GBps median_GBps seconds
 measure() { # name url expected-code
-  local name=$1 url=$2 ok=$3 ts=() r
+  local name=$1 url=$2 ok=$3 ts=() fs=() r code
   for _ in $(seq "$runs"); do
-    r=$(upload "$url")
-    [ "${r#* }" = "$ok" ] || { echo "$name: HTTP ${r#* }, expected $ok" >&2; exit 1; }
-    ts+=("${r% *}")
+    read -r t code f <<<"$(upload "$url")"
+    [ "$code" = "$ok" ] || { echo "$name: HTTP $code, expected $ok" >&2; exit 1; }
+    ts+=("$t"); fs+=("$f")
   done
-  rows+=("$(python3 - "$name" "$bytes" "${ts[@]}" <<'PY'
+  rows+=("$(python3 - "$name" "$bytes" "${ts[*]}" "${fs[*]}" <<'PY'
 import json, statistics, sys
-name, n, ts = sys.argv[1], int(sys.argv[2]), [float(t) for t in sys.argv[3:]]
+name, n = sys.argv[1], int(sys.argv[2])
+ts, fs = [float(t) for t in sys.argv[3].split()], [float(f) for f in sys.argv[4].split()]
 best, med = n / min(ts) / 1e9, n / statistics.median(ts) / 1e9
-print(f"{name:<40} {best:>10.3f} {med:>12.3f} {' '.join(f'{t:.3f}' for t in ts)}", file=sys.stderr)
-print(json.dumps({"target": name, "seconds": ts, "best_gbps": round(best, 3), "median_gbps": round(med, 3)}))
+later = f"  sha256 after the 201: {' '.join(f'{f:.3f}' for f in fs)} s" if any(fs) else ""
+print(f"{name:<40} {best:>10.3f} {med:>12.3f} {' '.join(f'{t:.3f}' for t in ts)}{later}", file=sys.stderr)
+print(json.dumps({"target": name, "seconds": ts, "best_gbps": round(best, 3), "median_gbps": round(med, 3),
+                  "sha256_after_201_s": fs}))
 PY
 )")
 }
