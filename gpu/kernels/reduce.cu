@@ -133,12 +133,12 @@ template <class In, class Self, class A, class St = A> struct op_base {
         return s;
     }
     __device__ State done(State s) const { return s; }
-    /* What the tree of a one-block kernel over fewer than 2^32 elements passes between lanes
-     * (Wire), made from and back into a State exactly: the State itself unless an op narrows it. */
+    /* What a block's tree over fewer than 2^32 elements from `base` passes between lanes (Wire),
+     * made from and back into a State exactly: the State itself unless an op narrows it. */
     using Wire = St;
-    __device__ Wire wire(State s) const { return s; }
+    __device__ Wire wire(State s, i64) const { return s; }
     __device__ Wire join(Wire a, Wire b) const { return self()(a, b); }
-    __device__ State unwire(Wire w) const { return w; }
+    __device__ State unwire(Wire w, i64) const { return w; }
 };
 
 template <class In> struct Sum : op_base<In, Sum<In>, acc_t<In>> {
@@ -169,9 +169,9 @@ template <class In, bool MAX> struct Extreme : op_base<In, Extreme<In, MAX>, acc
     __device__ acc_t<In> done(In s) const { return (acc_t<In>)s; }
     /* Every state holds an element: the tree runs in the input type (one shuffle for 4 bytes). */
     using Wire = In;
-    __device__ In wire(acc_t<In> s) const { return (In)s; }
+    __device__ In wire(acc_t<In> s, i64) const { return (In)s; }
     __device__ In join(In a, In b) const { return pick(a, b); }
-    __device__ acc_t<In> unwire(In w) const { return (acc_t<In>)w; }
+    __device__ acc_t<In> unwire(In w, i64) const { return (acc_t<In>)w; }
 };
 template <class In> using Min = Extreme<In, false>;
 template <class In> using Max = Extreme<In, true>;
@@ -231,9 +231,9 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
     }
     __device__ S done(Local s) const { return S{(Acc)s.v, s.i}; }
     using Wire = arg_wire<In>;
-    __device__ Wire wire(S s) const { return Wire{(In)s.v, s.i < 0 ? ~0u : (unsigned)s.i}; }
+    __device__ Wire wire(S s, i64 base) const { return Wire{(In)s.v, s.i < 0 ? ~0u : (unsigned)(s.i - base)}; }
     __device__ Wire join(Wire a, Wire b) const { return a.i == ~0u ? b : b.i == ~0u ? a : better(a, b); }
-    __device__ S unwire(Wire w) const { return S{(Acc)w.v, w.i == ~0u ? -1 : (i64)w.i}; }
+    __device__ S unwire(Wire w, i64 base) const { return S{(Acc)w.v, w.i == ~0u ? -1 : base + (i64)w.i}; }
 };
 
 /* Dispatch a run-time (op, dtype) to f(Op{}), instantiating only the pairs in OPS x DTS. */
@@ -350,24 +350,28 @@ template <int B, class Op> __device__ typename Op::State block_reduce(const Op &
     return s;
 }
 
-/* block_reduce for a kernel whose blocks each reduce once, over fewer than 2^32 elements: in
- * Op's Wire, with no barrier before the partials are stored (nothing read them before) and every
- * lane of warp 0 reading one. 3-4% faster than block_reduce at 2^12 elements on an H100. */
-template <int B, class Op> __device__ typename Op::State small_block_reduce(const Op &op, typename Op::State st)
+/* block_reduce over elements [base, base + 2^32) at most, in Op's Wire, every lane of warp 0
+ * reading a partial; ONCE: the block calls it once, so no barrier is needed before the
+ * partials are stored (nothing read them before). 3-4% faster than block_reduce at 2^12
+ * elements on an H100, and argmax 8-15%. */
+template <int B, bool ONCE, class Op>
+__device__ typename Op::State narrow_block_reduce(const Op &op, typename Op::State st, i64 base)
 {
     using W = typename Op::Wire;
     __shared__ W warp_part[B / 32];
     auto join = [&](W a, W b) { return op.join(a, b); };
-    W s = lane_tree<32>(op.wire(st), join);
+    W s = lane_tree<32>(op.wire(st, base), join);
     if (B > 32) {
         int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        if (!ONCE)
+            __syncthreads(); /* warp_part may still be read by the previous call */
         if (lane == 0)
             warp_part[warp] = s;
         __syncthreads();
         if (warp == 0)
             s = lane_tree<B / 32>(warp_part[lane % (B / 32)], join);
     }
-    return op.unwire(s);
+    return op.unwire(s, base);
 }
 
 /* This thread's share of elements [begin, end) of x among G threads (lane 0..G-1): scalar head
@@ -845,7 +849,12 @@ __global__ void __launch_bounds__(B)
         i64 row = item / chunks, c = item - row * chunks;
         i64 rb = row * cols, begin = rb + c * chunk_len, end = min(begin + chunk_len, rb + cols);
         State s = thread_range<U>(op, x, begin, end, threadIdx.x, B);
-        s = block_reduce<B>(op, s);
+        /* Arg ops and min/max narrow (argmax at 2^18-2^22 +4-8% on an H100); a sum's Wire is its
+         * State, and the narrow tree here measured 1-2% slower for float32 sums at 2^25-2^30 */
+        if constexpr (std::is_same<typename Op::Wire, State>::value)
+            s = block_reduce<B>(op, s);
+        else
+            s = narrow_block_reduce<B, false>(op, s, begin); /* end - begin < 2^32: fast() checks */
         if (chunks == 1) {
             if (threadIdx.x == 0)
                 out[row] = rebase(s, rb);
@@ -1031,13 +1040,13 @@ cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 
 /* An array of at most one block's chunk: one block, no tickets, partials or item loop; two
  * vectors per load batch, so up to four per thread are in flight before the first is folded in
  * (k_fast_rows' batch of four left float64 at 2^10, two vectors per thread, one memory latency
- * per vector). Its tree is small_block_reduce's. On an H100 these beat 128 threads with 4 or 8
+ * per vector). Its tree is narrow_block_reduce's. On an H100 these beat 128 threads with 4 or 8
  * vectors each at 2^9-2^12 (a sweep of block shapes, 2026-11-25). */
 template <class Op, int B>
 __global__ void __launch_bounds__(B)
     k_fast_block(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ out)
 {
-    typename Op::State s = small_block_reduce<B>(op, thread_range<2>(op, x, 0, n, threadIdx.x, B));
+    typename Op::State s = narrow_block_reduce<B, true>(op, thread_range<2>(op, x, 0, n, threadIdx.x, B), 0);
     if (threadIdx.x == 0)
         out[0] = s;
 }
@@ -1075,7 +1084,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
     __shared__ typename Op::State part;
     i64 begin = (i64)cluster.block_rank() * chunk_len;
     typename Op::State s = thread_range<U>(op, x, begin, min(n, begin + chunk_len), threadIdx.x, B);
-    s = small_block_reduce<B>(op, s);
+    s = narrow_block_reduce<B, true>(op, s, 0);
     if (threadIdx.x == 0)
         part = s;
     cluster.sync();
@@ -1153,6 +1162,10 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
     int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, cols, slots, P::min_chunk, P::piece, P::max_rounds);
     i64 chunk_len = ceil_div(ceil_div(cols, chunks), P::vec) * P::vec;
     chunks = (int)ceil_div(cols, chunk_len);
+    /* a block's tree indexes its piece in 32 bits: a piece that long would need whole rows of
+     * 2^32 elements among more rows than there are counters, more than any GPU holds */
+    if (chunk_len >= ((i64)1 << 32))
+        return cudaErrorNotSupported;
     if ((err = need(scratch, bytes, chunks > 1 ? (size_t)(rows * chunks) * sizeof(State) : 0)) != cudaSuccess ||
         !scratch)
         return err;
