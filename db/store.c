@@ -413,8 +413,7 @@ int gr_store_dataset_used(struct gr_store *s, const char *id, double at)
 
 int gr_store_dataset_digest(struct gr_store *s, const char *id, const char *hex)
 {
-    char *doc = strdup(hex);
-    return s && doc ? push(s, new_op(GR_SQL_DS_DIGEST, id, "", doc, NULL, NULL)) : (free(doc), GR_EINVAL);
+    return s ? push(s, new_op(GR_SQL_DS_DIGEST, id, "", strdup(hex), NULL, NULL)) : GR_EINVAL;
 }
 
 int gr_store_delete_job(struct gr_store *s, const char *id, gr_store_done done, void *ctx)
