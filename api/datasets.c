@@ -281,8 +281,11 @@ const struct gr_stream gr_dataset_upload = {upload_open, upload_chunk, upload_cl
 static void on_stored(void *ctx, int code)
 {
     struct gr_req *r = ctx;
+    struct upload *u = r->state;
     r->store_code = code;
-    ((struct upload *)r->state)->stored = code == GR_OK;
+    u->stored = code == GR_OK;
+    if (u->stored && !u->sha) /* queued here, so that a request never answered loses nothing */
+        gr_digest_later(u->id, u->expect);
     gr_wake(r);
 }
 
@@ -309,8 +312,6 @@ static void answer_upload(struct gr_req *r)
     answer_created(r, u->id, u->doc);
     u->doc = NULL;
     gr_log(GR_LOG_INFO, "dataset %s stored: %zu bytes%s", u->id, u->expect, u->sha ? "" : ", its sha256 to follow");
-    if (!u->sha)
-        gr_digest_later(u->id, u->expect);
 }
 
 /* An upload with an Idempotency-Key, once its values are in: its fingerprint is the request's

@@ -32,10 +32,10 @@ static struct gr_store *store;
 
 void gr_digest_later(const char *id, size_t bytes)
 {
-    struct pending *p = calloc(1, sizeof *p);
-    if (!p || strlen(id) >= sizeof p->id) { /* left null until the next start finds it */
-        free(p);
-        gr_log(GR_LOG_ERROR, "dataset %s: cannot queue its sha256 (out of memory)", id);
+    struct pending *p = strlen(id) < sizeof p->id ? calloc(1, sizeof *p) : NULL;
+    if (!p) { /* left null until the next start finds it */
+        gr_log(GR_LOG_ERROR, "dataset %s: cannot queue its sha256 (%s)", id,
+               strlen(id) < sizeof p->id ? "out of memory" : "id too long");
         return;
     }
     snprintf(p->id, sizeof p->id, "%s", id);
@@ -45,6 +45,14 @@ void gr_digest_later(const char *id, size_t bytes)
     tail = &p->next;
     pthread_cond_signal(&cv);
     pthread_mutex_unlock(&mu);
+}
+
+static int is_stopping(void)
+{
+    pthread_mutex_lock(&mu);
+    int stop = stopping;
+    pthread_mutex_unlock(&mu);
+    return stop;
 }
 
 /* GR_OK with hex filled, GR_EUNAVAIL when stopping came first, else the failure (in e). */
@@ -57,11 +65,8 @@ static int digest(const struct pending *p, char hex[GR_DIGEST_HEX], struct gr_er
     EVP_MD_CTX *sha = EVP_MD_CTX_new();
     rc = sha && EVP_DigestInit_ex(sha, EVP_sha256(), NULL) ? GR_OK : gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256");
     for (size_t at = 0; rc == GR_OK && at < p->bytes; at += PIECE) {
-        pthread_mutex_lock(&mu);
-        int stop = stopping;
-        pthread_mutex_unlock(&mu);
         size_t n = p->bytes - at < PIECE ? p->bytes - at : PIECE;
-        if (stop)
+        if (is_stopping())
             rc = GR_EUNAVAIL;
         else if (!EVP_DigestUpdate(sha, (const char *)values + at, n))
             rc = gr_fail(e, GR_EINTERNAL, NULL, "sha256 failed");
@@ -73,10 +78,39 @@ static int digest(const struct pending *p, char hex[GR_DIGEST_HEX], struct gr_er
     return rc;
 }
 
+/* A stored dataset whose digest is still null: queued. */
+static void on_dataset(void *ctx, const char *id, const char *doc)
+{
+    json_t *o = json_loads(doc, 0, NULL), *sha = json_object_get(o, "sha256");
+    if (sha && json_is_null(sha))
+        gr_digest_later(id, (size_t)json_integer_value(json_object_get(o, "bytes")));
+    snprintf(ctx, 24, "%s", id);
+    json_decref(o);
+}
+
+/* Queue every stored dataset whose digest is still null (a crash between a 201 and its digest),
+ * a page at a time: on this thread, so that a store of many datasets does not hold up start-up. */
+static void queue_stored(void)
+{
+    char before[24] = "", last[24] = "";
+    struct gr_err e = {0};
+    while (!is_stopping()) {
+        if (gr_store_list_datasets(store, NULL, before[0] ? before : NULL, 500, on_dataset, last, &e) != GR_OK) {
+            gr_log(GR_LOG_WARN, "datasets whose sha256 a crash left null are not looked for until a restart: %s",
+                   e.msg);
+            return;
+        }
+        if (!strcmp(last, before))
+            return;
+        memcpy(before, last, sizeof before);
+    }
+}
+
 static void *digest_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "gr-digest");
+    queue_stored();
     pthread_mutex_lock(&mu);
     while (!stopping) {
         struct pending *p = head;
@@ -105,28 +139,9 @@ static void *digest_main(void *arg)
     return NULL;
 }
 
-/* A stored dataset whose digest is still null: queued. */
-static void on_dataset(void *ctx, const char *id, const char *doc)
-{
-    json_t *o = json_loads(doc, 0, NULL), *sha = json_object_get(o, "sha256");
-    if (sha && json_is_null(sha))
-        gr_digest_later(id, (size_t)json_integer_value(json_object_get(o, "bytes")));
-    snprintf(ctx, 24, "%s", id);
-    json_decref(o);
-}
-
 int gr_digests_start(struct gr_store *s, struct gr_err *e)
 {
     store = s;
-    char before[24] = "", last[24] = "";
-    for (;;) { /* every dataset, a page at a time (most have their digest) */
-        int rc = gr_store_list_datasets(s, NULL, before[0] ? before : NULL, 500, on_dataset, last, e);
-        if (rc != GR_OK)
-            return rc;
-        if (!strcmp(last, before))
-            break;
-        memcpy(before, last, sizeof before);
-    }
     pthread_mutex_lock(&mu);
     stopping = 0;
     pthread_mutex_unlock(&mu);

@@ -10,8 +10,8 @@
 
 struct gr_store;
 
-/* Start the thread, queueing every stored dataset whose digest is still null (a restart
- * between a 201 and its digest). GR_OK, GR_EIO (the store could not be read) or GR_EINTERNAL. */
+/* Start the thread. It first queues every stored dataset whose digest is still null (a crash
+ * between a 201 and its digest), paging through them on its own. GR_OK or GR_EINTERNAL. */
 int gr_digests_start(struct gr_store *s, struct gr_err *e);
 
 /* Queue dataset id (bytes of values, its row committed) for its digest. Any thread. */

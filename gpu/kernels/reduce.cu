@@ -350,10 +350,10 @@ template <int B, class Op> __device__ typename Op::State block_reduce(const Op &
     return s;
 }
 
-/* block_reduce over elements [base, base + 2^32) at most, in Op's Wire, every lane of warp 0
- * reading a partial; ONCE: the block calls it once, so no barrier is needed before the
- * partials are stored (nothing read them before). 3-4% faster than block_reduce at 2^12
- * elements on an H100, and argmax 8-15%. */
+/* block_reduce over at most 2^32 - 1 elements from base (a 32-bit index, ~0u marking none), in
+ * Op's Wire, every lane of warp 0 reading a partial; ONCE: the block calls it once, so no
+ * barrier is needed before the partials are stored (nothing read them before). 3-4% faster
+ * than block_reduce at 2^12 elements on an H100, and argmax 8-15%. */
 template <int B, bool ONCE, class Op>
 __device__ typename Op::State narrow_block_reduce(const Op &op, typename Op::State st, i64 base)
 {
@@ -849,8 +849,8 @@ __global__ void __launch_bounds__(B)
         i64 row = item / chunks, c = item - row * chunks;
         i64 rb = row * cols, begin = rb + c * chunk_len, end = min(begin + chunk_len, rb + cols);
         State s = thread_range<U>(op, x, begin, end, threadIdx.x, B);
-        /* Arg ops and min/max narrow (argmax at 2^18-2^22 +4-8% on an H100); a sum's Wire is its
-         * State, and the narrow tree here measured 1-2% slower for float32 sums at 2^25-2^30 */
+        /* Arg ops and 4-byte min/max narrow (argmax at 2^18-2^22 +4-8% on an H100); a sum's Wire
+         * is its State, and the narrow tree here measured 1-2% slower for float32 sums at 2^25-2^30 */
         if constexpr (std::is_same<typename Op::Wire, State>::value)
             s = block_reduce<B>(op, s);
         else
