@@ -181,9 +181,9 @@ template <class A> struct arg_state {
     A v;
     i64 i;
 };
-/* The narrow state a one-block tree passes: the element as read and a 32-bit index, ~0u empty;
- * 8 bytes for 4-byte inputs, half the shuffles of arg_state<double> (measured on an H100: argmax
- * at 2^10-2^11 elements 7-12% faster). */
+/* The narrow state a block's tree passes: the element as read and a 32-bit index from the
+ * block's base, ~0u empty; 8 bytes for 4-byte inputs, half the shuffles of arg_state<double>
+ * (measured on an H100: argmax at 2^10-2^11 elements 7-12% faster). */
 template <class In> struct arg_wire {
     In v;
     unsigned i;
