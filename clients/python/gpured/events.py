@@ -263,8 +263,11 @@ class JobWatch:
     final one), then each later one the events bring (``running`` is never an event), the last
     being the final status (``succeeded``, ``failed``, ``canceled``); a status is never given
     twice. After a reconnection the job is read again (events while away are not replayed to
-    a stream that had seen none). ``job.doc`` is fetched again at the end, so ``job.result()``
-    needs no further wait. Ends early, with ``job.done`` False, once ``timeout`` seconds pass
+    a stream that had seen none). An end committed as the stream began can have its event
+    before the stream's start while a read still shows the job running, so the job is read
+    again at each keep-alive (each second with a ``timeout``, else within ``HEARTBEAT``) and
+    its final status given if it has ended. ``job.doc`` is fetched again at the end, so
+    ``job.result()`` needs no further wait. Ends early, with ``job.done`` False, once ``timeout`` seconds pass
     (within a second); closable from another thread, as :class:`EventStream`."""
 
     def __init__(self, job: "Job", timeout: Optional[float] = None) -> None:
@@ -308,8 +311,13 @@ class JobWatch:
                     ev = stream._poll()
                 except StopIteration:
                     return
-                if ev is None or ev.id != job.id or _RANK.get(ev.status, 1) <= rank:
-                    continue  # a keep-alive, or a status already given (changed before the read)
+                if ev is None:  # quiet: has the job ended unseen? (the class's docstring says how)
+                    if job.refresh().done:
+                        yield job.doc["status"]
+                        return
+                    continue
+                if ev.id != job.id or _RANK.get(ev.status, 1) <= rank:
+                    continue  # a status already given (changed before the read)
                 rank = _RANK.get(ev.status, 1)
                 if ev.status in TERMINAL:
                     job.refresh()  # the final resource: result, timings
