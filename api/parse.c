@@ -342,7 +342,7 @@ static int operand(json_t *x, int k, struct gr_job *j, const struct apart *v, in
     j->dataset[0] = 0;
     j->dataset_pinned = 0;
     if (rc) {
-        snprintf(e->field, sizeof e->field, "%s", name);
+        gr_err_field(e, name);
         return rc;
     }
     if (src.ndim != 2)
@@ -791,9 +791,9 @@ void gr_err_at(struct gr_err *e, int k)
     char field[sizeof e->field + 16], msg[sizeof e->msg + 40]; /* then cut to fit */
     snprintf(field, sizeof field, "[%d]%s%s", k, e->field[0] ? "." : "", e->field);
     snprintf(msg, sizeof msg, "job [%d] of the batch: %s", k, e->msg);
-    memcpy(e->field, field, sizeof e->field - 1);
-    memcpy(e->msg, msg, sizeof e->msg - 1);
-    e->field[sizeof e->field - 1] = e->msg[sizeof e->msg - 1] = '\0';
+    gr_err_field(e, field);
+    memcpy(e->msg, msg, sizeof e->msg - 1); /* a cut character: http.c's text() makes it '?' */
+    e->msg[sizeof e->msg - 1] = '\0';
 }
 
 /* ?shape= and ?axis= as the JSON members they stand for; the other arguments stay strings. */

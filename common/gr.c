@@ -29,18 +29,23 @@ static const struct {
     [GR_EINTERNAL] = {500, "Internal Server Error", "internal-error"},
 };
 
-int gr_fail(struct gr_err *e, int code, const char *field, const char *fmt, ...)
+void gr_err_field(struct gr_err *e, const char *field)
 {
-    if (!e)
-        return code;
-    e->code = code;
     /* a name too long is cut on a character boundary: half a UTF-8 character is no JSON string */
     size_t n = field ? strlen(field) : 0;
     if (n >= sizeof e->field)
         for (n = sizeof e->field - 1; n > 0 && ((unsigned char)field[n] & 0xC0) == 0x80;)
             n--;
-    memcpy(e->field, field ? field : "", n);
+    memmove(e->field, field ? field : "", n);
     e->field[n] = 0;
+}
+
+int gr_fail(struct gr_err *e, int code, const char *field, const char *fmt, ...)
+{
+    if (!e)
+        return code;
+    e->code = code;
+    gr_err_field(e, field);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);

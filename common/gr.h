@@ -39,6 +39,8 @@ struct gr_err {
 /* Fill e (if not NULL) and return code. */
 int gr_fail(struct gr_err *e, int code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* e's field set to field (NULL: none), cut on a UTF-8 character boundary to fit. */
+void gr_err_field(struct gr_err *e, const char *field);
 int gr_http_status(int code);
 const char *gr_code_title(int code); /* "Bad Request", ... */
 const char *gr_code_slug(int code);  /* "invalid-request", used in problem "type" URIs */

@@ -604,6 +604,13 @@ static void test_batch_in_spans(void **state)
         gr_job_unref(js[k]);
     free(js);
     free(b);
+    /* the item's "[1]." before a long member name cuts it on a character boundary: the field
+     * stays UTF-8 (15 bytes of "é"s and "x" past "[1]." would end in half an "é") */
+    assert_int_equal(parse_batch("[{\"op\": \"sum\", \"dtype\": \"int32\", \"data\": [1]}, {\"op\": \"sum\", \"dtype\": \"int32\", \"data\": [1], "
+                                 "\"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9x\": 1}]",
+                                 10, &js, &n, &e),
+                     GR_EINVAL);
+    assert_string_equal(e.field, "[1].\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9");
     assert_int_equal(parse_batch(" [ ] ", 10, &js, &n, &e), GR_EUNPROC);
     assert_int_equal(parse_batch("{\"op\": \"sum\"}", 10, &js, &n, &e), GR_EUNPROC);
 }
