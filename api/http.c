@@ -170,7 +170,13 @@ void gr_wake(struct gr_req *r) { MHD_resume_connection(r->conn); }
 
 int gr_api_busy(void) { return atomic_load(&busy); }
 
-static void wake(struct gr_waiter *w) { gr_wake((struct gr_req *)((char *)w - offsetof(struct gr_req, w))); }
+static void wake(struct gr_waiter *w)
+{
+    struct gr_req *r = (struct gr_req *)((char *)w - offsetof(struct gr_req, w));
+    if (!r->marks[GR_MARK_WOKEN]) /* the connection's thread reads it once resumed */
+        r->marks[GR_MARK_WOKEN] = gr_mono_ms();
+    gr_wake(r);
+}
 
 void gr_park(struct gr_req *r, void (*resume)(struct gr_req *r))
 {

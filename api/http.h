@@ -14,8 +14,10 @@
 struct gr_config;
 struct gr_store;
 
-/* A batch's moments: its body read, made into jobs, queued for the store, durable. */
-enum { GR_MARK_BODY, GR_MARK_PARSED, GR_MARK_QUEUED, GR_MARK_DURABLE, GR_MARKS };
+/* A submission's moments: its body read, made into jobs, queued for the store, first woken (on
+ * the waking thread: its job durable, or ended with Prefer: wait), its answer begun (resumed on
+ * the connection's thread). */
+enum { GR_MARK_BODY, GR_MARK_PARSED, GR_MARK_QUEUED, GR_MARK_WOKEN, GR_MARK_RESUMED, GR_MARKS };
 
 struct gr_req {
     struct MHD_Connection *conn;
@@ -40,7 +42,7 @@ struct gr_req {
     struct gr_job **batch; /* a batch's jobs, each referenced (released when the request ends) */
     int nbatch, batch_at;  /* how many; the first one a Prefer: wait may still wait for */
     struct gr_buf accepted; /* a batch not waited for: its jobs as accepted, its 202's body */
-    double marks[GR_MARKS]; /* a batch's moments (gr_mono_ms), told in its answer's Server-Timing */
+    double marks[GR_MARKS]; /* a submission's moments (gr_mono_ms), told in its answer's Server-Timing */
     void (*resume)(struct gr_req *r); /* set while parked: answers once woken */
     int64_t wait_s;
 };

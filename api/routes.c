@@ -37,12 +37,30 @@ static int64_t prefer_wait(struct gr_req *r) { return gr_prefer_wait(gr_header(r
 
 /* A submission's answer: doc (taken) with 200 (done) or 202, Location, Idempotent-Replayed on a
  * replay, Preference-Applied when the client's Prefer: wait was read (r->wait_s). */
-static void respond_job(struct gr_req *r, const char *id, int done, char *doc)
+/* buf (of n) with "name;dur=ms" added at its end, at: its length; returns the new length. */
+static size_t phase(char *buf, size_t n, size_t at, const char *name, double ms)
 {
-    char loc[48], applied[24];
+    int k = at < n ? snprintf(buf + at, n - at, "%s%s;dur=%.3f", at ? ", " : "", name, ms) : 0;
+    return at + (k > 0 ? (size_t)k : 0);
+}
+
+/* A submission's first phases, from its marks: what every Server-Timing begins with. */
+static size_t first_phases(const struct gr_req *r, char *buf, size_t n)
+{
+    const double *m = r->marks;
+    size_t at = phase(buf, n, 0, "receive", m[GR_MARK_BODY] - r->t0);
+    at = phase(buf, n, at, "parse", m[GR_MARK_PARSED] - m[GR_MARK_BODY]);
+    return phase(buf, n, at, "submit", m[GR_MARK_QUEUED] - m[GR_MARK_PARSED]);
+}
+
+/* Answer with a job's doc (taken). ended: when it ended (gr_mono_ms), 0 if it had not when woken;
+ * a job submitted here (not a replay) says where its time went in Server-Timing. */
+static void respond_job(struct gr_req *r, const char *id, int done, char *doc, double ended)
+{
+    char loc[48], applied[24], timing[256];
     snprintf(loc, sizeof loc, "/v1/jobs/%s", id);
     snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
-    const char *hdrs[7] = {MHD_HTTP_HEADER_LOCATION, loc}, **h = hdrs + 2;
+    const char *hdrs[9] = {MHD_HTTP_HEADER_LOCATION, loc}, **h = hdrs + 2;
     if (r->replayed) {
         *h++ = "Idempotent-Replayed";
         *h++ = "true";
@@ -51,6 +69,18 @@ static void respond_job(struct gr_req *r, const char *id, int done, char *doc)
         *h++ = "Preference-Applied";
         *h++ = applied;
     }
+    const double *m = r->marks;
+    if (m[GR_MARK_QUEUED] && m[GR_MARK_WOKEN]) {
+        /* a waited job's run ends before the one commit that wakes it */
+        int ran = ended > m[GR_MARK_QUEUED] && ended <= m[GR_MARK_WOKEN];
+        size_t at = first_phases(r, timing, sizeof timing);
+        at = phase(timing, sizeof timing, at, "run", ran ? ended - m[GR_MARK_QUEUED] : 0);
+        at = phase(timing, sizeof timing, at, "store", m[GR_MARK_WOKEN] - (ran ? ended : m[GR_MARK_QUEUED]));
+        at = phase(timing, sizeof timing, at, "resume", m[GR_MARK_RESUMED] - m[GR_MARK_WOKEN]);
+        phase(timing, sizeof timing, at, "answer", gr_mono_ms() - m[GR_MARK_RESUMED]);
+        *h++ = "Server-Timing";
+        *h++ = timing;
+    }
     gr_respond(r, done ? 200 : 202, "application/json", doc, strlen(doc), hdrs);
 }
 
@@ -58,6 +88,7 @@ static void respond_job(struct gr_req *r, const char *id, int done, char *doc)
  * for it (or canceled it), 202 while it is only accepted. */
 static void answer_job(struct gr_req *r)
 {
+    r->marks[GR_MARK_RESUMED] = gr_mono_ms();
     struct gr_job *j = r->w.job;
     int committed, st;
     char *doc = gr_jobs_render(j, &committed, &st);
@@ -85,7 +116,9 @@ static void answer_job(struct gr_req *r)
         return;
     }
     int done = GR_TERMINAL(committed) && r->w.until == GR_UNTIL_TERMINAL;
-    respond_job(r, j->id, done, doc);
+    /* its end (wall clock, stable once its final state is committed) on the monotonic clock */
+    double ended = GR_TERMINAL(committed) ? j->finished_at * 1000 - (gr_now() * 1000 - gr_mono_ms()) : 0;
+    respond_job(r, j->id, done, doc, ended);
 }
 
 /* Every variant a job names must exist on its device and cover what it asks; a product, which
@@ -146,7 +179,7 @@ static void replay_job(struct gr_req *r, const char *id)
     }
     /* as a new submission is answered: 200 only to a client that asked to wait for the end */
     r->wait_s = prefer_wait(r);
-    respond_job(r, id, GR_TERMINAL(gr_status_parse(status)) && r->wait_s > 0, doc);
+    respond_job(r, id, GR_TERMINAL(gr_status_parse(status)) && r->wait_s > 0, doc, 0);
 }
 
 /* The Idempotency-Key of a job's submission: GR_OK to go on (the key, if any, into j), else
@@ -181,6 +214,7 @@ static int job_key(struct gr_req *r, struct gr_job *j)
  * durable (or, with Prefer: wait=N, until it ends or N s pass). */
 static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job *, struct gr_err *))
 {
+    r->marks[GR_MARK_BODY] = gr_mono_ms();
     struct gr_err e = {0};
     struct gr_job *j = gr_job_new();
     if (!j) {
@@ -193,6 +227,7 @@ static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job
         return;
     }
     int rc = parse(r, j, &e);
+    r->marks[GR_MARK_PARSED] = gr_mono_ms();
     if (!rc)
         rc = gr_jobs_route(j->device, j->dataset, &j->backend, &e);
     if (!rc)
@@ -203,6 +238,7 @@ static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job
          * end (or as queued when the wait runs out first); one commit where two were */
         j->deferred = !j->offered && prefer_wait(r) > 0;
         rc = gr_jobs_submit(&j, 1, NULL, &e);
+        r->marks[GR_MARK_QUEUED] = gr_mono_ms();
     }
     if (rc) {
         gr_respond_problem(r, &e);
@@ -301,12 +337,12 @@ static void answer_batch(struct gr_req *r)
     }
     /* where the batch's time went, for a client to see without the server's log */
     const double *m = r->marks;
-    char applied[24], timing[200];
+    char applied[24], timing[256];
     snprintf(applied, sizeof applied, "wait=%lld", (long long)r->wait_s);
-    snprintf(timing, sizeof timing,
-             "receive;dur=%.1f, parse;dur=%.1f, submit;dur=%.1f, store;dur=%.1f, run;dur=%.1f, answer;dur=%.1f",
-             m[GR_MARK_BODY] - r->t0, m[GR_MARK_PARSED] - m[GR_MARK_BODY], m[GR_MARK_QUEUED] - m[GR_MARK_PARSED],
-             m[GR_MARK_DURABLE] - m[GR_MARK_QUEUED], at - m[GR_MARK_DURABLE], gr_mono_ms() - at);
+    size_t t = first_phases(r, timing, sizeof timing);
+    t = phase(timing, sizeof timing, t, "store", m[GR_MARK_WOKEN] - m[GR_MARK_QUEUED]);
+    t = phase(timing, sizeof timing, t, "run", at - m[GR_MARK_WOKEN]);
+    phase(timing, sizeof timing, t, "answer", gr_mono_ms() - at);
     const char *hdrs[] = {"Preference-Applied", applied, "Server-Timing", timing, NULL};
     gr_log(GR_LOG_INFO, "a batch of %d jobs %s %.1f ms after its request came (%s)", r->nbatch,
            done ? "ended" : "accepted", gr_mono_ms() - r->t0, timing);
@@ -317,9 +353,7 @@ static void answer_batch(struct gr_req *r)
  * Prefer: wait lasts, else answer. */
 static void batch_next(struct gr_req *r)
 {
-    double deadline = r->w.deadline_ms;
-    if (!r->marks[GR_MARK_DURABLE]) /* the first wake: the batch's one transaction committed */
-        r->marks[GR_MARK_DURABLE] = gr_mono_ms();
+    double deadline = r->w.deadline_ms; /* the first wake (GR_MARK_WOKEN): its one transaction committed */
     while (r->wait_s > 0 && r->batch_at < r->nbatch && gr_jobs_settled(r->batch[r->batch_at]))
         r->batch_at++;
     if (r->wait_s <= 0 || r->batch_at == r->nbatch || gr_mono_ms() >= deadline) {

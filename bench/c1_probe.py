@@ -1,21 +1,78 @@
-# c1_probe.py: one client, one keep-alive connection, 2000 small JSON jobs in a row with Prefer: wait;
-# the medians of the round trip, of the server's own time per request (its info log) and of the
-# job's created->finished, to see where a c=1 job's time goes. Not a test: it measures.
-#   bench/c1_probe.py HOST PORT SERVER_LOG
-import http.client, json, sys, time, re, statistics as st
-host, port, logf = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-body = json.dumps({"op": "sum", "dtype": "float32", "data": [(i % 97) / 7.0 for i in range(1024)], "device": "cpu"})
-c = http.client.HTTPConnection(host, port)
-tot, q, cl = [], [], []
-for i in range(2000):
-    t0 = time.perf_counter()
-    c.request("POST", "/v1/jobs", body, {"Content-Type": "application/json", "Prefer": "wait=5"})
-    j = json.loads(c.getresponse().read())
-    cl.append((time.perf_counter() - t0) * 1e3)
-    tot.append(j["timings_ms"]["total"]); q.append(j["timings_ms"]["queue"])
-time.sleep(0.5)
-srv = [float(m) for m in re.findall(r"POST /v1/jobs 200 ([0-9.]+)ms", open(logf).read())][-2000:]
-med = lambda v: st.median(v)
-print("c=1, 2000 sequential JSON jobs (1024 float32, cpu): medians in ms")
-print("client round trip %.3f | server arrival->answer %.3f | job created->finished %.3f (queue %.3f)" % (med(cl), med(srv), med(tot), med(q)))
-print("=> before created (body parse, submit) + after finished (commit wait, wake, render, send): %.3f" % (med(srv) - med(tot)))
+#!/usr/bin/env python3
+# c1_probe.py: where one client's small job spends its time. One keep-alive connection sends N
+# jobs in a row (1024 float32 summed, Prefer: wait=5), as JSON and as the one-shot binary body,
+# to each device; prints the medians (and p90) of the round trip and of each phase the answer's
+# Server-Timing names (receive, parse, submit, run, store, resume, answer: docs/API.md), and
+# writes c1-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
+# measures.
+#   bench/c1_probe.py path/to/gpured [devices, e.g. cpu,gpu] [N]
+import http.client
+import json
+import os
+import re
+import statistics
+import struct
+import sys
+import time
+import urllib.parse
+
+from store_load import save, serving
+
+BIN = sys.argv[1]
+DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
+N = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
+VALUES = [(i % 97) / 7.0 for i in range(1024)]
+
+
+def forms(dev):
+    """(name, path, body, headers) of each way to send the job."""
+    wait = {"Prefer": "wait=5"}
+    return [("json", "/v1/jobs", json.dumps({"op": "sum", "dtype": "float32", "data": VALUES, "device": dev}),
+             dict(wait, **{"Content-Type": "application/json"})),
+            ("binary", "/v1/jobs?op=sum&dtype=float32&device=" + dev, struct.pack("<1024f", *VALUES),
+             dict(wait, **{"Content-Type": "application/octet-stream"}))]
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(len(v) * p))]
+
+
+def probe(url, path, body, headers):
+    u = urllib.parse.urlparse(url)
+    c = http.client.HTTPConnection(u.hostname, u.port)
+    trip, phases = [], {}
+    for i in range(N):
+        t0 = time.perf_counter()
+        c.request("POST", path, body, headers)
+        r = c.getresponse()
+        r.read()
+        trip.append((time.perf_counter() - t0) * 1e3)
+        assert r.status == 200, (r.status, path)
+        for name, d in re.findall(r"(\w+);dur=([0-9.]+)", r.getheader("Server-Timing") or ""):
+            phases.setdefault(name, []).append(float(d))
+    c.close()
+    return trip, phases
+
+
+def main():
+    rows = []
+    for dev in DEVICES:
+        with serving(BIN, [{"GPURED_THREADS": "16"}]) as (urls, _):
+            for form, path, body, headers in forms(dev):
+                probe(urls[0], path, body, headers)  # warm up (and the GPU's first launch)
+                trip, phases = probe(urls[0], path, body, headers)
+                med = {k: statistics.median(v) for k, v in phases.items()}
+                row = dict(device=dev, form=form, n=N, round_trip_p50_ms=statistics.median(trip),
+                           round_trip_p90_ms=pct(trip, 0.9), phases_p50_ms=med,
+                           phases_p90_ms={k: pct(v, 0.9) for k, v in phases.items()},
+                           server_p50_ms=statistics.median([sum(t) for t in zip(*phases.values())]))
+                rows.append(row)
+                print("%-4s %-6s round trip p50 %.3f ms (p90 %.3f); server p50 %.3f ms: %s" % (
+                    dev, form, row["round_trip_p50_ms"], row["round_trip_p90_ms"], row["server_p50_ms"],
+                    ", ".join("%s %.3f" % kv for kv in med.items())), flush=True)
+    save("c1", {"cores": os.cpu_count(), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

@@ -27,7 +27,7 @@ void gr_spans(int n, int min, void (*fn)(void *ctx, int from, int to), void *ctx
     pthread_t t[SPANS_MAX];
     int threaded[SPANS_MAX] = {0};
     int spans = min < 1 || n / min < 1 ? 1 : n / min > SPANS_MAX ? SPANS_MAX : n / min;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long cores = spans > 1 ? sysconf(_SC_NPROCESSORS_ONLN) : 1; /* it reads a file: not per small job */
     if (cores >= 1 && spans > cores)
         spans = (int)cores;
     for (int i = 0; i < spans; i++) {

@@ -1,5 +1,6 @@
 # test_jobs.py: every op x dtype x axis (1-D, 2-D nested and flat+shape), ties, each listed
 # algorithm, Prefer: wait and the 202 + GET ?wait= path, all against a plain-Python reference.
+import re
 import time
 
 import e2e_lib as L
@@ -40,6 +41,18 @@ def check_case(c, job):
         L.check_result(c["what"], c["op"], c["dtype"], c["rows"], c["ref_axis"], c["ties"], job.get("result"))
 
 
+PHASES = ["receive", "parse", "submit", "run", "store", "resume", "answer"]
+
+
+def check_timing(what, r):
+    """A submission's Server-Timing: its phases in order, none negative. (A job may end before
+    its submission is done: then its run is 0 and counted in submit.)"""
+    got = re.findall(r"(\w+);dur=(-?[0-9.]+)", r.headers.get("server-timing") or "")
+    CHECK.eq([name for name, _ in got], PHASES, what + ": Server-Timing names the phases: %r" % r.headers.get("server-timing"))
+    ms = dict((name, float(d)) for name, d in got)
+    CHECK.ok(all(v >= 0 for v in ms.values()), what + ": no phase is negative: %r" % ms)
+
+
 def run_waiting(srv, cases):
     """POST each case with Prefer: wait=5: 200, Preference-Applied, the finished job."""
     reqs = [dict(method="POST", path="/v1/jobs", body=c["spec"], headers={"Prefer": "wait=5"}) for c in cases]
@@ -47,6 +60,7 @@ def run_waiting(srv, cases):
         if not CHECK.eq(r.status, 200, c["what"] + ": POST with Prefer: wait=5 status (body %r)" % r.body[:300]):
             continue
         CHECK.eq(r.headers.get("preference-applied"), "wait=5", c["what"] + ": Preference-Applied")
+        check_timing(c["what"], r)
         check_case(c, r.json())
 
 
@@ -176,6 +190,7 @@ def main():
             continue
         job = r.json()
         CHECK.ok("preference-applied" not in r.headers, c["what"] + ": Preference-Applied without Prefer")
+        check_timing(c["what"], r)
         CHECK.ok(isinstance(job.get("id"), str) and L.JOB_ID.match(job["id"]), c["what"] + ": id %r" % job.get("id"))
         CHECK.ok(job.get("status") in ("queued", "running", "succeeded"), c["what"] + ": status at 202 %r" % job.get("status"))
         loc = r.headers.get("location", "")
