@@ -60,8 +60,7 @@ enum gr_sql_id {
     GR_SQL_DS_USED,               /* ?1 dataset id, ?5 when a job that read it ended */
     GR_SQL_DS_DIGEST,             /* ?1 dataset id, ?3 the sha256 (hex) of values stored before it */
     /* SQLite's writer writes the events itself (PostgreSQL's triggers do; NULL there): */
-    GR_SQL_EVENT_JOB,             /* ?1 job id: its status now, as an event */
-    GR_SQL_EVENT_NEW,             /* ?1 job id, ?2 status, ?6 tenant: a job just inserted, as an event */
+    GR_SQL_EVENT_JOB,             /* ?1 job id, ?2 its status as stored now, ?6 its tenant: as an event */
     GR_SQL_EVENT_DS,              /* ?1 dataset id, ?2 created or deleted (before the delete) */
     GR_SQL_EVENTS_PRUNE,          /* all but the newest 1,000,000 */
     GR_SQL_INPUT_DONE,            /* ?1 a job stored as ended: its input goes */

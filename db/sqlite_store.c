@@ -216,9 +216,8 @@ static int bind_op(sqlite3_stmt *st, const struct gr_store_op *o)
 static int add_event(struct sq *s, const struct gr_store_op *o)
 {
     int job = o->sql == GR_SQL_INSERT || o->sql == GR_SQL_UPDATE;
-    int sql = o->sql == GR_SQL_INSERT ? GR_SQL_EVENT_NEW : job ? GR_SQL_EVENT_JOB : GR_SQL_EVENT_DS;
-    sqlite3_stmt *ev = s->w[sql - GR_SQL_NREAD];
-    int rc = sql == GR_SQL_EVENT_NEW ? bind_op(ev, o) : bind_text(ev, 1, o->id);
+    sqlite3_stmt *ev = s->w[(job ? GR_SQL_EVENT_JOB : GR_SQL_EVENT_DS) - GR_SQL_NREAD];
+    int rc = job ? bind_op(ev, o) : bind_text(ev, 1, o->id);
     if (rc == SQLITE_OK && !job)
         rc = bind_text(ev, 2, o->sql == GR_SQL_DS_DELETE ? "deleted" : "created");
     if (rc == SQLITE_OK)

@@ -372,8 +372,8 @@ int gr_store_insert_job(struct gr_store *s, const char *id, int op, const char *
     return gr_store_insert_jobs(s, &x, 1, done);
 }
 
-int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc, int64_t epoch,
-                        gr_store_done done, void *ctx)
+int gr_store_update_job(struct gr_store *s, const char *id, const char *tenant, const char *status, char *doc,
+                        int64_t epoch, gr_store_done done, void *ctx)
 {
     if (!s) {
         free(doc);
@@ -382,7 +382,7 @@ int gr_store_update_job(struct gr_store *s, const char *id, const char *status, 
     op_t *o = new_op(GR_SQL_UPDATE, id, status, doc, done, ctx);
     if (o)
         o->epoch = epoch;
-    return push(s, o);
+    return push(s, owned(o, &(struct gr_owner){.tenant = tenant}));
 }
 
 int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_owner *own, uint64_t bytes,

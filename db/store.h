@@ -84,11 +84,12 @@ struct gr_store_job {
 };
 int gr_store_insert_jobs(struct gr_store *s, struct gr_store_job *v, int n, gr_store_done done);
 
-/* Queue an update of a job's status and doc (doc becomes the store's). done may be NULL. On a
- * shared store the update is fenced: it changes nothing (done gets GR_ENOTFOUND) unless the job
- * is still queued or running under this epoch, the one its holder got with it (1 at insert). */
-int gr_store_update_job(struct gr_store *s, const char *id, const char *status, char *doc, int64_t epoch,
-                        gr_store_done done, void *ctx);
+/* Queue an update of a job's status and doc (doc becomes the store's); tenant: the job's, as
+ * inserted (NULL: "default"), for its event. done may be NULL. On a shared store the update is
+ * fenced: it changes nothing (done gets GR_ENOTFOUND) unless the job is still queued or running
+ * under this epoch, the one its holder got with it (1 at insert). */
+int gr_store_update_job(struct gr_store *s, const char *id, const char *tenant, const char *status, char *doc,
+                        int64_t epoch, gr_store_done done, void *ctx);
 
 /* Read one job of tenant scope (NULL: any tenant's): *doc (malloc'd, caller frees) and status
  * (e.g. "queued"). GR_OK, GR_ENOTFOUND (also another tenant's), or GR_EIO. */

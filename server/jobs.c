@@ -495,7 +495,7 @@ static struct commit *commit_of(struct gr_job *j, char *doc, int status)
 static void store_write(struct gr_job *j, char *doc, int status)
 {
     struct commit *c = commit_of(j, doc, status);
-    int rc = c ? gr_store_update_job(store, j->id, gr_status_name(status), doc,
+    int rc = c ? gr_store_update_job(store, j->id, j->tenant, gr_status_name(status), doc,
                                      __atomic_load_n(&j->epoch, __ATOMIC_RELAXED), on_commit, c)
                : GR_OK;
     if (rc != GR_OK)

@@ -365,7 +365,7 @@ static void test_update(void **state)
     uint64_t v0 = gr_store_version(fx->s);
     char id[24];
     make_id(id, 3);
-    assert_int_equal(gr_store_update_job(fx->s, id, "running", make_doc(3, "running"), 1, on_done, &r[1]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, NULL, "running", make_doc(3, "running"), 1, on_done, &r[1]), GR_OK);
     wait_done(2);
     assert_int_equal(r[1].calls, 1);
     assert_int_equal(r[1].code, GR_OK);
@@ -373,9 +373,9 @@ static void test_update(void **state)
     expect_job(fx, 3, "running", "running");
 
     /* done may be NULL; a later write's callback shows the earlier one is committed. */
-    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(3, "final"), 1, NULL, NULL), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, NULL, "succeeded", make_doc(3, "final"), 1, NULL, NULL), GR_OK);
     make_id(id, 4);
-    assert_int_equal(gr_store_update_job(fx->s, id, "failed", make_doc(4, "x"), 1, on_done, &r[2]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, NULL, "failed", make_doc(4, "x"), 1, on_done, &r[2]), GR_OK);
     wait_done(3);
     assert_int_equal(r[2].code, GR_ENOTFOUND);
     expect_job(fx, 3, "succeeded", "final");
@@ -682,9 +682,9 @@ static void test_leases_and_fence(void **state)
     assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 2);
     assert_int_equal(c.epoch, 3);
-    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "late"), 2, on_done, &r[1]), GR_OK);
-    assert_int_equal(gr_store_update_job(fx->s, id, "succeeded", make_doc(1, "final"), 3, on_done, &r[2]), GR_OK);
-    assert_int_equal(gr_store_update_job(fx->s, id, "failed", make_doc(1, "after"), 3, on_done, &r[3]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, NULL, "succeeded", make_doc(1, "late"), 2, on_done, &r[1]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, NULL, "succeeded", make_doc(1, "final"), 3, on_done, &r[2]), GR_OK);
+    assert_int_equal(gr_store_update_job(fx->s, id, NULL, "failed", make_doc(1, "after"), 3, on_done, &r[3]), GR_OK);
     wait_done(4);
     assert_int_equal(r[1].code, GR_ENOTFOUND); /* b's epoch passed */
     assert_int_equal(r[2].code, GR_OK);
