@@ -15,7 +15,8 @@ extern const int gr_schema_nsteps, gr_pg_schema_nsteps;
  * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op, ?5 tenant. The writes
  * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
  * ?8 idempotency key, ?9 its fingerprint, ?10 the job's epoch, ?11 the replica, ?12 its lease
- * seconds, ?13 the replica a job is offered to first (store_backend.h), each naming those it needs (GR_SQL_INPUT, bound apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
+ * seconds, ?13 the replica a job is offered to first (store_backend.h), ?14 a small input kept in its
+ * job's row (SQLite: GR_SQ_INLINE_INPUT), each naming those it needs (GR_SQL_INPUT, bound apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
  * parameter (cast where it is not) but GR_SQL_INPUT's $2 (bytea). */
 enum gr_sql_id {
     GR_SQL_LIST_ALL = 0,

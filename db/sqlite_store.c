@@ -189,6 +189,11 @@ static int bind_text(sqlite3_stmt *st, int i, const char *v)
     return sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
 }
 
+/* Inputs up to this many bytes are kept in their job's row (sqlite_schema.c). */
+#define GR_SQ_INLINE_INPUT 256
+
+static int inline_input(const struct gr_store_op *o) { return o->input && o->input_bytes <= GR_SQ_INLINE_INPUT; }
+
 /* Bind the parameters st names (schema.h's numbering) from o. */
 static int bind_op(sqlite3_stmt *st, const struct gr_store_op *o)
 {
@@ -205,6 +210,10 @@ static int bind_op(sqlite3_stmt *st, const struct gr_store_op *o)
         case 6: rc = bind_text(st, i, o->tenant); break;
         case 7: rc = sqlite3_bind_int64(st, i, o->bytes); break;
         case 8: rc = bind_text(st, i, o->key); break;
+        case 14:
+            rc = inline_input(o) ? sqlite3_bind_blob64(st, i, o->input, o->input_bytes, SQLITE_STATIC)
+                                 : sqlite3_bind_null(st, i);
+            break;
         default: rc = bind_text(st, i, o->fingerprint); break;
         }
     }
@@ -243,7 +252,7 @@ static int apply_one(void *impl, struct gr_store_op *o)
     sqlite3_stmt *st = s->w[o->sql - GR_SQL_NREAD];
     sqlite3_stmt *in = s->w[GR_SQL_INPUT - GR_SQL_NREAD];
     sqlite3_stmt *key = s->w[GR_SQL_KEY_INSERT - GR_SQL_NREAD];
-    int with_input = o->sql == GR_SQL_INSERT && o->input;
+    int with_input = o->sql == GR_SQL_INSERT && o->input && !inline_input(o);
     int with_key = (o->sql == GR_SQL_INSERT || o->sql == GR_SQL_DS_INSERT) && o->key;
     /* Everything is bound before anything runs, so a too-big input fails only its op. */
     int rc = bind_op(st, o);

@@ -455,7 +455,7 @@ static void test_failed_write_isolated(void **state)
     }
     raw_hold_writer(db); /* so the four land in one or two batches */
     struct rec r[4] = {{0}};
-    static const unsigned char input[] = {9, 8, 7};
+    static const unsigned char input[300] = {9, 8, 7}; /* over 256 bytes: a job_inputs row in SQLite too */
     for (int n = 0; n < 4; n++)
         insert(fx, (unsigned long long)n, GR_SUM, "queued", input, sizeof input, &r[n]);
     raw_exec(db, "COMMIT");
@@ -470,6 +470,43 @@ static void test_failed_write_isolated(void **state)
     char v[32];
     raw_text(db, "SELECT count(*) FROM job_inputs", v, sizeof v);
     assert_string_equal(v, "3");
+    raw_close(db);
+}
+
+/* An input is kept until its job ends, and no longer: SQLite keeps one of at most 256 bytes in
+ * the job's row and a bigger one in job_inputs; PostgreSQL every one in job_inputs. */
+static void test_inputs_kept_until_the_end(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    static const unsigned char small[16] = {1, 2, 3}, big[300] = {4, 5, 6};
+    struct rec r[4] = {{0}};
+    insert(fx, 1, GR_SUM, "queued", small, sizeof small, &r[0]);
+    insert(fx, 2, GR_SUM, "queued", big, sizeof big, &r[1]);
+    wait_done(2);
+    struct raw db = raw_open(fx);
+    char v[32];
+    raw_text(db, "SELECT count(*) FROM job_inputs", v, sizeof v);
+    assert_string_equal(v, fx->pg[0] ? "2" : "1");
+    if (!fx->pg[0]) {
+        raw_text(db, "SELECT count(*) FROM jobs WHERE input IS NOT NULL", v, sizeof v);
+        assert_string_equal(v, "1");
+    }
+    char id[24];
+    for (unsigned long long n = 1; n <= 2; n++) {
+        make_id(id, n);
+        assert_int_equal(gr_store_update_job(fx->s, id, NULL, "succeeded", make_doc(n, "done"), 1, on_done, &r[1 + n]),
+                         GR_OK);
+    }
+    wait_done(4);
+    assert_int_equal(r[2].code, GR_OK);
+    assert_int_equal(r[3].code, GR_OK);
+    raw_text(db, "SELECT count(*) FROM job_inputs", v, sizeof v);
+    assert_string_equal(v, "0");
+    if (!fx->pg[0]) {
+        raw_text(db, "SELECT count(*) FROM jobs WHERE input IS NOT NULL", v, sizeof v);
+        assert_string_equal(v, "0");
+    }
     raw_close(db);
 }
 
@@ -1267,6 +1304,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_write_isolated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_paging_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inputs_kept_until_the_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
