@@ -35,8 +35,6 @@ static int64_t prefer_wait(struct gr_req *r) { return gr_prefer_wait(gr_header(r
 
 /* --- jobs --- */
 
-/* A submission's answer: doc (taken) with 200 (done) or 202, Location, Idempotent-Replayed on a
- * replay, Preference-Applied when the client's Prefer: wait was read (r->wait_s). */
 /* buf (of n) with "name;dur=ms" added at its end, at: its length; returns the new length. */
 static size_t phase(char *buf, size_t n, size_t at, const char *name, double ms)
 {
@@ -53,8 +51,10 @@ static size_t first_phases(const struct gr_req *r, char *buf, size_t n)
     return phase(buf, n, at, "submit", m[GR_MARK_QUEUED] - m[GR_MARK_PARSED]);
 }
 
-/* Answer with a job's doc (taken). ended: when it ended (gr_mono_ms), 0 if it had not when woken;
- * a job submitted here (not a replay) says where its time went in Server-Timing. */
+/* A submission's answer: doc (taken) with 200 (done) or 202, Location, Idempotent-Replayed on a
+ * replay, Preference-Applied when the client's Prefer: wait was read (r->wait_s), and for a job
+ * submitted here (not a replay) Server-Timing: where its time went. ended: when the job ended
+ * (gr_mono_ms), 0 if it had not when woken. */
 static void respond_job(struct gr_req *r, const char *id, int done, char *doc, double ended)
 {
     char loc[48], applied[24], timing[256];
