@@ -115,13 +115,13 @@ const char *const gr_sql[GR_SQL_N] = {
     /* the doc, as rendered, names the digest null until it is known (API.md) */
     [GR_SQL_DS_DIGEST] = "UPDATE datasets SET doc = replace(doc, '\"sha256\":null', '\"sha256\":\"' || ?3 || '\"')"
                          " WHERE id = ?1",
-    /* at most a thousand at a time, so that a sweep never holds the writer for long */
     /* a job's event from the write's values, not read back from its row: 10% of a 100k batch's store */
     [GR_SQL_EVENT_JOB] = "INSERT INTO events(kind, id, status, tenant, at) VALUES ('job', ?1, ?2, ?6, " SQ_NOW ")",
     [GR_SQL_EVENT_DS] = "INSERT INTO events(kind, id, status, tenant, at) SELECT 'dataset', id, ?2, tenant, " SQ_NOW
                         " FROM datasets WHERE id = ?1",
     [GR_SQL_INPUT_DONE] = "DELETE FROM job_inputs WHERE id = ?1",
     [GR_SQL_EVENTS_PRUNE] = "DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events) - 1000000",
+    /* at most a thousand at a time, so that a sweep never holds the writer for long */
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
                            " (SELECT tenant, key FROM idempotency WHERE created < ?5 LIMIT 1000)",
     [GR_SQL_BEGIN] = "BEGIN IMMEDIATE",
