@@ -44,6 +44,8 @@ struct sub {
     char *text; /* pending SSE text: [off, len) */
     size_t off, len, cap;
     int oom, suspended;
+    struct gr_req *req; /* while its opening waits in `opening`: the request, parked */
+    uint64_t told_by;   /* until the store's writer has told this many transactions */
 };
 
 /* One event, parsed for the filters and rendered once as SSE text. */
@@ -63,7 +65,8 @@ struct evs {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static struct sub *subs;
-static int nsubs; /* in subs */
+static int nsubs;            /* in subs */
+static struct sub *opening;  /* streams whose opening waits for the writer (linked by next) */
 static int kicked, stopping, started;
 static int64_t head; /* the newest seq read */
 static pthread_t thread;
@@ -231,6 +234,21 @@ static void wake_ready(void)
     }
 }
 
+/* Resume each parked opening once the transactions it waits for are told (mu held; released
+ * while waiting). */
+static void open_ready(void)
+{
+    while (opening) {
+        struct sub *s = opening;
+        opening = s->next;
+        s->next = NULL;
+        pthread_mutex_unlock(&mu);
+        gr_store_wait_told(store, s->told_by);
+        gr_wake(s->req); /* its thread opens it (open_parked): s is not ours from here */
+        pthread_mutex_lock(&mu);
+    }
+}
+
 /* Wait on cv until ms from now have passed (kicked: until then, or a kick; mu held). */
 static void sleep_for(long ms, int kickable)
 {
@@ -254,6 +272,7 @@ static void *events_main(void *arg)
         kicked = 0;
         if (stopping)
             break;
+        open_ready();
         int64_t from = head, oldest, newest = 0;
         int any = subs != NULL;
         pthread_mutex_unlock(&mu);
@@ -275,6 +294,7 @@ static void *events_main(void *arg)
         kicked |= catch_up();
         wake_ready();
     }
+    open_ready(); /* stopping: each opens to be refused */
     wake_ready(); /* stopping: every suspended stream is resumed to end */
     pthread_mutex_unlock(&mu);
     return NULL;
@@ -437,25 +457,15 @@ static int start_at(struct gr_req *r, struct sub *s, struct gr_err *e)
     return GR_OK;
 }
 
-void gr_get_events(struct gr_req *r)
+/* Subscribe s (ours) and answer with its stream; or with 503 while gpured stops. */
+static void open_stream(struct gr_req *r, struct sub *s)
 {
     struct gr_err e = {0};
-    struct sub *s = calloc(1, sizeof *s);
-    if (!s) {
-        gr_respond_problem(r, &(struct gr_err){.code = GR_ENOMEM, .msg = "out of memory for a subscriber"});
-        return;
-    }
-    s->conn = r->conn;
-    s->refs = 1;
-    s->last_ms = gr_mono_ms();
-    snprintf(s->tenant, sizeof s->tenant, "%s", gr_scope(r) ? gr_scope(r) : "");
-    int rc = filters(r, s, &e);
-    if (rc == GR_OK)
-        rc = start_at(r, s, &e);
+    int rc = GR_OK;
     pthread_mutex_lock(&mu);
-    if (rc == GR_OK && (stopping || !started))
+    if (stopping || !started)
         rc = gr_fail(&e, GR_EUNAVAIL, NULL, "gpured is stopping: reconnect to another replica or later");
-    if (rc == GR_OK && s->oom)
+    else if (s->oom)
         rc = gr_fail(&e, GR_ENOMEM, NULL, "out of memory for a subscriber");
     if (rc == GR_OK) {
         s->next = subs;
@@ -477,4 +487,53 @@ void gr_get_events(struct gr_req *r)
     pthread_mutex_lock(&mu);
     release(s); /* the response holds it now, or (not created) has freed it through unsubscribe */
     pthread_mutex_unlock(&mu);
+}
+
+static void open_parked(struct gr_req *r)
+{
+    struct sub *s = r->state;
+    r->state = NULL;
+    open_stream(r, s);
+}
+
+void gr_get_events(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    struct sub *s = calloc(1, sizeof *s);
+    if (!s) {
+        gr_respond_problem(r, &(struct gr_err){.code = GR_ENOMEM, .msg = "out of memory for a subscriber"});
+        return;
+    }
+    s->conn = r->conn;
+    s->refs = 1;
+    s->last_ms = gr_mono_ms();
+    snprintf(s->tenant, sizeof s->tenant, "%s", gr_scope(r) ? gr_scope(r) : "");
+    int rc = filters(r, s, &e);
+    if (rc == GR_OK)
+        rc = start_at(r, s, &e);
+    if (rc != GR_OK) {
+        free(s->text);
+        free(s);
+        gr_respond_problem(r, &e);
+        return;
+    }
+    /* The start is the newest event stored, but a read shows a change only once its commit's
+     * callbacks have run: the stream opens after that, so that a client which subscribes and
+     * then reads sees every change before the start in its read. Waiting is the events
+     * thread's (a commit of a big batch takes seconds), with this request parked. */
+    s->told_by = gr_store_begun(store);
+    pthread_mutex_lock(&mu);
+    int park = started && !stopping && !gr_store_settled(store, s->told_by);
+    if (park) {
+        s->req = r;
+        r->state = s;
+        gr_suspend(r, open_parked); /* before the events thread can see it: no wake comes first */
+        s->next = opening;
+        opening = s;
+        kicked = 1;
+        pthread_cond_signal(&cv);
+    }
+    pthread_mutex_unlock(&mu);
+    if (!park)
+        open_stream(r, s);
 }

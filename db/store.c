@@ -474,11 +474,32 @@ int gr_store_events(struct gr_store *s, int64_t after, int limit, gr_store_row r
     int rc = s->b->list(s->impl, GR_SQL_EVENTS, from, limit, NULL, NULL, NULL, row, ctx, e);
     /* A batch whose events this read saw began before the read ended: once every batch begun by
      * now is told, a job's end heard from a stream is the end a GET of it shows. */
+    gr_store_wait_told(s, gr_store_begun(s));
+    return rc;
+}
+
+uint64_t gr_store_begun(struct gr_store *s)
+{
     pthread_mutex_lock(&s->told_mu);
-    for (uint64_t n = s->begun; s->told < n;)
+    uint64_t n = s->begun;
+    pthread_mutex_unlock(&s->told_mu);
+    return n;
+}
+
+int gr_store_settled(struct gr_store *s, uint64_t n)
+{
+    pthread_mutex_lock(&s->told_mu);
+    int told = s->told >= n;
+    pthread_mutex_unlock(&s->told_mu);
+    return told;
+}
+
+void gr_store_wait_told(struct gr_store *s, uint64_t n)
+{
+    pthread_mutex_lock(&s->told_mu);
+    while (s->told < n)
         pthread_cond_wait(&s->told_cv, &s->told_mu);
     pthread_mutex_unlock(&s->told_mu);
-    return rc;
 }
 
 static void seq_of(void *ctx, const char *seq, const char *event) { *(int64_t *)ctx = strtoll(seq, NULL, 10); }

@@ -119,8 +119,16 @@ int gr_store_list_expired(struct gr_store *s, const char *before, int limit, gr_
  * the newest 1,000,000 are kept. Returns once every write whose event it read has been told to
  * its done callback (a stream never tells of an end before the job's GET shows it). */
 int gr_store_events(struct gr_store *s, int64_t after, int limit, gr_store_row row, void *ctx, struct gr_err *e);
-/* The oldest and newest seq kept (0 and 0: none yet). */
+/* The oldest and newest seq kept (0 and 0: none yet). Unlike gr_store_events it returns at
+ * once: the newest may be a write's whose done callback has not run yet (gr_store_begun). */
 int gr_store_events_span(struct gr_store *s, int64_t *oldest, int64_t *newest, struct gr_err *e);
+/* The writer's transactions begun so far (their count). Whatever a read saw committed belongs to
+ * one of the first gr_store_begun() after the read; once they are told (every done callback of
+ * theirs has run), reads of what they changed show it: gr_store_settled says whether the first n
+ * are, gr_store_wait_told waits until they are. */
+uint64_t gr_store_begun(struct gr_store *s);
+int gr_store_settled(struct gr_store *s, uint64_t n);
+void gr_store_wait_told(struct gr_store *s, uint64_t n);
 
 /* Jobs left queued or running, with their input, for re-queueing: pending(ctx, id, doc, input,
  * bytes, epoch) for each. SQLite: every one (oldest first), at start-up. A shared store: those

@@ -8,6 +8,7 @@
 import json
 import os
 import socket
+import struct
 import tempfile
 import threading
 import time
@@ -251,9 +252,41 @@ def from_now(srv):
         time.sleep(0.05)
 
 
+def open_while_storing(srv):
+    """A stream opened while a batch's commit has not been told waits for it (parked, opened by
+    the events thread): streams opened in a loop while batches are stored each open, with their
+    position, and none hangs."""
+    n, rounds = 4000, 8
+    body = struct.pack("<%di" % (2 * n), *([1] * (2 * n)))
+    path = "/v1/jobs?batch=rows&op=sum&dtype=int32&shape=%d,2&device=%s" % (n, L.DEVICE)
+    codes = []
+
+    def post():
+        for _ in range(rounds):
+            codes.append(srv.req("POST", path, body, {"Content-Type": "application/octet-stream"}, timeout=120).status)
+            for _ in range(600):  # its jobs out of the queue before the next batch
+                if not srv.req("GET", "/v1/jobs?status=queued&limit=1").json().get("jobs"):
+                    break
+                time.sleep(0.05)
+    t = threading.Thread(target=post)
+    t.start()
+    opened = []  # kept open: a closed stream holds its connection until its next keep-alive
+    while t.is_alive() and len(opened) < 16:
+        s = Stream(srv, "?kind=dataset")
+        s.wait(lambda x: x.last_id is not None, "the stream's opening names its position")
+        opened.append(s)
+        time.sleep(0.05)
+    t.join(300)
+    for s in opened:
+        s.close()
+    CHECK.eq(codes, [202] * rounds, "the batches were stored")
+    CHECK.ok(opened, "%d streams opened while they were" % len(opened))
+
+
 def main():
     srv = L.start_suite()
     from_now(srv)
+    open_while_storing(srv)
     every, ids = streams(srv)
     resume(srv, every, ids)
     churn(srv)

@@ -263,9 +263,9 @@ class JobWatch:
     final one), then each later one the events bring (``running`` is never an event), the last
     being the final status (``succeeded``, ``failed``, ``canceled``); a status is never given
     twice. After a reconnection the job is read again (events while away are not replayed to
-    a stream that had seen none). An end committed as the stream began can have its event
-    before the stream's start while a read still shows the job running, so the job is read
-    again at each keep-alive (each second with a ``timeout``, else within ``HEARTBEAT``) and
+    a stream that had seen none). An older gpured could open a stream after an end's event while
+    a read still showed the job running (a gpured now opens it once reads show every change
+    before its start), so the job is also read again at each keep-alive (each second with a ``timeout``, else within ``HEARTBEAT``) and
     its final status given if it has ended. ``job.doc`` is fetched again at the end, so
     ``job.result()`` needs no further wait. Ends early, with ``job.done`` False, once ``timeout`` seconds pass
     (within a second); closable from another thread, as :class:`EventStream`."""
