@@ -83,14 +83,14 @@ template <class T> __global__ void k_fill(T *x, i64 n, unsigned long long seed)
 static bool our_result(const gr_kjob &j, struct gr_result *r)
 {
     struct gr_err e;
-    size_t sb = gr_k_state_bytes(j.op);
+    size_t sb = gr_k_state_bytes(&j);
     int64_t nout = gr_k_nout(&j);
     std::vector<unsigned char> states(nout * sb);
     if (cudaMemcpy(states.data(), j.out, states.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
         gr_result_alloc(r, nout, gr_result_is_int(j.op, j.dtype), gr_op_is_arg(j.op), &e) != GR_OK)
         return false;
     int64_t count = j.axis == GR_AXIS_ALL ? j.rows * j.cols : j.axis == 0 ? j.rows : j.cols;
-    gr_k_finish(j.op, j.dtype, states.data(), nout, count, r, 0);
+    gr_k_finish(&j, states.data(), nout, count, r, 0);
     return true;
 }
 

@@ -341,7 +341,7 @@ static int upload(struct gpu *g, struct lane *l, const struct gr_reduce_req *req
 /* Device states -> pinned staging -> results, chunk by chunk. */
 static int download(struct lane *l, const struct gr_kjob *j, int64_t count, struct gr_result *r, struct gr_err *e)
 {
-    size_t sb = gr_k_state_bytes(j->op), bytes = (size_t)gr_k_nout(j) * sb;
+    size_t sb = gr_k_state_bytes(j), bytes = (size_t)gr_k_nout(j) * sb;
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_D2H0], l->st), "timing the download");
     for (size_t off = 0; off < bytes;) {
         size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
@@ -349,7 +349,7 @@ static int download(struct lane *l, const struct gr_kjob *j, int64_t count, stru
                  "copying results from the GPU");
         GR_CUDA_TRY(cudaEventRecord(l->ev[EV_D2H1], l->st), "timing the download");
         GR_CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel and copying its results");
-        gr_k_finish(j->op, j->dtype, l->stage[0], (int64_t)(len / sb), count, r, (int64_t)(off / sb));
+        gr_k_finish(j, l->stage[0], (int64_t)(len / sb), count, r, (int64_t)(off / sb));
         off += len;
     }
     return GR_OK;
@@ -407,7 +407,7 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     size_t in_bytes, out_bytes, scr_bytes;
     if (gr_mul_size((size_t)req->rows, (size_t)req->cols, &in_bytes) ||
         gr_mul_size(in_bytes, gr_dtype_size(req->dtype), &in_bytes) ||
-        gr_mul_size((size_t)gr_k_nout(j), gr_k_state_bytes(req->op), &out_bytes))
+        gr_mul_size((size_t)gr_k_nout(j), gr_k_state_bytes(j), &out_bytes))
         return gr_fail(e, GR_EUNPROC, NULL, "input of %lld x %lld elements is too large", (long long)req->rows,
                        (long long)req->cols);
     int rc = gr_k_scratch(j, &scr_bytes, e);

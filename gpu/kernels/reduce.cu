@@ -812,6 +812,19 @@ template <class Op> cudaError_t cub_run(const Op &op, const gr_kjob *j, void *sc
 
 /* ---------------------------------------------------------------- fast */
 
+/* Rows of at most this many bytes, more than one of them, are short rows: lane groups or tiles
+ * (fast_group, fast_tile), which write each row's result as the op's Wire (short_rows()). */
+constexpr i64 short_row_max_bytes = 16 << 10;
+
+/* Does `fast` take j as short rows, each row's result written narrow: the op's Wire (min and max
+ * the element as read; the arg ops that and a 32-bit index in the row; sums their State)? A row
+ * of 16 float32 is 64 bytes and a 16-byte arg state would cap its rate at 80% of the memory's. */
+bool short_rows(const gr_kjob *j)
+{
+    return j->variant == GR_K_FAST && j->axis == 1 && j->rows > 1 &&
+           j->cols * (i64)gr_dtype_size(j->dtype) <= short_row_max_bytes;
+}
+
 /* Tuning lives here, apart from the kernel bodies (CUB's dispatch policies): threads per block,
  * 16-byte vectors in flight per thread, and the row lengths where the kernel shape changes. */
 template <class In> struct fast_policy {
@@ -820,7 +833,6 @@ template <class In> struct fast_policy {
     static constexpr int unroll = 4;                                 /* 64 bytes in flight per thread */
     static constexpr int vec = 16 / sizeof(In);                      /* elements per 16-byte load */
     static constexpr i64 min_chunk = (i64)block * unroll * vec;      /* elements a block takes at least */
-    static constexpr i64 group_max_bytes = 16 << 10;                 /* rows up to this: lane groups */
     static constexpr i64 group4_max = 4 * unroll * vec;              /* rows up to this: 4 lanes each */
     /* Long rows are cut into pieces of about this many elements (512 KiB), in whole rounds of the
      * resident blocks: on an H200, 2 MiB pieces leave a tail behind the slowest blocks (-4% at
@@ -883,7 +895,7 @@ __global__ void __launch_bounds__(B)
 template <class Op, int G, int U>
 __global__ void __launch_bounds__(256)
     k_fast_group(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols,
-                 typename Op::State *__restrict__ out)
+                 typename Op::Wire *__restrict__ out)
 {
     constexpr int per_warp = 32 / G;
     int lane = threadIdx.x & 31;
@@ -896,7 +908,7 @@ __global__ void __launch_bounds__(256)
             s = thread_range<U>(op, x, row * cols, row * cols + cols, lane % G, G);
         s = group_reduce<G>(op, s);
         if (lane % G == 0 && row < rows)
-            out[row] = rebase(s, row * cols);
+            out[row] = op.wire(s, row * cols);
     }
 }
 
@@ -910,7 +922,7 @@ __global__ void __launch_bounds__(256)
 template <class Op, int U>
 __global__ void __launch_bounds__(256, 3)
     k_fast_tile(Op op, const typename Op::input *__restrict__ x, i64 rows, int R, int G,
-                typename Op::State *__restrict__ out)
+                typename Op::Wire *__restrict__ out)
 {
     using In = typename Op::input;
     constexpr int V = 16 / sizeof(In);
@@ -940,7 +952,7 @@ __global__ void __launch_bounds__(256, 3)
                 for (int off = G / 2; off > 0; off /= 2)
                     s = op(s, shfl_down(s, off, G));
                 if ((lane & (G - 1)) == 0 && row_of(u) < left)
-                    out[t + row_of(u)] = rebase(s, (t + row_of(u)) * cols);
+                    out[t + row_of(u)] = op.wire(s, (t + row_of(u)) * cols);
                 l = op.lid();
             }
         }
@@ -1028,7 +1040,7 @@ __global__ void __launch_bounds__(B)
 }
 
 template <class Op, int G, int U>
-cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, typename Op::State *out, int sms,
+cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, typename Op::Wire *out, int sms,
                        cudaStream_t st)
 {
     constexpr auto k = k_fast_group<Op, G, U>;
@@ -1060,7 +1072,7 @@ template <class In> int tile_vectors(i64 cols)
 }
 
 template <class Op>
-cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, typename Op::State *out, int sms,
+cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, typename Op::Wire *out, int sms,
                       cudaStream_t st)
 {
     constexpr int U = fast_policy<typename Op::input>::tile_unroll;
@@ -1133,16 +1145,17 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
                                                                            chunk_rows, part, tickets, out);
         return cudaGetLastError();
     }
-    if (rows > 1 && cols * (i64)sizeof(In) <= P::group_max_bytes) {
+    if (short_rows(j)) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
+        auto *wout = static_cast<typename Op::Wire *>(j->out);
         if (int R = tile_vectors<In>(cols))
-            return fast_tile(op, x, rows, R, out, sms, st);
+            return fast_tile(op, x, rows, R, wout, sms, st);
         if (cols <= 2)
-            return fast_group<Op, 1, 2>(op, x, rows, cols, out, sms, st);
+            return fast_group<Op, 1, 2>(op, x, rows, cols, wout, sms, st);
         if (cols <= P::group4_max)
-            return fast_group<Op, 4, 2>(op, x, rows, cols, out, sms, st);
-        return fast_group<Op, 32, P::unroll>(op, x, rows, cols, out, sms, st);
+            return fast_group<Op, 4, 2>(op, x, rows, cols, wout, sms, st);
+        return fast_group<Op, 32, P::unroll>(op, x, rows, cols, wout, sms, st);
     }
     if (rows == 1 && cols <= P::min_chunk) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
@@ -1240,7 +1253,16 @@ extern "C" int64_t gr_k_nout(const struct gr_kjob *j)
     return j->axis == GR_AXIS_ALL ? 1 : j->axis == 0 ? j->cols : j->rows;
 }
 
-extern "C" size_t gr_k_state_bytes(int op) { return gr_op_is_arg(op) ? sizeof(arg_state<i64>) : sizeof(i64); }
+/* Whether an op's narrow result carries the element as read (min, max and the arg ops). */
+static bool narrow_element(int op) { return op != GR_SUM && op != GR_MEAN && op != GR_PROD; }
+
+extern "C" size_t gr_k_state_bytes(const struct gr_kjob *j)
+{
+    if (!short_rows(j) || !narrow_element(j->op))
+        return gr_op_is_arg(j->op) ? sizeof(arg_state<i64>) : sizeof(i64);
+    size_t es = gr_dtype_size(j->dtype); /* arg_wire<In>: the element, then 4 bytes, aligned as In */
+    return gr_op_is_arg(j->op) ? (es == 4 ? sizeof(arg_wire<int>) : sizeof(arg_wire<double>)) : es;
+}
 
 extern "C" int gr_k_scratch(const struct gr_kjob *j, size_t *bytes, struct gr_err *e)
 {
@@ -1268,20 +1290,35 @@ extern "C" cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_
     return run(j, scratch, &scratch_bytes, counters, st);
 }
 
-extern "C" void gr_k_finish(int op, int dtype, const void *states, int64_t n, int64_t count, struct gr_result *r,
-                            int64_t first)
+extern "C" void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t n, int64_t count,
+                            struct gr_result *r, int64_t first)
 {
     const unsigned char *p = static_cast<const unsigned char *>(states);
-    size_t step = gr_k_state_bytes(op);
-    int int_state = !gr_dtype_is_float(dtype);
+    size_t step = gr_k_state_bytes(j), es = gr_dtype_size(j->dtype);
+    int int_state = !gr_dtype_is_float(j->dtype), arg = gr_op_is_arg(j->op);
+    bool wire = short_rows(j) && narrow_element(j->op); /* the element as read, then a u32 index */
     for (int64_t k = 0; k < n; k++, p += step) {
-        i64 iv;
-        double fv;
-        memcpy(&iv, p, sizeof iv);
-        memcpy(&fv, p, sizeof fv);
-        if (gr_op_is_arg(op))
+        i64 iv = 0;
+        double fv = 0;
+        if (wire && es == 4) {
+            int32_t i32;
+            float f32;
+            memcpy(&i32, p, 4);
+            memcpy(&f32, p, 4);
+            iv = i32;
+            fv = f32;
+        } else {
+            memcpy(&iv, p, sizeof iv);
+            memcpy(&fv, p, sizeof fv);
+        }
+        if (arg && wire) {
+            unsigned u;
+            memcpy(&u, p + es, sizeof u);
+            r->index[first + k] = u;
+        } else if (arg) {
             memcpy(&r->index[first + k], p + sizeof(i64), sizeof(i64));
-        if (op == GR_MEAN)
+        }
+        if (j->op == GR_MEAN)
             r->f[first + k] = fv / (double)count;
         else if (int_state)
             r->i[first + k] = iv;

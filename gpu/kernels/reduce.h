@@ -28,7 +28,7 @@ int gr_k_variant(const char *name);
 #define GR_K_COUNTERS 65536
 
 /* One reduction of device memory: x holds rows x cols elements of dtype (row-major, 16-byte
- * aligned); out receives nout device states of gr_k_state_bytes(op) bytes each. */
+ * aligned); out receives nout device states of gr_k_state_bytes(j) bytes each. */
 struct gr_kjob {
     int variant, op, dtype, axis, ties_last;
     int64_t rows, cols;
@@ -38,7 +38,7 @@ struct gr_kjob {
 };
 
 int64_t gr_k_nout(const struct gr_kjob *j);
-size_t gr_k_state_bytes(int op);
+size_t gr_k_state_bytes(const struct gr_kjob *j); /* per output; short rows' are narrow */
 
 /* Device scratch bytes the job needs besides the counters. Returns GR_OK, or GR_EUNPROC
  * (e filled) when the variant does not cover the job. */
@@ -51,7 +51,7 @@ cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_t scratch_b
 
 /* Turn n host copies of the device states into results r[first .. first+n) (r allocated by
  * the caller with gr_result_alloc for gr_k_nout outputs). count = elements per output (mean). */
-void gr_k_finish(int op, int dtype, const void *states, int64_t n, int64_t count,
+void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t n, int64_t count,
                  struct gr_result *r, int64_t first);
 
 #ifdef __cplusplus

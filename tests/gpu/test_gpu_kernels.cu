@@ -66,7 +66,7 @@ static void report(const kase &c, const char *what)
 /* Launch the job once on poisoned outputs and scratch; states copied back into host. */
 static bool launch(const kase &c, gr_kjob *j, size_t scratch_bytes, std::vector<unsigned char> &host)
 {
-    size_t out_bytes = (size_t)gr_k_nout(j) * gr_k_state_bytes(c.op);
+    size_t out_bytes = (size_t)gr_k_nout(j) * gr_k_state_bytes(j);
     if (!d_out.fit(out_bytes) || !d_scratch.fit(scratch_bytes ? scratch_bytes : 1)) {
         report(c, "out of device memory for outputs or scratch");
         return false;
@@ -123,7 +123,7 @@ static void run_case(const kase &c)
         ok = gr_result_alloc(&got, want.n, want.i != nullptr, want.index != nullptr, &e) == GR_OK;
         if (ok) {
             int64_t count = c.axis == GR_AXIS_ALL ? n : c.axis == 0 ? c.rows : c.cols;
-            gr_k_finish(c.op, c.dtype, states.data(), got.n, count, &got, 0);
+            gr_k_finish(&j, states.data(), got.n, count, &got, 0);
             int64_t o = gr_result_diff(&got, &want, tol);
             if (o >= 0) {
                 char what[64];
