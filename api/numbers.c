@@ -2,9 +2,9 @@
  * functions of their arguments; called on the HTTP thread that read the body.
  *
  * Why: jansson makes a json_t (one malloc) per number and calls localeconv() for each real.
- * For 1,024 floats that was 380 µs of a 900 µs request. Here each number costs a strtod or a
- * strtoll. Anything this reader is not sure of is left to jansson: the answer is then jansson's,
- * as before. */
+ * For 1,024 floats that was 380 µs of a 900 µs request. Here a short number is read in one pass
+ * over its digits (fast_real), any other by strtod or strtoll. Anything this reader is not sure
+ * of is left to jansson: the answer is then jansson's, as before. */
 #include "numbers.h"
 
 #include <errno.h>
@@ -59,44 +59,74 @@ static const char *skip_value(const char *p, const char *end)
     return NULL;
 }
 
+/* Exact powers of ten as doubles: 10^22 is the largest (5^22 < 2^53). */
+static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* digits * 10^e10 (negative if neg) where both factors are exact doubles: one IEEE multiply or
+ * divide of exact operands rounds once, so this is strtod's correctly rounded value (Clinger's
+ * fast path). 0 if it does not apply: strtod reads the number. A job's data is mostly short
+ * decimals like 12.345, where strtod cost about 100 ns a number. */
+static int fast_real(int neg, uint64_t digits, int ndigits, long e10, double *out)
+{
+    if (ndigits > 19 || digits > (1ull << 53) || e10 < -22 || e10 > 22)
+        return 0;
+    double v = e10 < 0 ? (double)digits / pow10_exact[-e10] : (double)digits * pow10_exact[e10];
+    *out = neg ? -v : v;
+    return 1;
+}
+
 /* One JSON number at p into x (x->is_int as jansson tells integers from reals); past it, or NULL
  * if it is no number by JSON's grammar or jansson would refuse it (out of range). */
 static const char *number(const char *p, const char *end, struct gr_number *x)
 {
     const char *s = p;
-    int is_int = 1;
-    if (p < end && *p == '-')
+    int is_int = 1, neg = 0, ndigits = 0, nfrac = 0;
+    uint64_t digits = 0;
+    long exp = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
         p++;
+    }
     if (p < end && *p == '0')
-        p++;
+        p++, ndigits = 1;
     else if (p < end && *p >= '1' && *p <= '9')
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        for (; p < end && *p >= '0' && *p <= '9'; p++, ndigits++)
+            digits = digits * 10 + (uint64_t)(*p - '0'); /* wraps past 19 digits: not used then */
     else
         return NULL;
     if (p < end && *p == '.') {
         is_int = 0;
         if (++p >= end || *p < '0' || *p > '9')
             return NULL;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        for (; p < end && *p >= '0' && *p <= '9'; p++, ndigits++, nfrac++)
+            digits = digits * 10 + (uint64_t)(*p - '0');
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         is_int = 0;
+        int eneg = 0;
         if (++p < end && (*p == '+' || *p == '-'))
-            p++;
+            eneg = *p++ == '-';
         if (p >= end || *p < '0' || *p > '9')
             return NULL;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        for (; p < end && *p >= '0' && *p <= '9'; p++)
+            if (exp < 100000) /* beyond it only strtod's answer (0 or overflow) matters */
+                exp = exp * 10 + (*p - '0');
+        exp = eneg ? -exp : exp;
     }
-    char tok[TOKEN_MAX];
     if (p - s >= TOKEN_MAX)
         return NULL;
+    x->is_int = is_int;
+    if (is_int && ndigits <= 18) {
+        x->iv = neg ? -(long long)digits : (long long)digits;
+        return p;
+    }
+    if (!is_int && fast_real(neg, digits, ndigits, exp - nfrac, &x->dv))
+        return p;
+    char tok[TOKEN_MAX];
     memcpy(tok, s, (size_t)(p - s));
     tok[p - s] = 0;
     errno = 0;
-    x->is_int = is_int;
     if (is_int) {
         x->iv = strtoll(tok, NULL, 10);
         if (errno == ERANGE) /* jansson: "too big integer" */
