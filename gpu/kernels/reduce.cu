@@ -813,16 +813,29 @@ template <class Op> cudaError_t cub_run(const Op &op, const gr_kjob *j, void *sc
 /* ---------------------------------------------------------------- fast */
 
 /* Rows of at most this many bytes, more than one of them, are short rows: lane groups or tiles
- * (fast_group, fast_tile), which write each row's result as the op's Wire (short_rows()). */
+ * (fast_group, fast_tile). */
 constexpr i64 short_row_max_bytes = 16 << 10;
 
-/* Does `fast` take j as short rows, each row's result written narrow: the op's Wire (min and max
- * the element as read; the arg ops that and a 32-bit index in the row; sums their State)? A row
- * of 16 float32 is 64 bytes and a 16-byte arg state would cap its rate at 80% of the memory's. */
 bool short_rows(const gr_kjob *j)
 {
     return j->variant == GR_K_FAST && j->axis == 1 && j->rows > 1 &&
            j->cols * (i64)gr_dtype_size(j->dtype) <= short_row_max_bytes;
+}
+
+/* A short row's result is written as the op's Wire where that is narrower than its State: 4-byte
+ * min and max as the element (4 bytes, not 8), 4-byte arg ops as the element and a u32 index in
+ * the row (8, not 16). At rows of 16 elements the results are a fifth of the bytes moved. Where
+ * the Wire is as wide (8-byte types) the State stays: float64 argmax as Wire lost 2-7 points of
+ * the ceiling at rows of 2^4-2^6 on an H100. narrow_rows() is the host's side of the same rule. */
+template <class Op> constexpr bool narrow_out = sizeof(typename Op::Wire) < sizeof(typename Op::State);
+template <class Op>
+using row_out = std::conditional_t<narrow_out<Op>, typename Op::Wire, typename Op::State>;
+template <class Op> __device__ row_out<Op> row_result(const Op &op, typename Op::State s, i64 base)
+{
+    if constexpr (narrow_out<Op>)
+        return op.wire(s, base);
+    else
+        return rebase(s, base);
 }
 
 /* Tuning lives here, apart from the kernel bodies (CUB's dispatch policies): threads per block,
@@ -895,7 +908,7 @@ __global__ void __launch_bounds__(B)
 template <class Op, int G, int U>
 __global__ void __launch_bounds__(256)
     k_fast_group(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols,
-                 typename Op::Wire *__restrict__ out)
+                 row_out<Op> *__restrict__ out)
 {
     constexpr int per_warp = 32 / G;
     int lane = threadIdx.x & 31;
@@ -908,7 +921,7 @@ __global__ void __launch_bounds__(256)
             s = thread_range<U>(op, x, row * cols, row * cols + cols, lane % G, G);
         s = group_reduce<G>(op, s);
         if (lane % G == 0 && row < rows)
-            out[row] = op.wire(s, row * cols);
+            out[row] = row_result(op, s, row * cols);
     }
 }
 
@@ -922,7 +935,7 @@ __global__ void __launch_bounds__(256)
 template <class Op, int U>
 __global__ void __launch_bounds__(256, 3)
     k_fast_tile(Op op, const typename Op::input *__restrict__ x, i64 rows, int R, int G,
-                typename Op::Wire *__restrict__ out)
+                row_out<Op> *__restrict__ out)
 {
     using In = typename Op::input;
     constexpr int V = 16 / sizeof(In);
@@ -952,7 +965,7 @@ __global__ void __launch_bounds__(256, 3)
                 for (int off = G / 2; off > 0; off /= 2)
                     s = op(s, shfl_down(s, off, G));
                 if ((lane & (G - 1)) == 0 && row_of(u) < left)
-                    out[t + row_of(u)] = op.wire(s, (t + row_of(u)) * cols);
+                    out[t + row_of(u)] = row_result(op, s, (t + row_of(u)) * cols);
                 l = op.lid();
             }
         }
@@ -1040,7 +1053,7 @@ __global__ void __launch_bounds__(B)
 }
 
 template <class Op, int G, int U>
-cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, typename Op::Wire *out, int sms,
+cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, row_out<Op> *out, int sms,
                        cudaStream_t st)
 {
     constexpr auto k = k_fast_group<Op, G, U>;
@@ -1072,7 +1085,7 @@ template <class In> int tile_vectors(i64 cols)
 }
 
 template <class Op>
-cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, typename Op::Wire *out, int sms,
+cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, row_out<Op> *out, int sms,
                       cudaStream_t st)
 {
     constexpr int U = fast_policy<typename Op::input>::tile_unroll;
@@ -1148,7 +1161,7 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
     if (short_rows(j)) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
-        auto *wout = static_cast<typename Op::Wire *>(j->out);
+        auto *wout = static_cast<row_out<Op> *>(j->out);
         if (int R = tile_vectors<In>(cols))
             return fast_tile(op, x, rows, R, wout, sms, st);
         if (cols <= 2)
@@ -1253,15 +1266,18 @@ extern "C" int64_t gr_k_nout(const struct gr_kjob *j)
     return j->axis == GR_AXIS_ALL ? 1 : j->axis == 0 ? j->cols : j->rows;
 }
 
-/* Whether an op's narrow result carries the element as read (min, max and the arg ops). */
-static bool narrow_element(int op) { return op != GR_SUM && op != GR_MEAN && op != GR_PROD; }
+/* Does `fast` write j's results narrow (row_out): short rows of 4-byte min, max or arg ops. */
+static bool narrow_rows(const gr_kjob *j)
+{
+    return short_rows(j) && gr_dtype_size(j->dtype) == 4 && j->op != GR_SUM && j->op != GR_MEAN &&
+           j->op != GR_PROD;
+}
 
 extern "C" size_t gr_k_state_bytes(const struct gr_kjob *j)
 {
-    if (!short_rows(j) || !narrow_element(j->op))
-        return gr_op_is_arg(j->op) ? sizeof(arg_state<i64>) : sizeof(i64);
-    size_t es = gr_dtype_size(j->dtype); /* arg_wire<In>: the element, then 4 bytes, aligned as In */
-    return gr_op_is_arg(j->op) ? (es == 4 ? sizeof(arg_wire<int>) : sizeof(arg_wire<double>)) : es;
+    if (narrow_rows(j))
+        return gr_op_is_arg(j->op) ? sizeof(arg_wire<int>) : sizeof(int);
+    return gr_op_is_arg(j->op) ? sizeof(arg_state<i64>) : sizeof(i64);
 }
 
 extern "C" int gr_k_scratch(const struct gr_kjob *j, size_t *bytes, struct gr_err *e)
@@ -1294,13 +1310,13 @@ extern "C" void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t
                             struct gr_result *r, int64_t first)
 {
     const unsigned char *p = static_cast<const unsigned char *>(states);
-    size_t step = gr_k_state_bytes(j), es = gr_dtype_size(j->dtype);
+    size_t step = gr_k_state_bytes(j);
     int int_state = !gr_dtype_is_float(j->dtype), arg = gr_op_is_arg(j->op);
-    bool wire = short_rows(j) && narrow_element(j->op); /* the element as read, then a u32 index */
+    bool narrow = narrow_rows(j); /* a 4-byte element as read, then (arg ops) a u32 index */
     for (int64_t k = 0; k < n; k++, p += step) {
-        i64 iv = 0;
-        double fv = 0;
-        if (wire && es == 4) {
+        i64 iv;
+        double fv;
+        if (narrow) {
             int32_t i32;
             float f32;
             memcpy(&i32, p, 4);
@@ -1311,9 +1327,9 @@ extern "C" void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t
             memcpy(&iv, p, sizeof iv);
             memcpy(&fv, p, sizeof fv);
         }
-        if (arg && wire) {
+        if (arg && narrow) {
             unsigned u;
-            memcpy(&u, p + es, sizeof u);
+            memcpy(&u, p + 4, sizeof u);
             r->index[first + k] = u;
         } else if (arg) {
             memcpy(&r->index[first + k], p + sizeof(i64), sizeof(i64));
