@@ -492,6 +492,14 @@ static void test_numbers_read_from_the_text(void **state)
         {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1000000000000000000000000000000000000000000000000000000000000000000]}",
          0}, /* a token past 64 characters is jansson's */
         {"[{\"op\":\"sum\",\"data\":[1]}]", 0},
+        /* at the edges of numbers.c's one-pass reals (fast_real) and integers: 2^53 digits and
+         * one more, 10^22 and 10^23, 19 and 20 digits, 18 and 19 digit integers */
+        {"{\"op\":\"sum\",\"dtype\":\"float64\",\"data\":[9007199254740992.0,9007199254740993.0,"
+         "9007199254740993e-5,1e22,1e23,4.5e-22,4.5e-23,0.1,0.3,123.456,-0.000,5e-324]}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"float64\",\"data\":[1234567890123456789.5,0.1234567890123456789,"
+         "12345678901234567890e-3,0.00000000000000000000001,1.7976931348623157e308]}", 1},
+        {"{\"op\":\"sum\",\"dtype\":\"int64\",\"data\":[999999999999999999,1000000000000000000,"
+         "-999999999999999999,-1000000000000000000,0,-0]}", 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         same_both_ways(cases[k].body, cases[k].taken);
