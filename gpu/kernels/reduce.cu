@@ -830,12 +830,21 @@ bool short_rows(const gr_kjob *j)
 template <class Op> constexpr bool narrow_out = sizeof(typename Op::Wire) < sizeof(typename Op::State);
 template <class Op>
 using row_out = std::conditional_t<narrow_out<Op>, typename Op::Wire, typename Op::State>;
-template <class Op> __device__ row_out<Op> row_result(const Op &op, typename Op::State s, i64 base)
+/* The G lanes (a power of two) that share a row fold their states into the first one's: the
+ * row's result as written. A narrow result is folded as the Wire too (a float32 argmax level is
+ * two shuffles, not four). */
+template <class Op> __device__ row_out<Op> row_fold(const Op &op, typename Op::State s, i64 base, int G)
 {
-    if constexpr (narrow_out<Op>)
-        return op.wire(s, base);
-    else
+    if constexpr (narrow_out<Op>) {
+        typename Op::Wire w = op.wire(s, base);
+        for (int off = G / 2; off > 0; off /= 2)
+            w = op.join(w, shfl_down(w, off, G));
+        return w;
+    } else {
+        for (int off = G / 2; off > 0; off /= 2)
+            s = op(s, shfl_down(s, off, G));
         return rebase(s, base);
+    }
 }
 
 /* Tuning lives here, apart from the kernel bodies (CUB's dispatch policies): threads per block,
@@ -919,9 +928,9 @@ __global__ void __launch_bounds__(256)
         typename Op::State s = op.id();
         if (row < rows)
             s = thread_range<U>(op, x, row * cols, row * cols + cols, lane % G, G);
-        s = group_reduce<G>(op, s);
+        row_out<Op> w = row_fold(op, s, row * cols, G);
         if (lane % G == 0 && row < rows)
-            out[row] = row_result(op, s, row * cols);
+            out[row] = w;
     }
 }
 
@@ -961,11 +970,9 @@ __global__ void __launch_bounds__(256, 3)
             if (row_of(u) < left)
                 l = op.lvec(l, r[u].e, t * cols + (i64)at(u) * V);
             if (((u + 1) & (K - 1)) == 0) { /* the lane's last vector of this row */
-                typename Op::State s = op.done(l);
-                for (int off = G / 2; off > 0; off /= 2)
-                    s = op(s, shfl_down(s, off, G));
+                row_out<Op> w = row_fold(op, op.done(l), (t + row_of(u)) * cols, G);
                 if ((lane & (G - 1)) == 0 && row_of(u) < left)
-                    out[t + row_of(u)] = row_result(op, s, (t + row_of(u)) * cols);
+                    out[t + row_of(u)] = w;
                 l = op.lid();
             }
         }
