@@ -8,6 +8,7 @@
 #include "numbers.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,15 +66,38 @@ static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1
 
 /* digits * 10^e10 (negative if neg) where both factors are exact doubles: one IEEE multiply or
  * divide of exact operands rounds once, so this is strtod's correctly rounded value (Clinger's
- * fast path). 0 if it does not apply: strtod reads the number. A job's data is mostly short
- * decimals like 12.345, where strtod cost about 100 ns a number. */
+ * fast path). A job's data is mostly short decimals like 12.345, where strtod cost about 100 ns
+ * a number. Else, on x86-64, the same in the x87's long double, whose 64-bit significand holds
+ * any 19 digits and 10^27 exactly: one rounding there, a second to double, which gives strtod's
+ * value unless the long double fell on the point halfway between two doubles (its low 11 bits
+ * 0x400, give or take its own rounding). That covers the 17 digits Python writes for a float.
+ * 0 where neither applies: strtod reads the number. */
 static int fast_real(int neg, uint64_t digits, int ndigits, long e10, double *out)
 {
-    if (ndigits > 19 || digits > (1ull << 53) || e10 < -22 || e10 > 22)
+    if (ndigits > 19)
         return 0;
-    double v = e10 < 0 ? (double)digits / pow10_exact[-e10] : (double)digits * pow10_exact[e10];
-    *out = neg ? -v : v;
+    if (digits <= (1ull << 53) && e10 >= -22 && e10 <= 22) {
+        double v = e10 < 0 ? (double)digits / pow10_exact[-e10] : (double)digits * pow10_exact[e10];
+        *out = neg ? -v : v;
+        return 1;
+    }
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+    static const long double pow10_ld[] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,
+                                           1e10L, 1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L,
+                                           1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+    if (e10 < -27 || e10 > 27 || digits == 0)
+        return 0;
+    long double v = e10 < 0 ? (long double)digits / pow10_ld[-e10] : (long double)digits * pow10_ld[e10];
+    uint64_t sig; /* the x87 format: the 64-bit significand first, then sign and exponent */
+    memcpy(&sig, &v, sizeof sig);
+    unsigned low = (unsigned)(sig & 0x7ff);
+    if (low >= 0x3ff && low <= 0x401)
+        return 0;
+    *out = neg ? -(double)v : (double)v;
     return 1;
+#else
+    return 0;
+#endif
 }
 
 /* One JSON number at p into x (x->is_int as jansson tells integers from reals); past it, or NULL
