@@ -4,7 +4,8 @@
 # to each device; prints the medians (and p90) of the round trip and of each phase the answer's
 # Server-Timing names (receive, parse, submit, run, store, resume, answer: docs/API.md), and
 # writes c1-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
-# measures.
+# measures. GPURED_PROBE_LOAD=63 runs wrk (bench/http_load.lua, same device and form) with that many
+# connections beside the probe: where a job's time goes under load.
 #   bench/c1_probe.py path/to/gpured [devices, e.g. cpu,gpu] [N]
 import http.client
 import json
@@ -12,6 +13,7 @@ import os
 import re
 import statistics
 import struct
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -22,6 +24,7 @@ BIN = sys.argv[1]
 DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
 VALUES = [(i % 97) / 7.0 for i in range(1024)]
+LOAD = int(os.environ.get("GPURED_PROBE_LOAD", "0"))
 
 
 def forms(dev):
@@ -61,12 +64,21 @@ def main():
         with serving(BIN, [{"GPURED_THREADS": "16"}]) as (urls, _):
             for form, path, body, headers in forms(dev):
                 probe(urls[0], path, body, headers)  # warm up (and the GPU's first launch)
+                load = LOAD and subprocess.Popen(
+                    ["wrk", "-t4", "-c%d" % LOAD, "-d600s", "-s", os.path.join(os.path.dirname(__file__), "http_load.lua"),
+                     urls[0]], stdout=subprocess.DEVNULL,
+                    env=dict(os.environ, GPURED_DEVICE=dev, GPURED_BENCH_FORM="binary" if form == "binary" else ""))
+                time.sleep(1 if load else 0)
                 trip, phases = probe(urls[0], path, body, headers)
+                if load:
+                    load.terminate()
+                    load.wait()
                 med = {k: statistics.median(v) for k, v in phases.items()}
                 row = dict(device=dev, form=form, n=N, round_trip_p50_ms=statistics.median(trip),
                            round_trip_p90_ms=pct(trip, 0.9), phases_p50_ms=med,
                            phases_p90_ms={k: pct(v, 0.9) for k, v in phases.items()},
                            server_p50_ms=statistics.median([sum(t) for t in zip(*phases.values())]))
+                row["load_connections"] = LOAD
                 rows.append(row)
                 print("%-4s %-6s round trip p50 %.3f ms (p90 %.3f); server p50 %.3f ms: %s" % (
                     dev, form, row["round_trip_p50_ms"], row["round_trip_p90_ms"], row["server_p50_ms"],
