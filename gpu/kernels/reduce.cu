@@ -816,7 +816,7 @@ template <class Op> cudaError_t cub_run(const Op &op, const gr_kjob *j, void *sc
  * (fast_group, fast_tile). */
 constexpr i64 short_row_max_bytes = 16 << 10;
 
-bool short_rows(const gr_kjob *j)
+static bool short_rows(const gr_kjob *j)
 {
     return j->variant == GR_K_FAST && j->axis == 1 && j->rows > 1 &&
            j->cols * (i64)gr_dtype_size(j->dtype) <= short_row_max_bytes;
@@ -1277,7 +1277,13 @@ extern "C" int64_t gr_k_nout(const struct gr_kjob *j)
     return j->axis == GR_AXIS_ALL ? 1 : j->axis == 0 ? j->cols : j->rows;
 }
 
-/* Does `fast` write j's results narrow (row_out): short rows of 4-byte min, max or arg ops. */
+/* Does `fast` write j's results narrow (row_out): short rows of 4-byte min, max or arg ops. The
+ * kernels' rule (narrow_out) must say the same of every op and dtype: */
+static_assert(narrow_out<Min<int>> && narrow_out<Max<float>> && narrow_out<Arg<int, false>> &&
+              narrow_out<Arg<float, true>>);
+static_assert(!narrow_out<Max<i64>> && !narrow_out<Min<double>> && !narrow_out<Arg<i64, true>> &&
+              !narrow_out<Arg<double, false>> && !narrow_out<Sum<int>> && !narrow_out<Sum<float>> &&
+              !narrow_out<Mean<float>> && !narrow_out<Prod<int>>);
 static bool narrow_rows(const gr_kjob *j)
 {
     return short_rows(j) && gr_dtype_size(j->dtype) == 4 && j->op != GR_SUM && j->op != GR_MEAN &&
