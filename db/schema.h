@@ -11,7 +11,8 @@ extern const int gr_schema_nsteps, gr_pg_schema_nsteps;
 
 /* Every statement the store prepares: a reader connection prepares [0, GR_SQL_NREAD), the
  * writer [GR_SQL_NREAD, GR_SQL_N). The list bits: GR_SQL_LIST_ALL | 1 (status) | 2 (op) |
- * 4 (tenant), one statement per filter combination so each is served by its own index; their
+ * 4 (tenant) | 8 (the status is "succeeded", which the status indexes leave out: with 1 only),
+ * one statement per filter combination so each is served by its own index; their
  * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op, ?5 tenant. The writes
  * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
  * ?8 idempotency key, ?9 its fingerprint, ?10 the job's epoch, ?11 the replica, ?12 its lease
@@ -23,8 +24,9 @@ enum gr_sql_id {
     GR_SQL_LIST_STATUS = 1,
     GR_SQL_LIST_OP = 2,
     GR_SQL_LIST_OP_STATUS = 3,
-    GR_SQL_LIST_TENANT = 4, /* 4 to 7: the same with ?5 tenant */
-    GR_SQL_GET = 8,         /* ?1 id, ?2 tenant or NULL -> doc, status */
+    GR_SQL_LIST_TENANT = 4,    /* 4 to 7: the same with ?5 tenant */
+    GR_SQL_LIST_SUCCEEDED = 8, /* 9, 11, 13, 15: a status filter of "succeeded" */
+    GR_SQL_GET = 16,           /* ?1 id, ?2 tenant or NULL -> doc, status */
     GR_SQL_PENDING,         /* -> id, doc, input */
     GR_SQL_PING,
     GR_SQL_DS_LIST,        /* ?1 before, ?2 limit -> id, doc */

@@ -450,7 +450,7 @@ int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *statu
                        const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
 {
     int sql = GR_SQL_LIST_ALL | (status ? GR_SQL_LIST_STATUS : 0) | (op ? GR_SQL_LIST_OP : 0) |
-              (tenant ? GR_SQL_LIST_TENANT : 0);
+              (tenant ? GR_SQL_LIST_TENANT : 0) | (status && !strcmp(status, "succeeded") ? GR_SQL_LIST_SUCCEEDED : 0);
     return s->b->list(s->impl, sql, before, limit, status, op, tenant, row, ctx, e);
 }
 

@@ -585,6 +585,8 @@ static void test_list_paging_filters(void **state)
     check_listing(fx, "running", NULL, 7);
     check_listing(fx, NULL, "argmin", 10);
     check_listing(fx, "succeeded", "min", 3);
+    check_listing(fx, "succeeded", NULL, 9); /* outside the status indexes */
+    check_listing(fx, "queued", "argmin", 4);
 
     struct page p = {0};
     assert_int_equal(gr_store_list_jobs(fx->s, NULL, "canceled", NULL, NULL, 10, on_row, &p, NULL), GR_OK);
@@ -1270,7 +1272,10 @@ static void test_query_plans(void **state)
                        GR_SQL_PENDING,  GR_SQL_UPDATE,      GR_SQL_DS_LIST, GR_SQL_DS_GET,         GR_SQL_DS_DELETE,
                        GR_SQL_LIST_TENANT, GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS, GR_SQL_LIST_TENANT | GR_SQL_LIST_OP,
                        GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS, GR_SQL_DS_LIST_TENANT, GR_SQL_KEY_GET,
-                       GR_SQL_EXPIRED, GR_SQL_JOB_DELETE, GR_SQL_KEYS_EXPIRE};
+                       GR_SQL_EXPIRED, GR_SQL_JOB_DELETE, GR_SQL_KEYS_EXPIRE,
+                       GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_STATUS, GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_OP_STATUS,
+                       GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS,
+                       GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS};
     for (size_t q = 0; q < sizeof ids / sizeof ids[0]; q++) {
         char sql[512];
         snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", gr_sql[ids[q]]);
