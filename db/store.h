@@ -101,7 +101,8 @@ int gr_store_delete_job(struct gr_store *s, const char *id, gr_store_done done, 
 
 /* Newest first: jobs with id < before (NULL: from the newest), filtered by tenant, status and/or
  * op name (NULL: any), at most limit (1..GR_STORE_LIST_MAX, else GR_EINVAL) rows; row(ctx, id, doc) for each,
- * in order. Served from indexes, never a full scan. GR_OK or GR_EIO. */
+ * in order. Served from indexes, in order; "succeeded", which the status indexes leave out, walks
+ * the id, op or tenant index past jobs that ended otherwise. GR_OK or GR_EIO. */
 /* The most rows one list call gives: a page of up to 1000, and one more that tells whether
  * another page follows. */
 #define GR_STORE_LIST_MAX 1001
