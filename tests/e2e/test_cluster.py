@@ -191,10 +191,16 @@ def stray(rs, rng):
     body, want = small_jobs(rng, 1)[0]
     jid = a.req("POST", "/v1/jobs", body).json()["id"]
     owner = listed(c)[1]
-    made = L.store_rows(a, "UPDATE jobs SET owner = '%s', epoch = epoch + 1 WHERE id = '%s' AND status = 'queued' "
-                           "RETURNING id" % (owner, jid))
+    # a lease well ahead, as a claim gives: no replica may take the job when a short one runs out
+    # before replica 2's renewal looks (CI once saw replica 1 claim it 10 ms before the let-go)
+    made = L.store_rows(a, "UPDATE jobs SET owner = '%s', epoch = epoch + 1, lease = extract(epoch FROM "
+                           "clock_timestamp()) + 30 WHERE id = '%s' AND status = 'queued' RETURNING id" % (owner, jid))
     CHECK.eq(made[:1], [(jid,)], "the job, still queued behind the benchmark, is made replica 2's in the store")
     job = finish_through(c, {jid: want}, "a job held in the store only")
+    # the log is read on a thread of its own: give the line a moment to arrive
+    deadline = time.monotonic() + 5
+    while not any("let go to be claimed" in line for line in c.log) and time.monotonic() < deadline:
+        time.sleep(0.05)
     CHECK.ok(job and any("let go to be claimed" in line for line in c.log), "replica 2 let the stray job go")
     a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
 
