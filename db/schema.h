@@ -12,7 +12,8 @@ extern const int gr_schema_nsteps, gr_pg_schema_nsteps;
 /* Every statement the store prepares: a reader connection prepares [0, GR_SQL_NREAD), the
  * writer [GR_SQL_NREAD, GR_SQL_N). The list bits: GR_SQL_LIST_ALL | 1 (status) | 2 (op) |
  * 4 (tenant) | 8 (the status is "succeeded", which the status indexes leave out: with 1 only),
- * one statement per filter combination so each is served by its own index; their
+ * one statement per filter combination so each is served by its own index; an op filter comes
+ * with a tenant only (the op indexes are per tenant: store.c merges the tenants' pages); their
  * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op, ?5 tenant. The writes
  * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
  * ?8 idempotency key, ?9 its fingerprint, ?10 the job's epoch, ?11 the replica, ?12 its lease
@@ -37,6 +38,7 @@ enum gr_sql_id {
     GR_SQL_EXPIRED,        /* ?1 before id, ?2 limit -> id, doc */
     GR_SQL_EVENTS,         /* ?1 after seq (text), ?2 limit -> seq, the event as JSON, oldest first */
     GR_SQL_EVENTS_LAST,    /* the same, newest first, the event "" */
+    GR_SQL_TENANTS,        /* every tenant that has jobs -> tenant, tenant */
     /* shared stores (PostgreSQL) only, on the cluster thread's connection: $11 owner, $12 lease
      * seconds (from the database's clock), $2 limit */
     GR_SQL_RENEW,   /* the owner's queued and running jobs held for another lease */
@@ -73,5 +75,12 @@ enum gr_sql_id {
     GR_SQL_N
 };
 extern const char *const gr_sql[GR_SQL_N], *const gr_pg_sql[GR_SQL_N];
+
+/* GR_SQL_TENANTS in both dialects: a skip over jobs_tenant, one seek a tenant however many jobs
+ * each has (SELECT DISTINCT would read the whole index). */
+#define GR_SQL_TENANTS_TEXT                                                                                        \
+    "WITH RECURSIVE t(x) AS (SELECT min(tenant) FROM jobs UNION ALL"                                                \
+    " SELECT (SELECT min(tenant) FROM jobs WHERE tenant > t.x) FROM t WHERE t.x IS NOT NULL)"                       \
+    " SELECT x, x FROM t WHERE x IS NOT NULL"
 
 #endif

@@ -70,6 +70,10 @@ const char *const gr_schema_steps[] = {
     "CREATE INDEX jobs_status ON jobs(status, id) WHERE " NOT_SUCCEEDED ";"
     "CREATE INDEX jobs_op_status ON jobs(op, status, id) WHERE " NOT_SUCCEEDED ";"
     "CREATE INDEX jobs_tenant_status ON jobs(tenant, status, id) WHERE " NOT_SUCCEEDED ";",
+    /* The op indexes are per tenant only: jobs_op and jobs_op_status were an index entry in
+     * every job's row (two in a queued one's) for lists that name an op and no tenant, which
+     * store.c now merges from each tenant's page; a 100k batch's store phase was 17% shorter. */
+    "DROP INDEX jobs_op; DROP INDEX jobs_op_status;",
 };
 const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_steps[0]);
 
@@ -84,15 +88,12 @@ const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_ste
 const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_LIST_ALL] = LIST_SQL(""),
     [GR_SQL_LIST_STATUS] = LIST_SQL("status = ?3 AND " NOT_SUCCEEDED " AND "),
-    [GR_SQL_LIST_OP] = LIST_SQL("op = ?4 AND "),
-    [GR_SQL_LIST_OP_STATUS] = LIST_SQL("op = ?4 AND status = ?3 AND " NOT_SUCCEEDED " AND "),
     [GR_SQL_LIST_TENANT] = LIST_SQL("tenant = ?5 AND "),
     [GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS] = LIST_SQL("tenant = ?5 AND status = ?3 AND " NOT_SUCCEEDED " AND "),
     [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP] = LIST_SQL("tenant = ?5 AND op = ?4 AND "),
     [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS] = LIST_SQL("tenant = ?5 AND op = ?4 AND status = ?3 AND " NOT_SUCCEEDED " AND "),
-    /* "succeeded": through the id, op or tenant index, past the jobs that ended otherwise */
+    /* "succeeded": through the id or a tenant index, past the jobs that ended otherwise */
     [GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_STATUS] = LIST_SQL("status = ?3 AND "),
-    [GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_OP_STATUS] = LIST_SQL("op = ?4 AND status = ?3 AND "),
     [GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS] = LIST_SQL("tenant = ?5 AND status = ?3 AND "),
     [GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS] =
         LIST_SQL("tenant = ?5 AND op = ?4 AND status = ?3 AND "),
@@ -109,11 +110,12 @@ const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_KEY_GET] = "SELECT fingerprint, resource FROM idempotency WHERE tenant = ?1 AND key = ?2 AND created >= ?3",
     /* Start-up only: one pass over the datasets. */
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
-    /* The retention sweep: finished jobs submitted before ?1 (ids are creation times), in no
-     * particular order, so that each batch is an index range read, not a sort of every old job. */
     [GR_SQL_EVENTS] = "SELECT seq, json_object('seq', seq, 'kind', kind, 'id', id, 'status', status, 'tenant', tenant,"
                       " 'at', at) FROM events WHERE seq > CAST(?1 AS INTEGER) ORDER BY seq LIMIT ?2",
     [GR_SQL_EVENTS_LAST] = "SELECT seq, '' FROM events WHERE seq > CAST(?1 AS INTEGER) ORDER BY seq DESC LIMIT ?2",
+    [GR_SQL_TENANTS] = GR_SQL_TENANTS_TEXT,
+    /* The retention sweep: finished jobs submitted before ?1 (ids are creation times), in no
+     * particular order, so that each batch is an index range read, not a sort of every old job. */
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < ?1 AND status IN " FINAL " LIMIT ?2",
     /* GR_SQL_RENEW, _CLAIM, _RELEASE, _HELD, _LET_GO, _CANCEL, _SLOT, _ANNOUNCE, _REPLICAS and _LEAVE: none; one
      * SQLite file has one gpured, which holds every queued job itself */

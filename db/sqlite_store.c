@@ -406,8 +406,9 @@ static int list_statement(struct sq *s, int sql, const char *before, int limit, 
     if (!r)
         return GR_EIO;
     *st = r->st[sql];
-    if (bind_text(*st, 1, before ? before : no_cursor) != SQLITE_OK || sqlite3_bind_int(*st, 2, limit) != SQLITE_OK ||
-        (tenant && bind_text(*st, 5, tenant) != SQLITE_OK)) {
+    int named = sqlite3_bind_parameter_count(*st); /* GR_SQL_TENANTS names no cursor or limit */
+    if ((named >= 1 && bind_text(*st, 1, before ? before : no_cursor) != SQLITE_OK) ||
+        (named >= 2 && sqlite3_bind_int(*st, 2, limit) != SQLITE_OK) || (tenant && bind_text(*st, 5, tenant) != SQLITE_OK)) {
         sqlite3_reset(*st);
         return db_fail(e, r->db, "listing");
     }

@@ -446,11 +446,72 @@ int gr_store_get_key(struct gr_store *s, const char *tenant, const char *key, do
     return s->b->get_key(s->impl, tenant, key, since, fingerprint, resource, e);
 }
 
+/* Rows read for a merge: each id with its doc (or a tenant's name twice). */
+struct rows {
+    struct kept {
+        char *id, *doc;
+    } *v;
+    int n, cap, lost;
+};
+
+static void keep(void *ctx, const char *id, const char *doc)
+{
+    struct rows *r = ctx;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        struct kept *v = realloc(r->v, (size_t)cap * sizeof *v);
+        if (!v) {
+            r->lost = 1;
+            return;
+        }
+        r->v = v, r->cap = cap;
+    }
+    struct kept *k = &r->v[r->n];
+    k->id = strdup(id);
+    k->doc = strdup(doc);
+    r->n++;
+    r->lost |= !k->id || !k->doc;
+}
+
+static void free_rows(struct rows *r)
+{
+    for (int k = 0; k < r->n; k++)
+        free(r->v[k].id), free(r->v[k].doc);
+    free(r->v);
+}
+
+static int newest_first(const void *a, const void *b) { return strcmp(((const struct kept *)b)->id, ((const struct kept *)a)->id); }
+
+/* A list that names an op and no tenant (an admin's, or one without tokens): the op indexes are
+ * per tenant (sqlite_schema.c says why), so each tenant's page is read from them and the pages
+ * merged, newest first. Ids order as the statements order them (bytewise), so the first limit
+ * of the merge are the first limit of all. */
+static int list_merged(struct gr_store *s, int sql, const char *status, const char *op, const char *before, int limit,
+                       gr_store_row row, void *ctx, struct gr_err *e)
+{
+    struct rows tenants = {0}, page = {0};
+    int code = s->b->list(s->impl, GR_SQL_TENANTS, NULL, limit, NULL, NULL, NULL, keep, &tenants, e);
+    for (int t = 0; code == GR_OK && !tenants.lost && t < tenants.n; t++)
+        code = s->b->list(s->impl, sql | GR_SQL_LIST_TENANT, before, limit, status, op, tenants.v[t].doc, keep, &page, e);
+    if (code == GR_OK && (tenants.lost || page.lost))
+        code = gr_fail(e, GR_EIO, NULL, "store: out of memory");
+    if (code == GR_OK) {
+        qsort(page.v, (size_t)page.n, sizeof *page.v, newest_first);
+        for (int k = 0; k < page.n && k < limit; k++)
+            row(ctx, page.v[k].id, page.v[k].doc);
+    }
+    free_rows(&tenants);
+    free_rows(&page);
+    return code;
+}
+
 int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *status, const char *op,
                        const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
 {
     int sql = GR_SQL_LIST_ALL | (status ? GR_SQL_LIST_STATUS : 0) | (op ? GR_SQL_LIST_OP : 0) |
               (tenant ? GR_SQL_LIST_TENANT : 0) | (status && !strcmp(status, "succeeded") ? GR_SQL_LIST_SUCCEEDED : 0);
+    if (op && !tenant)
+        return list_merged(s, sql, status, op, before, limit, row, ctx, e);
     return s->b->list(s->impl, sql, before, limit, status, op, tenant, row, ctx, e);
 }
 
