@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Holds on datasets taken (by a target's dataset lookup) and not yet given back (by
  * gr_jobs_unpin_dataset, from gr_job_unref); 0 after every input. */
@@ -42,6 +43,21 @@ static inline size_t fuzz_bytes(int64_t rows, int64_t cols, size_t es)
 }
 
 /* An accepted reduction or product: what the worker and the store will rely on; it renders. */
+/* j's resource is JSON exactly as jansson writes it (job.c writes it without jansson): read
+ * back and written again, the same text. */
+static inline void fuzz_check_render(const struct gr_job *j)
+{
+    char *doc = gr_job_render(j);
+    json_t *o = doc ? json_loads(doc, 0, NULL) : NULL;
+    char *again = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    if (doc && again && strcmp(doc, again))
+        fprintf(stderr, "rendered: %s\njansson:  %s\n", doc, again);
+    FUZZ_CHECK(again && !strcmp(doc, again));
+    json_decref(o);
+    free(again);
+    free(doc);
+}
+
 static inline void fuzz_check_job(const struct gr_job *j)
 {
     FUZZ_CHECK(j->dtype >= 0 && j->dtype < GR_NDTYPES && j->op >= 0 && j->op <= GR_MATMUL);
@@ -69,11 +85,7 @@ static inline void fuzz_check_job(const struct gr_job *j)
         FUZZ_CHECK(j->axis == GR_AXIS_ALL || j->axis == 0 || (j->axis == 1 && j->ndim == 2));
         FUZZ_CHECK(j->dataset[0] ? j->dataset_pinned && !j->input : !j->dataset_pinned && j->input);
     }
-    char *doc = gr_job_render(j);
-    json_t *o = doc ? json_loads(doc, 0, NULL) : NULL;
-    FUZZ_CHECK(o);
-    json_decref(o);
-    free(doc);
+    fuzz_check_render(j);
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include "store.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -439,6 +440,128 @@ static void test_route_by_cache(void **state)
         gr_job_unref(js[k]);
 }
 
+/* doc is a job resource exactly as jansson writes it (compact, 17 digits): read back and
+ * written again, it is the same text; the parsed object is returned (the caller's). */
+static json_t *canonical(const char *doc)
+{
+    json_error_t err;
+    json_t *o = json_loads(doc, 0, &err);
+    if (!o)
+        fail_msg("not JSON (%s): %s", err.text, doc);
+    char *again = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    assert_non_null(again);
+    assert_string_equal(doc, again);
+    free(again);
+    return o;
+}
+
+static double member_real(json_t *o, const char *path1, const char *path2)
+{
+    json_t *v = json_object_get(path2 ? json_object_get(o, path1) : o, path2 ? path2 : path1);
+    assert_true(json_is_real(v));
+    return json_real_value(v);
+}
+
+/* The resource is written straight out (job.c), not by jansson: every kind and state reads
+ * back as the same text in jansson's form, with the values it was given. */
+static void test_render_canonical(void **state)
+{
+    (void)state;
+    struct gr_err e = {0};
+    const double odd[] = {0.1, 1e-7, 1e20, 123456789012345678.0, 5e-324, 1.7976931348623157e308, 0.0, 3.0, 2.5e-300};
+    /* queued and succeeded reductions, float and integer, scalar and per row, with a dataset */
+    for (int k = 0; k < (int)(sizeof odd / sizeof odd[0]); k++) {
+        struct gr_job *j = gr_job_new();
+        assert_non_null(j);
+        j->dtype = k % 2 ? GR_INT64 : GR_FLOAT64;
+        j->op = k % 3 ? GR_SUM : GR_ARGMAX;
+        j->ties_last = k % 2;
+        j->input_bytes = 8 * 100;
+        j->shape[0] = 100;
+        char *queued = gr_job_render(j);
+        json_decref(canonical(queued));
+        free(queued);
+        j->status = GR_SUCCEEDED;
+        j->started_at = j->created_at + 0.25, j->finished_at = j->created_at + 1.5;
+        j->t = (struct gr_timings){odd[k], odd[(k + 1) % 9], odd[(k + 2) % 9] + 1e-3, odd[(k + 3) % 9], 7.0, 0, GR_CACHE_HIT};
+        if (k == 4)
+            snprintf(j->dataset, sizeof j->dataset, "d_0123456789abcdef"), j->group = 3;
+        int rows = k == 5 ? 3 : 1;
+        if (rows > 1)
+            j->ndim = 2, j->axis = 1, j->shape[0] = 3, j->shape[1] = 5;
+        assert_int_equal(gr_result_alloc(&j->result, rows, j->dtype == GR_INT64, j->op == GR_ARGMAX, &e), GR_OK);
+        for (int r = 0; r < rows; r++) {
+            if (j->result.i)
+                j->result.i[r] = -9007199254740993LL + r;
+            else
+                j->result.f[r] = k == 2 ? NAN : k == 6 ? -INFINITY : odd[(k + r) % 9];
+            if (j->result.index)
+                j->result.index[r] = 12345678901LL + r;
+        }
+        char *doc = gr_job_render(j);
+        json_t *o = canonical(doc);
+        assert_true(member_real(o, "timings_ms", "queue") == odd[k]);
+        assert_true(member_real(o, "timings_ms", "kernel") == odd[(k + 2) % 9] + 1e-3);
+        assert_true(member_real(o, "gbps", NULL) == 800.0 / ((odd[(k + 2) % 9] + 1e-3) * 1e6));
+        json_t *res = json_object_get(o, "result");
+        if (rows == 1 && j->result.i)
+            assert_true(json_integer_value(json_object_get(res, "value")) == -9007199254740993LL);
+        else if (rows == 1 && k == 2)
+            assert_string_equal(json_string_value(json_object_get(res, "value")), "NaN");
+        else if (rows == 1 && k == 6)
+            assert_string_equal(json_string_value(json_object_get(res, "value")), "-Infinity");
+        else if (rows == 1)
+            assert_true(member_real(res, "value", NULL) == odd[k]);
+        else
+            assert_int_equal(json_array_size(json_object_get(res, "values")), 3);
+        if (j->result.index)
+            assert_true(json_integer_value(json_object_get(res, rows == 1 ? "index" : "indices")) == 12345678901LL ||
+                        json_integer_value(json_array_get(json_object_get(res, "indices"), 0)) == 12345678901LL);
+        if (k == 4)
+            assert_string_equal(json_string_value(json_object_get(o, "cache")), "hit");
+        json_decref(o);
+        free(doc);
+        gr_job_unref(j);
+    }
+    /* a failed one whose error and names need escaping, a benchmark, a product */
+    struct gr_job *j = gr_job_new();
+    assert_non_null(j);
+    snprintf(j->tenant, sizeof j->tenant, "t\"e\\n\x01\x1ct");
+    snprintf(j->replica, sizeof j->replica, "host\tone");
+    j->status = GR_FAILED;
+    j->err = (struct gr_err){GR_EINVAL, "data", "a \"quoted\" line\nand a tab\there, \x1f, caf\xc3\xa9"};
+    char *doc = gr_job_render(j);
+    json_t *o = canonical(doc);
+    assert_string_equal(json_string_value(json_object_get(o, "tenant")), j->tenant);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "error"), "detail")), j->err.msg);
+    json_decref(o);
+    free(doc);
+    j->kind = GR_JOB_BENCH, j->status = GR_QUEUED, j->repeats = 5, j->nalgos = 2;
+    assert_non_null(j->algos = calloc(2, sizeof *j->algos));
+    snprintf(j->algos[0], sizeof j->algos[0], "fast");
+    snprintf(j->algos[1], sizeof j->algos[1], "odd\"name\\");
+    o = canonical(doc = gr_job_render(j));
+    assert_string_equal(json_string_value(json_array_get(json_object_get(o, "algorithms"), 1)), j->algos[1]);
+    json_decref(o);
+    free(doc);
+    j->nalgos = 0;
+    json_decref(canonical(doc = gr_job_render(j)));
+    free(doc);
+    j->kind = GR_JOB_MATMUL, j->op = GR_MATMUL, j->status = GR_SUCCEEDED, j->alpha = 0.5, j->beta = -2;
+    j->ndim = 2, j->shape[0] = 2, j->shape[1] = 3;
+    j->mm[0] = (struct gr_operand){.present = 1, .rows = 2, .cols = 4};
+    j->mm[1] = (struct gr_operand){.present = 1, .rows = 4, .cols = 3, .dataset = "d_00000000000000ab"};
+    j->t = (struct gr_timings){.kernel = 0.125, .total = 1, .overlap = 0.0625};
+    assert_int_equal(gr_result_alloc(&j->result, 6, 0, 0, &e), GR_OK);
+    o = canonical(doc = gr_job_render(j));
+    assert_true(member_real(o, "timings_ms", "overlap") == 0.0625);
+    assert_true(member_real(o, "alpha", NULL) == 0.5 && member_real(o, "beta", NULL) == -2.0);
+    assert_true(member_real(o, "gflops", NULL) == 2.0 * 2 * 3 * 4 / (0.125 * 1e6));
+    json_decref(o);
+    free(doc);
+    gr_job_unref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover),
@@ -446,6 +569,7 @@ int main(void)
                                        cmocka_unit_test(test_big_batch_in_spans),
                                        cmocka_unit_test(test_launch_groups),
                                        cmocka_unit_test(test_end_told_once_durable),
-                                       cmocka_unit_test(test_route_by_cache)};
+                                       cmocka_unit_test(test_route_by_cache),
+                                       cmocka_unit_test(test_render_canonical)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
