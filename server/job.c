@@ -368,6 +368,8 @@ static void put_result(struct gr_buf *b, const struct gr_job *j)
 
 char *gr_job_render_as(const struct gr_job *j, int status)
 {
+    /* written in a buffer with room, then copied at its size (the buffer freed for the next one
+     * to reuse): a 100k batch keeps 100k of them, and room to spare in each was pages to fault in */
     struct gr_buf b = {.p = malloc(1024), .cap = 1024}; /* a job's is ~350 bytes: grown where not */
     if (!b.p)
         return NULL;
@@ -457,11 +459,11 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     /* an end told as running (not durable yet) has no finish to show */
     key(&b, "finished_at"), put_time(&b, GR_TERMINAL(status) ? j->finished_at : 0);
     put(&b, "}");
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    char *doc = b.oom ? NULL : malloc(b.len + 1);
+    if (doc)
+        memcpy(doc, b.p, b.len + 1);
+    free(b.p);
+    return doc;
 }
 
 char *gr_job_render(const struct gr_job *j) { return gr_job_render_as(j, j->status); }
