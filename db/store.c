@@ -495,7 +495,7 @@ static int list_merged(struct gr_store *s, int sql, const char *status, const ch
         code = s->b->list(s->impl, sql | GR_SQL_LIST_TENANT, before, limit, status, op, tenants.v[t].doc, keep, &page, e);
     if (code == GR_OK && (tenants.lost || page.lost))
         code = gr_fail(e, GR_EIO, NULL, "store: out of memory");
-    if (code == GR_OK) {
+    if (code == GR_OK && page.n) { /* none: v is NULL, which qsort may not be given */
         qsort(page.v, (size_t)page.n, sizeof *page.v, newest_first);
         for (int k = 0; k < page.n && k < limit; k++)
             row(ctx, page.v[k].id, page.v[k].doc);
