@@ -2,6 +2,7 @@
  * Stateless; safe from any thread. */
 #include "gr.h"
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,4 +128,12 @@ double gr_mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+int gr_spin_changed(const unsigned *count, unsigned seen)
+{
+    for (double until = gr_mono_ms() + GR_SPIN_MS; gr_mono_ms() < until; sched_yield())
+        if (__atomic_load_n(count, __ATOMIC_ACQUIRE) != seen)
+            return 1;
+    return 0;
 }

@@ -118,6 +118,14 @@ extern const char gr_version[], gr_commit[], gr_cuda_version[];
 double gr_now(void);     /* seconds since the epoch, wall clock */
 double gr_mono_ms(void); /* monotonic milliseconds */
 
+/* For a thread about to sleep on a condition variable: watch *count (written only with
+ * __atomic builtins) for up to GR_SPIN_MS, yielding the core to anything else runnable, and
+ * return 1 as soon as it is no longer seen. Waking a sleeping thread took tens of
+ * microseconds on the GPU hosts' virtual cores, a third of a small job's time (PERFORMANCE.md);
+ * the window covers one client's next job. */
+#define GR_SPIN_MS 0.25
+int gr_spin_changed(const unsigned *count, unsigned seen);
+
 #ifdef __cplusplus
 }
 #endif

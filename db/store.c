@@ -27,6 +27,7 @@ struct gr_store {
     pthread_mutex_t mu; /* queue and closing; never taken by reads */
     pthread_cond_t cv;
     op_t *head, **tail;
+    unsigned pushed; /* lists queued so far (__atomic): watched by the writer before it sleeps */
     int closing;
     /* batches the writer has taken, and those whose done callbacks have all run: an events read
      * waits for the second to reach the first, so no event is seen before its write is told */
@@ -151,8 +152,16 @@ static void *writer_main(void *arg)
     struct gr_store *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->closing)
-            pthread_cond_wait(&s->cv, &s->mu);
+        for (int spun = 0; !s->head && !s->closing; spun = 1) {
+            unsigned seen = __atomic_load_n(&s->pushed, __ATOMIC_ACQUIRE);
+            if (spun) {
+                pthread_cond_wait(&s->cv, &s->mu);
+                continue;
+            }
+            pthread_mutex_unlock(&s->mu);
+            gr_spin_changed(&s->pushed, seen); /* a small job's end is often a moment away */
+            pthread_mutex_lock(&s->mu);
+        }
         op_t *batch = s->head;
         if (!batch)
             break;
@@ -320,6 +329,7 @@ static int push_list(struct gr_store *s, op_t *head, op_t **last, int bad)
     if (!closing && !bad) {
         *s->tail = head;
         s->tail = last;
+        __atomic_fetch_add(&s->pushed, 1, __ATOMIC_RELEASE);
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);

@@ -46,6 +46,7 @@ struct worker {
 struct queue {
     struct gr_job *head, *tail;
     int count, reserved;
+    unsigned pushed; /* jobs queued so far (__atomic): watched by an idle worker before it sleeps */
     pthread_cond_t cv;
     struct worker workers[MAX_LANES]; /* one per lane: a GPU's lanes run jobs side by side */
     int nworkers;
@@ -625,6 +626,7 @@ static void push(struct queue *q, struct gr_job *j)
         q->head = j;
     q->tail = j;
     q->count++;
+    __atomic_fetch_add(&q->pushed, 1, __ATOMIC_RELEASE);
     gr_metrics_queued(dev_of(q), 1);
     pthread_cond_signal(&q->cv);
 }
@@ -893,8 +895,16 @@ static void *worker_main(void *arg)
     struct queue *q = w->q;
     pthread_mutex_lock(&mu);
     for (;;) {
-        while (!q->head && !stopping)
-            pthread_cond_wait(&q->cv, &mu);
+        for (int spun = 0; !q->head && !stopping; spun = 1) {
+            unsigned seen = __atomic_load_n(&q->pushed, __ATOMIC_ACQUIRE);
+            if (spun) {
+                pthread_cond_wait(&q->cv, &mu);
+                continue;
+            }
+            pthread_mutex_unlock(&mu);
+            gr_spin_changed(&q->pushed, seen); /* one client's next job is often a moment away */
+            pthread_mutex_lock(&mu);
+        }
         if (stopping)
             break;
         struct gr_job *j = w->taken[0] = pop(q);
