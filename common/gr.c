@@ -130,10 +130,17 @@ double gr_mono_ms(void)
     return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-int gr_spin_changed(const unsigned *count, unsigned seen)
+void gr_idle_wait(pthread_cond_t *cv, pthread_mutex_t *mu, const unsigned *count, int *spun)
 {
-    for (double until = gr_mono_ms() + GR_SPIN_MS; gr_mono_ms() < until; sched_yield())
-        if (__atomic_load_n(count, __ATOMIC_ACQUIRE) != seen)
-            return 1;
-    return 0;
+    if (*spun) {
+        pthread_cond_wait(cv, mu);
+        return;
+    }
+    unsigned seen = __atomic_load_n(count, __ATOMIC_ACQUIRE);
+    *spun = 1;
+    pthread_mutex_unlock(mu);
+    for (double until = gr_mono_ms() + GR_SPIN_MS;
+         gr_mono_ms() < until && __atomic_load_n(count, __ATOMIC_ACQUIRE) == seen; sched_yield())
+        ;
+    pthread_mutex_lock(mu);
 }

@@ -3,6 +3,7 @@
 #ifndef GR_H
 #define GR_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -118,13 +119,14 @@ extern const char gr_version[], gr_commit[], gr_cuda_version[];
 double gr_now(void);     /* seconds since the epoch, wall clock */
 double gr_mono_ms(void); /* monotonic milliseconds */
 
-/* For a thread about to sleep on a condition variable: watch *count (written only with
- * __atomic builtins) for up to GR_SPIN_MS, yielding the core to anything else runnable, and
- * return 1 as soon as it is no longer seen. Waking a sleeping thread took tens of
- * microseconds on the GPU hosts' virtual cores, a third of a small job's time (PERFORMANCE.md);
- * the window covers one client's next job. */
+/* Where an idle thread would wait on cv (mu held) for work that bumps *count (written only with
+ * __atomic builtins): the first time in a row (*spun 0) it lets mu go and watches *count for up
+ * to GR_SPIN_MS instead, yielding the core to anything else runnable; after that it waits on cv.
+ * Returns with mu held, for the caller to look at its queue again. Waking a sleeping thread
+ * took tens of microseconds on the GPU hosts' virtual cores, a third of a small job's time
+ * (PERFORMANCE.md); the window covers one client's next job. */
 #define GR_SPIN_MS 0.25
-int gr_spin_changed(const unsigned *count, unsigned seen);
+void gr_idle_wait(pthread_cond_t *cv, pthread_mutex_t *mu, const unsigned *count, int *spun);
 
 #ifdef __cplusplus
 }

@@ -152,16 +152,8 @@ static void *writer_main(void *arg)
     struct gr_store *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        for (int spun = 0; !s->head && !s->closing; spun = 1) {
-            unsigned seen = __atomic_load_n(&s->pushed, __ATOMIC_ACQUIRE);
-            if (spun) {
-                pthread_cond_wait(&s->cv, &s->mu);
-                continue;
-            }
-            pthread_mutex_unlock(&s->mu);
-            gr_spin_changed(&s->pushed, seen); /* a small job's end is often a moment away */
-            pthread_mutex_lock(&s->mu);
-        }
+        for (int spun = 0; !s->head && !s->closing;) /* a small job's end is often a moment away */
+            gr_idle_wait(&s->cv, &s->mu, &s->pushed, &spun);
         op_t *batch = s->head;
         if (!batch)
             break;

@@ -895,16 +895,8 @@ static void *worker_main(void *arg)
     struct queue *q = w->q;
     pthread_mutex_lock(&mu);
     for (;;) {
-        for (int spun = 0; !q->head && !stopping; spun = 1) {
-            unsigned seen = __atomic_load_n(&q->pushed, __ATOMIC_ACQUIRE);
-            if (spun) {
-                pthread_cond_wait(&q->cv, &mu);
-                continue;
-            }
-            pthread_mutex_unlock(&mu);
-            gr_spin_changed(&q->pushed, seen); /* one client's next job is often a moment away */
-            pthread_mutex_lock(&mu);
-        }
+        for (int spun = 0; !q->head && !stopping;) /* one client's next job is often a moment away */
+            gr_idle_wait(&q->cv, &mu, &q->pushed, &spun);
         if (stopping)
             break;
         struct gr_job *j = w->taken[0] = pop(q);
