@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # list_scale.py: list pages at a million stored jobs. Fills a fresh gpured (SQLite) with N small
 # jobs in batches of 100k (POST /v1/jobs with a JSON array), then times GET /v1/jobs pages: the
-# first, filtered by status, op or both, and one 500 pages deep (its cursor from the page before),
+# first, filtered by status, op or both, one tenant's, and one 500 pages deep (its cursor from the page before),
 # each the median of 20. Prints a table and writes list_scale-<host>-<date>.json under
 # GPURED_BENCH_OUT (default bench/results). Not a test: it measures.
 #   bench/list_scale.py path/to/gpured [jobs, default 1000000]
@@ -55,9 +55,11 @@ def main():
                  ("op=argmax", "/v1/jobs?limit=100&op=argmax"),
                  ("op=argmax&status=succeeded", "/v1/jobs?limit=100&op=argmax&status=succeeded"),
                  ("status=failed (none)", "/v1/jobs?limit=100&status=failed"),
+                 ("tenant=default", "/v1/jobs?limit=100&tenant=default"),
+                 ("tenant=default&status=succeeded", "/v1/jobs?limit=100&tenant=default&status=succeeded"),
                  ("500 pages deep", "/v1/jobs?limit=100&cursor=" + cursor),
                  ("one job", "/v1/jobs/" + page["jobs"][0]["id"])]
-        print("%-28s %8s %8s %6s" % ("list", "p50_ms", "max_ms", "jobs"))
+        print("%-32s %8s %8s %6s" % ("list", "p50_ms", "max_ms", "jobs"))
         for name, path in cases:
             ts, got = [], None
             for _ in range(20):
@@ -65,7 +67,7 @@ def main():
                 ts.append(t)
             n = len(got.get("jobs", [])) if "jobs" in got else 1
             rows.append(dict(list=name, path=path, p50_ms=statistics.median(ts), max_ms=max(ts), jobs=n))
-            print("%-28s %8.2f %8.2f %6d" % (name, statistics.median(ts), max(ts), n), flush=True)
+            print("%-32s %8.2f %8.2f %6d" % (name, statistics.median(ts), max(ts), n), flush=True)
         size = sum(os.path.getsize(os.path.join(dirs[0], f)) for f in os.listdir(dirs[0]) if f.startswith("gpured.db"))
     print("filled in %.0f s; store %.0f MB" % (filled, size / 1e6))
     save("list_scale", {"jobs": N, "fill_s": filled, "db_bytes": size, "cores": os.cpu_count(), "rows": rows})

@@ -94,6 +94,8 @@ const char *const gr_pg_schema_steps[] = {
     "CREATE INDEX jobs_tenant_status ON jobs(tenant, status, id) WHERE " NOT_SUCCEEDED ";",
     /* The op indexes are per tenant only, as in SQLite (sqlite_schema.c says why). */
     "DROP INDEX jobs_op, jobs_op_status;",
+    /* Every job index leads with the tenant and names an op or a status, as in SQLite. */
+    "DROP INDEX jobs_status, jobs_tenant;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -107,14 +109,11 @@ const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_s
 
 const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_LIST_ALL] = LIST_SQL(""),
-    [GR_SQL_LIST_STATUS] = LIST_SQL("status = $3 AND " NOT_SUCCEEDED " AND "),
-    [GR_SQL_LIST_TENANT] = LIST_SQL("tenant = $5 AND "),
     [GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS] = LIST_SQL("tenant = $5 AND status = $3 AND " NOT_SUCCEEDED " AND "),
     [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP] = LIST_SQL("tenant = $5 AND op = $4 AND "),
     [GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS] = LIST_SQL("tenant = $5 AND op = $4 AND status = $3 AND " NOT_SUCCEEDED " AND "),
     /* "succeeded": through the id or a tenant index, past the jobs that ended otherwise */
     [GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_STATUS] = LIST_SQL("status = $3 AND "),
-    [GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_TENANT | GR_SQL_LIST_STATUS] = LIST_SQL("tenant = $5 AND status = $3 AND "),
     [GR_SQL_LIST_SUCCEEDED | GR_SQL_LIST_TENANT | GR_SQL_LIST_OP_STATUS] =
         LIST_SQL("tenant = $5 AND op = $4 AND status = $3 AND "),
     [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
@@ -132,6 +131,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                       " 'tenant', tenant, 'at', at)::text FROM events WHERE seq > $1::bigint ORDER BY events.seq LIMIT $2::int",
     [GR_SQL_EVENTS_LAST] = "SELECT seq::text, '' FROM events WHERE seq > $1::bigint ORDER BY events.seq DESC LIMIT $2::int",
     [GR_SQL_TENANTS] = GR_SQL_TENANTS_TEXT,
+    [GR_SQL_OPS] = GR_SQL_OPS_TEXT("$5"),
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < $1 AND status IN " FINAL " LIMIT $2::int",
     /* SKIP LOCKED: a row the writer is ending waits for no renewal, and one renewal never meets
      * a writer's batch in a deadlock (each holding rows the other wants, until PostgreSQL's

@@ -12,8 +12,9 @@ extern const int gr_schema_nsteps, gr_pg_schema_nsteps;
 /* Every statement the store prepares: a reader connection prepares [0, GR_SQL_NREAD), the
  * writer [GR_SQL_NREAD, GR_SQL_N). The list bits: GR_SQL_LIST_ALL | 1 (status) | 2 (op) |
  * 4 (tenant) | 8 (the status is "succeeded", which the status indexes leave out: with 1 only),
- * one statement per filter combination so each is served by its own index; an op filter comes
- * with a tenant only (the op indexes are per tenant: store.c merges the tenants' pages); their
+ * one statement for each filter combination that one index serves: every job index leads with
+ * the tenant, and a tenant's index names an op or a status other than "succeeded" (store.c merges
+ * the tenants' or the ops' pages for the other lists, sqlite_schema.c says why); their
  * parameters are ?1 before (exclusive), ?2 limit, ?3 status, ?4 op, ?5 tenant. The writes
  * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
  * ?8 idempotency key, ?9 its fingerprint, ?10 the job's epoch, ?11 the replica, ?12 its lease
@@ -39,6 +40,7 @@ enum gr_sql_id {
     GR_SQL_EVENTS,         /* ?1 after seq (text), ?2 limit -> seq, the event as JSON, oldest first */
     GR_SQL_EVENTS_LAST,    /* the same, newest first, the event "" */
     GR_SQL_TENANTS,        /* every tenant that has jobs -> tenant, tenant */
+    GR_SQL_OPS,            /* ?5 tenant: every op it has jobs of -> op, op */
     /* shared stores (PostgreSQL) only, on the cluster thread's connection: $11 owner, $12 lease
      * seconds (from the database's clock), $2 limit */
     GR_SQL_RENEW,   /* the owner's queued and running jobs held for another lease */
@@ -76,11 +78,16 @@ enum gr_sql_id {
 };
 extern const char *const gr_sql[GR_SQL_N], *const gr_pg_sql[GR_SQL_N];
 
-/* GR_SQL_TENANTS in both dialects: a skip over jobs_tenant, one seek a tenant however many jobs
- * each has (SELECT DISTINCT would read the whole index). */
-#define GR_SQL_TENANTS_TEXT                                                                                        \
+/* The tenants (GR_SQL_TENANTS) and a tenant's ops (GR_SQL_OPS, T: the dialect's ?5 or $5) that
+ * have jobs, in both dialects: a skip over jobs_tenant_op, one seek a tenant (or op) however many
+ * jobs each has (SELECT DISTINCT would read the whole index). */
+#define GR_SQL_TENANT_SKIP                                                                                         \
     "WITH RECURSIVE t(x) AS (SELECT min(tenant) FROM jobs UNION ALL"                                                \
-    " SELECT (SELECT min(tenant) FROM jobs WHERE tenant > t.x) FROM t WHERE t.x IS NOT NULL)"                       \
-    " SELECT x, x FROM t WHERE x IS NOT NULL"
+    " SELECT (SELECT min(tenant) FROM jobs WHERE tenant > t.x) FROM t WHERE t.x IS NOT NULL)"
+#define GR_SQL_TENANTS_TEXT GR_SQL_TENANT_SKIP " SELECT x, x FROM t WHERE x IS NOT NULL"
+#define GR_SQL_OPS_TEXT(T)                                                                                         \
+    "WITH RECURSIVE o(x) AS (SELECT min(op) FROM jobs WHERE tenant = " T " UNION ALL"                              \
+    " SELECT (SELECT min(op) FROM jobs WHERE tenant = " T " AND op > o.x) FROM o WHERE o.x IS NOT NULL)"            \
+    " SELECT x, x FROM o WHERE x IS NOT NULL"
 
 #endif

@@ -448,7 +448,7 @@ int gr_store_get_key(struct gr_store *s, const char *tenant, const char *key, do
     return s->b->get_key(s->impl, tenant, key, since, fingerprint, resource, e);
 }
 
-/* Rows read for a merge: each id with its doc (or a tenant's name twice). */
+/* Rows read for a merge: each id with its doc (or a tenant's or an op's name twice). */
 struct rows {
     struct kept {
         char *id, *doc;
@@ -484,25 +484,30 @@ static void free_rows(struct rows *r)
 
 static int newest_first(const void *a, const void *b) { return strcmp(((const struct kept *)b)->id, ((const struct kept *)a)->id); }
 
-/* A list that names an op and no tenant (an admin's, or one without tokens): the op indexes are
- * per tenant (sqlite_schema.c says why), so each tenant's page is read from them and the pages
- * merged, newest first. Ids order as the statements order them (bytewise), so the first limit
- * of the merge are the first limit of all. */
-static int list_merged(struct gr_store *s, int sql, const char *status, const char *op, const char *before, int limit,
-                       gr_store_row row, void *ctx, struct gr_err *e)
+/* A list no one index serves: one of every tenant (an admin's, or one without tokens) that
+ * names an op or a status other than "succeeded", or one tenant's that names no op and no status
+ * other than "succeeded" (every job index leads with the tenant and names an op or a status:
+ * sqlite_schema.c says why). Each tenant's page, or each of the tenant's ops' page, is read
+ * through its index and the pages merged, newest first. Ids order as the statements order them
+ * (bytewise), so the first limit of the merge are the first limit of all. */
+static int list_merged(struct gr_store *s, int sql, const char *status, const char *op, const char *tenant,
+                       const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
 {
-    struct rows tenants = {0}, page = {0};
-    int code = s->b->list(s->impl, GR_SQL_TENANTS, NULL, limit, NULL, NULL, NULL, keep, &tenants, e);
-    for (int t = 0; code == GR_OK && !tenants.lost && t < tenants.n; t++)
-        code = s->b->list(s->impl, sql | GR_SQL_LIST_TENANT, before, limit, status, op, tenants.v[t].doc, keep, &page, e);
-    if (code == GR_OK && (tenants.lost || page.lost))
+    struct rows keys = {0}, page = {0};
+    int code = s->b->list(s->impl, tenant ? GR_SQL_OPS : GR_SQL_TENANTS, NULL, limit, NULL, NULL, tenant, keep, &keys, e);
+    for (int k = 0; code == GR_OK && !keys.lost && k < keys.n; k++)
+        code = tenant ? s->b->list(s->impl, sql | GR_SQL_LIST_OP, before, limit, status, keys.v[k].doc, tenant, keep,
+                                   &page, e)
+                      : s->b->list(s->impl, sql | GR_SQL_LIST_TENANT, before, limit, status, op, keys.v[k].doc, keep,
+                                   &page, e);
+    if (code == GR_OK && (keys.lost || page.lost))
         code = gr_fail(e, GR_EIO, NULL, "store: out of memory");
     if (code == GR_OK && page.n) { /* none: v is NULL, which qsort may not be given */
         qsort(page.v, (size_t)page.n, sizeof *page.v, newest_first);
         for (int k = 0; k < page.n && k < limit; k++)
             row(ctx, page.v[k].id, page.v[k].doc);
     }
-    free_rows(&tenants);
+    free_rows(&keys);
     free_rows(&page);
     return code;
 }
@@ -510,10 +515,11 @@ static int list_merged(struct gr_store *s, int sql, const char *status, const ch
 int gr_store_list_jobs(struct gr_store *s, const char *tenant, const char *status, const char *op,
                        const char *before, int limit, gr_store_row row, void *ctx, struct gr_err *e)
 {
+    int succeeded = status && !strcmp(status, "succeeded");
     int sql = GR_SQL_LIST_ALL | (status ? GR_SQL_LIST_STATUS : 0) | (op ? GR_SQL_LIST_OP : 0) |
-              (tenant ? GR_SQL_LIST_TENANT : 0) | (status && !strcmp(status, "succeeded") ? GR_SQL_LIST_SUCCEEDED : 0);
-    if (op && !tenant)
-        return list_merged(s, sql, status, op, before, limit, row, ctx, e);
+              (tenant ? GR_SQL_LIST_TENANT : 0) | (succeeded ? GR_SQL_LIST_SUCCEEDED : 0);
+    if (tenant ? !op && (!status || succeeded) : op || (status && !succeeded))
+        return list_merged(s, sql, status, op, tenant, before, limit, row, ctx, e);
     return s->b->list(s->impl, sql, before, limit, status, op, tenant, row, ctx, e);
 }
 
