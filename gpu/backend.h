@@ -19,6 +19,11 @@ struct gr_algo {
     unsigned ops, dtypes, axes;
 };
 #define GR_ALL_OPS ((1u << GR_NOPS) - 1) /* every reduction */
+/* A GPU's reductions of inputs in memory of at most this many bytes copy nothing: the kernel
+ * reads them from pinned host memory over the bus and writes its results back the same way (h2d
+ * and d2h 0). The two copies of a 4 KiB job took 15 us of its 25-30 us on the device, more than
+ * the kernel (bench/c1_probe.py, H100; at 64 KiB the direct kernel still beat the copies). */
+#define GR_GPU_DIRECT_MAX ((size_t)64 << 10)
 #define GR_ALL_DTYPES ((1u << GR_NDTYPES) - 1)
 #define GR_ALL_AXES 7u
 #define GR_AXIS_BIT(axis) (1u << ((axis) + 1))

@@ -42,6 +42,7 @@ struct dbuf {
 struct lane {
     cudaStream_t st;
     void *stage[NSTAGE];
+    void *direct[2];              /* stage[0] and stage[1] as the device sees them; NULL: none (no direct path) */
     cudaEvent_t staged[NSTAGE];   /* the copy out of stage[s] has finished */
     cudaEvent_t ev[NEV];          /* stage timings */
     unsigned *tickets;            /* GR_K_COUNTERS, zero between launches */
@@ -398,11 +399,12 @@ static cudaError_t launch(const struct gr_kjob *j, struct lane *l)
     return gr_k_launch(j, l->scratch.p, l->scratch.bytes, l->tickets, l->st);
 }
 
-/* Buffers, input (cached, or uploaded), kernel, results. *cache says where the input came from;
- * x (when the dataset cache holds or takes the input) and pin (a page-locked file copied from)
- * are released by the caller. */
+/* Buffers, input (cached, uploaded, or read directly: *direct), kernel, results. *cache says where
+ * the input came from; x (when the dataset cache holds or takes the input) and pin (a page-locked
+ * file copied from) are released by the caller. */
 static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *req, struct gr_kjob *j,
-                   struct gr_result *r, struct entry **x, struct gr_pin **pin, struct gr_timings *t, struct gr_err *e)
+                   struct gr_result *r, struct entry **x, struct gr_pin **pin, int *direct, struct gr_timings *t,
+                   struct gr_err *e)
 {
     size_t in_bytes, out_bytes, scr_bytes;
     if (gr_mul_size((size_t)req->rows, (size_t)req->cols, &in_bytes) ||
@@ -413,9 +415,10 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     int rc = gr_k_scratch(j, &scr_bytes, e);
     if (rc == GR_OK && req->dataset && req->dataset[0] && g->cap)
         *x = cache_take(g, req->dataset, in_bytes, &t->cache);
-    if (rc == GR_OK && !*x)
+    *direct = !*x && req->data && l->direct[0] && in_bytes <= GR_GPU_DIRECT_MAX && out_bytes <= STAGE_BYTES;
+    if (rc == GR_OK && !*x && !*direct)
         rc = grow(&l->in, in_bytes, "input", e);
-    if (rc == GR_OK)
+    if (rc == GR_OK && !*direct)
         rc = grow(&l->out, out_bytes, "results", e);
     if (rc == GR_OK)
         rc = grow(&l->scratch, scr_bytes ? scr_bytes : 1, "scratch", e);
@@ -423,15 +426,22 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
         rc = gr_result_alloc(r, gr_k_nout(j), gr_result_is_int(req->op, req->dtype), gr_op_is_arg(req->op), e);
     if (rc != GR_OK)
         return rc;
-    j->x = *x ? (*x)->p : l->in.p;
-    j->out = l->out.p;
-    if (t->cache != GR_CACHE_HIT && (rc = upload(g, l, req, const_cast<void *>(j->x), in_bytes, pin, e)) != GR_OK)
+    if (*direct) /* nothing runs on the lane between jobs (each waits for its stream): both are free */
+        memcpy(l->stage[0], req->data, in_bytes);
+    j->x = *direct ? l->direct[0] : *x ? (*x)->p : l->in.p;
+    j->out = *direct ? l->direct[1] : l->out.p;
+    if (t->cache != GR_CACHE_HIT && !*direct &&
+        (rc = upload(g, l, req, const_cast<void *>(j->x), in_bytes, pin, e)) != GR_OK)
         return rc;
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
     GR_CUDA_TRY(launch(j, l), "launching the kernel");
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
     int64_t count = req->axis == GR_AXIS_ALL ? req->rows * req->cols : req->axis == 0 ? req->rows : req->cols;
-    return download(l, j, count, r, e);
+    if (!*direct)
+        return download(l, j, count, r, e);
+    GR_CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel");
+    gr_k_finish(j, l->stage[1], gr_k_nout(j), count, r, 0);
+    return GR_OK;
 }
 
 /* After a failed job (rc): a sticky error (illegal address, ...) outlives cudaGetLastError, the
@@ -466,8 +476,9 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
                         req->rows, req->cols, NULL, NULL, b->info.sms};
     struct entry *x = NULL;
     struct gr_pin *pin = NULL;
+    int direct = 0;
     t->cache = GR_CACHE_NONE;
-    rc = run_job(g, l, req, &j, r, &x, &pin, t, e);
+    rc = run_job(g, l, req, &j, r, &x, &pin, &direct, t, e);
     if (rc != GR_OK) /* nothing of a failed job may still run when its buffers are reused or freed */
         cudaStreamSynchronize(l->st);
     gr_pin_give(pin);
@@ -477,9 +488,9 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
         gr_result_free(r);
         return check_broken(b, rc);
     }
-    t->h2d = t->cache == GR_CACHE_HIT ? 0 : elapsed(l, EV_H2D0, EV_H2D1);
-    t->kernel = elapsed(l, EV_K0, EV_K1);
-    t->d2h = elapsed(l, EV_D2H0, EV_D2H1);
+    t->h2d = t->cache == GR_CACHE_HIT || direct ? 0 : elapsed(l, EV_H2D0, EV_H2D1);
+    t->kernel = elapsed(l, EV_K0, EV_K1); /* a direct input's reads over the bus included */
+    t->d2h = direct ? 0 : elapsed(l, EV_D2H0, EV_D2H1);
     snprintf(algo_used, 32, "%s", gr_k_algos[j.variant].name);
     return GR_OK;
 }
@@ -626,6 +637,12 @@ static int lane_init(struct lane *l, struct gr_err *e)
         GR_CUDA_TRY(cudaEventCreateWithFlags(&l->staged[s], cudaEventDisableTiming), "creating an event");
         GR_CUDA_TRY(cudaMallocHost(&l->stage[s], STAGE_BYTES), "allocating pinned staging memory");
     }
+    for (int s = 0; s < 2; s++) /* a device without mapped host memory has no direct path */
+        if (cudaHostGetDevicePointer(&l->direct[s], l->stage[s], 0) != cudaSuccess) {
+            cudaGetLastError();
+            l->direct[0] = l->direct[1] = NULL;
+            break;
+        }
     for (int k = 0; k < NEV; k++)
         GR_CUDA_TRY(cudaEventCreate(&l->ev[k]), "creating an event");
     GR_CUDA_TRY(cudaMalloc((void **)&l->tickets, GR_K_COUNTERS * sizeof(unsigned)), "allocating kernel tickets");
