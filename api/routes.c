@@ -331,8 +331,10 @@ static void answer_batch(struct gr_req *r)
         struct gr_job *j = r->batch[0];
         free(out.p);
         problem(r, refused && j->refused == GR_ENOMEM ? GR_ENOMEM : refused ? GR_EIO : GR_ENOMEM, NULL,
-                refused ? "the store could not keep this batch; none of its jobs was accepted"
-                        : "out of memory rendering the batch");
+                !refused         ? "out of memory rendering the batch"
+                : r->wait_s <= 0 ? "the store could not keep this batch; none of its jobs was accepted"
+                                 : "the store could not keep every job of this waited batch, so it is not accepted; "
+                                   "jobs of it that ended before may be stored (API.md)");
         return;
     }
     /* where the batch's time went, for a client to see without the server's log */
@@ -349,15 +351,33 @@ static void answer_batch(struct gr_req *r)
     gr_respond(r, done ? 200 : 202, "application/json", out.p, out.len, r->wait_s >= 0 ? hdrs : hdrs + 2);
 }
 
+/* Answer once every job of the batch from batch_at on is durable (stored as it ended, or as
+ * queued): park on each not stored yet until it is. */
+static void batch_durable(struct gr_req *r)
+{
+    while (r->batch_at < r->nbatch && gr_jobs_committed(r->batch[r->batch_at]) != -1)
+        r->batch_at++;
+    if (r->batch_at == r->nbatch) {
+        answer_batch(r);
+        return;
+    }
+    struct gr_job *j = r->batch[r->batch_at];
+    gr_job_unref(r->w.job);
+    gr_job_ref(j);
+    r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_DURABLE};
+    gr_park(r, batch_durable);
+}
+
 /* Woken by the batch's job parked on: park on the next one not yet ended while the client's
- * Prefer: wait lasts, else answer. */
+ * Prefer: wait lasts, else answer: once the jobs still deferred are stored as queued. */
 static void batch_next(struct gr_req *r)
 {
-    double deadline = r->w.deadline_ms; /* the first wake (GR_MARK_WOKEN): its one transaction committed */
+    double deadline = r->w.deadline_ms;
     while (r->wait_s > 0 && r->batch_at < r->nbatch && gr_jobs_settled(r->batch[r->batch_at]))
         r->batch_at++;
     if (r->wait_s <= 0 || r->batch_at == r->nbatch || gr_mono_ms() >= deadline) {
-        answer_batch(r);
+        gr_jobs_undefer(r->batch + r->batch_at, r->nbatch - r->batch_at);
+        batch_durable(r);
         return;
     }
     struct gr_job *j = r->batch[r->batch_at];
@@ -369,18 +389,20 @@ static void batch_next(struct gr_req *r)
 
 /* Accept the n jobs js of a batch (ours now; rc: how parsing them went, e why not) whole or not
  * at all: each routed and checked (the problem names the first that fails), then all stored in
- * one transaction; park until they are durable, or with Prefer: wait until they end. */
+ * one transaction; park until they are durable. With Prefer: wait, as a waited single job, each
+ * is stored once, at its end (or as queued when the wait runs out first): park until they end. */
 static void accept_batch(struct gr_req *r, struct gr_job **js, int n, int rc, struct gr_err *e)
 {
     r->marks[GR_MARK_PARSED] = gr_mono_ms();
+    r->wait_s = prefer_wait(r);
     for (int k = 0; rc == GR_OK && k < n; k++) {
         memcpy(js[k]->tenant, r->who.tenant, sizeof js[k]->tenant);
         if ((rc = gr_jobs_route(js[k]->device, js[k]->dataset, &js[k]->backend, e)) || (rc = check_variants(js[k], e)))
             gr_err_at(e, k);
         else
             gr_cluster_place(js[k]);
+        js[k]->deferred = !js[k]->offered && r->wait_s > 0;
     }
-    r->wait_s = prefer_wait(r);
     if (rc == GR_OK)
         rc = gr_jobs_submit(js, n, r->wait_s > 0 ? NULL : &r->accepted, e);
     r->marks[GR_MARK_QUEUED] = gr_mono_ms();
@@ -399,7 +421,12 @@ static void accept_batch(struct gr_req *r, struct gr_job **js, int n, int rc, st
     gr_job_ref(js[n - 1]);
     r->w = (struct gr_waiter){.job = js[n - 1], .until = GR_UNTIL_DURABLE,
                               .deadline_ms = r->wait_s > 0 ? gr_mono_ms() + (double)r->wait_s * 1000 : 0};
-    gr_park(r, batch_next);
+    if (r->wait_s <= 0) {
+        gr_park(r, batch_next);
+        return;
+    }
+    r->marks[GR_MARK_WOKEN] = r->marks[GR_MARK_QUEUED]; /* nothing to store first: its "store" is 0 */
+    batch_next(r);
 }
 
 /* GR_OK, or the problem of an Idempotency-Key on a batch. */

@@ -567,28 +567,18 @@ static void store_final(struct gr_job *j, char *doc)
         store_write(j, doc, j->status);
 }
 
-/* Store, as queued, deferred jobs whose answer cannot wait for their end any longer: those whose
- * waiter's deadline passed (all 0), or every one (all 1, at shutdown). At most 64 a call; how
- * many (mu held; released and taken again). */
-static int undefer(int all, double now)
+/* Queue the inserts, as queued, of the n (<= 64) deferred jobs js (mu held; released and taken
+ * again). */
+static void insert_undeferred(struct gr_job **js, int n)
 {
-    struct gr_job *js[64];
     char *docs[64];
-    int n = 0;
-    for (struct gr_waiter *w = timed; !all && w && n < 64; w = w->tnext)
-        if (w->deadline_ms <= now && w->job->deferred == 1)
-            js[n++] = w->job;
-    for (int b = 0; all && b < NBUCKETS && n < 64; b++)
-        for (struct gr_job *j = table[b]; j && n < 64; j = j->hnext)
-            if (j->deferred == 1)
-                js[n++] = j;
     for (int k = 0; k < n; k++) {
         js[k]->deferred = 2; /* its worker's final write waits for this insert to be queued */
         gr_job_ref(js[k]);
-        docs[k] = gr_job_render(js[k]);
+        docs[k] = gr_job_render_as(js[k], GR_QUEUED); /* as its row says, also if it has just ended */
     }
     if (!n)
-        return 0;
+        return;
     pthread_mutex_unlock(&mu);
     store_insert(js, docs, n, GR_QUEUED);
     pthread_mutex_lock(&mu);
@@ -599,7 +589,41 @@ static int undefer(int all, double now)
     for (int k = 0; k < n; k++)
         gr_job_unref(js[k]);
     pthread_mutex_lock(&mu);
+}
+
+/* Store, as queued, deferred jobs whose answer cannot wait for their end any longer: those whose
+ * waiter's deadline passed (all 0), or every one (all 1, at shutdown). At most 64 a call; how
+ * many (mu held; released and taken again). */
+static int undefer(int all, double now)
+{
+    struct gr_job *js[64];
+    int n = 0;
+    for (struct gr_waiter *w = timed; !all && w && n < 64; w = w->tnext)
+        if (w->deadline_ms <= now && w->job->deferred == 1)
+            js[n++] = w->job;
+    for (int b = 0; all && b < NBUCKETS && n < 64; b++)
+        for (struct gr_job *j = table[b]; j && n < 64; j = j->hnext)
+            if (j->deferred == 1)
+                js[n++] = j;
+    insert_undeferred(js, n);
     return n;
+}
+
+void gr_jobs_undefer(struct gr_job **js, int n)
+{
+    pthread_mutex_lock(&mu);
+    for (int k = 0; k < n;) {
+        struct gr_job *take[64];
+        int m = 0;
+        for (; k < n && m < 64; k++) {
+            while (js[k]->deferred == 2) /* the timer is inserting it: that insert is queued first */
+                pthread_cond_wait(&undefer_cv, &mu);
+            if (js[k]->deferred == 1)
+                take[m++] = js[k];
+        }
+        insert_undeferred(take, m);
+    }
+    pthread_mutex_unlock(&mu);
 }
 
 /* --- queues and workers --- */

@@ -102,6 +102,10 @@ int gr_jobs_committed(struct gr_job *j);
  * or the store's state is the one to read (-3). */
 int gr_jobs_settled(struct gr_job *j);
 
+/* Queue the inserts, as queued, of those of the n jobs js still deferred (a waited batch whose
+ * answer cannot wait for the rest: every job it tells of must be durable first). */
+void gr_jobs_undefer(struct gr_job **js, int n);
+
 /* Park w (w->job, until, seen, deadline_ms, wake set by the caller). */
 void gr_jobs_wait(struct gr_waiter *w);
 

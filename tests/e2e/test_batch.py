@@ -5,7 +5,8 @@
 # answered with a problem naming it ("[k].member") and nothing of the batch is stored; so is a
 # batch over --queue-capacity, one that the queue has no room for (429), and one with an
 # Idempotency-Key. A batch killed -9 right after its 202 is all there after the restart, and
-# every job of it ends with the right answer. Each batch answer's Server-Timing names its phases,
+# every job of it ends with the right answer; so is a waited batch answered 202 when its wait ran
+# out, while a waited batch answered 200 stored each job once, at its end. Each batch answer's Server-Timing names its phases,
 # none negative, together no longer than the round trip.
 import re
 import struct
@@ -87,6 +88,11 @@ def accepted(srv, rng):
     CHECK.ok(jobs and all(j.get("status") == "succeeded" for j in jobs), "every job in the 200 has ended")
     for j, job in zip(its, jobs):
         L.check_result("a waited batch: " + j["what"], j["op"], j["dtype"], [j["data"]], None, "first", job.get("result"))
+    # as a waited single job, each was stored once, at its end: one event each, none "queued"
+    ids = ", ".join("'%s'" % j.get("id") for j in jobs)
+    events = L.store_rows(srv, "SELECT status, count(*) FROM events WHERE kind = 'job' AND id IN (%s) GROUP BY status"
+                          % (ids or "''"))
+    CHECK.eq([(st, int(n)) for st, n in events], [("succeeded", 20)], "a waited batch's jobs each stored once, ended")
 
 
 def refused(srv, rng):
@@ -168,6 +174,27 @@ def killed(srv, rng):
     check_ended(srv, ids, its, "a batch after kill -9")
 
 
+def waited_killed(srv, rng):
+    """A waited batch whose wait runs out behind a blocker: 202 once every job is stored as queued,
+    and after kill -9 every one is there and ends with the right answer."""
+    # a blocker is sized by timing smaller runs, and other tests on the machine can make it end
+    # early: the wait counts as run out only if the blocker still ran after it, else again longer
+    for seconds in (4, 8, 16):
+        blocker = L.blocker(srv, seconds)
+        its = items(rng, 8, 50)
+        r = srv.req("POST", "/v1/jobs", [dict(x, device="cpu") for x in body(its)], {"Prefer": "wait=1"}, timeout=70)
+        if srv.get_json("/v1/jobs/" + blocker.json()["id"])["status"] == "running":
+            break
+        print("the %d s blocker ended before the batch's wait ran out: again with a longer one" % seconds, flush=True)
+    jobs = r.json() if r.status == 202 else []
+    CHECK.eq((r.status, [j.get("status") for j in jobs]), (202, ["queued"] * 8),
+             "a waited batch behind a blocker: 202 once its wait ran out, every job queued")
+    ids = [j.get("id") for j in jobs]
+    srv.kill9()
+    srv.start()
+    check_ended(srv, ids, its, "a waited batch after kill -9")
+
+
 def main():
     srv = L.start_suite(args=["--queue-capacity", str(CAPACITY)])
     rng = L.rng_for("test_batch")
@@ -175,6 +202,7 @@ def main():
     refused(srv, rng)
     rows_form(srv, rng)
     killed(srv, rng)
+    waited_killed(srv, rng)
     L.check_stop(srv)
 
 
