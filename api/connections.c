@@ -24,6 +24,9 @@ struct addr {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct addr *table[NBUCKETS];
 static int total, max_total = 1 << 30, max_per_ip = 1 << 30;
+static _Atomic int stopping; /* gr_conn_stop: every new connection is closed at once */
+
+void gr_conn_stop(void) { atomic_store(&stopping, 1); }
 
 void gr_conn_limits(int total_cap, int per_ip_cap)
 {
@@ -76,6 +79,8 @@ static void refused(int over_ip)
  * other threads can all pass it: gr_conn_notify counts them and closes those past a cap. */
 enum MHD_Result gr_conn_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
+    if (atomic_load(&stopping))
+        return MHD_NO;
     unsigned char key[16];
     key_of(addr, key);
     pthread_mutex_lock(&mu);

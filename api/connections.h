@@ -9,7 +9,10 @@
 /* The caps (set before the daemon starts). */
 void gr_conn_limits(int max_total, int max_per_ip);
 
-/* MHD_AcceptPolicyCallback: MHD_NO for a connection over a cap. */
+/* From now on every new connection is closed at once (shutdown: http.c's gr_api_quiesce). */
+void gr_conn_stop(void);
+
+/* MHD_AcceptPolicyCallback: MHD_NO for a connection over a cap, or any once stopping. */
 enum MHD_Result gr_conn_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
 
 /* MHD_NotifyConnectionCallback: counts connections as they start and close. */

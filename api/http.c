@@ -442,8 +442,11 @@ int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port,
 
 void gr_api_quiesce(void)
 {
-    if (daemon_)
-        MHD_quiesce_daemon(daemon_);
+    /* New connections are closed as they come; the listening socket stays until the daemon
+     * stops. MHD_quiesce_daemon would take it away, but in libmicrohttpd 0.9.75 it races the
+     * epoll threads, which drop the socket from their sets as it does, and the second drop aborts
+     * the process ("Failed to remove listen FD from epoll set": once at SIGTERM, 16-core host). */
+    gr_conn_stop();
     gr_events_stop(); /* event streams end now: their clients reconnect elsewhere */
 }
 

@@ -30,14 +30,14 @@ def body(its):
     return [{"op": j["op"], "dtype": j["dtype"], "data": j["data"], "device": L.DEVICE} for j in its]
 
 
-def check_ended(srv, ids, its, what):
+def check_ended(srv, ids, its, what, device=None):
     for jid, j, r in zip(ids, its, srv.batch([dict(path="/v1/jobs/%s?wait=60" % i, timeout=70) for i in ids])):
         job = r.json() if r.status == 200 else {}
         for _ in range(3):  # a ?wait= ends at the first change
             if job.get("status") in L.TERMINAL:
                 break
             job = srv.get_json("/v1/jobs/%s?wait=60" % jid)
-        L.check_job("%s: %s" % (what, j["what"]), job, j["op"], j["dtype"], [len(j["data"])])
+        L.check_job("%s: %s" % (what, j["what"]), job, j["op"], j["dtype"], [len(j["data"])], device=device)
         L.check_result("%s: %s" % (what, j["what"]), j["op"], j["dtype"], [j["data"]], None, "first", job.get("result"))
 
 
@@ -192,7 +192,7 @@ def waited_killed(srv, rng):
     ids = [j.get("id") for j in jobs]
     srv.kill9()
     srv.start()
-    check_ended(srv, ids, its, "a waited batch after kill -9")
+    check_ended(srv, ids, its, "a waited batch after kill -9", device="cpu")
 
 
 def main():
