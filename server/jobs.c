@@ -611,16 +611,14 @@ static int undefer(int all, double now)
 
 void gr_jobs_undefer(struct gr_job **js, int n)
 {
+    /* those at 2 are being inserted by the timer already: the caller waits for their commit */
     pthread_mutex_lock(&mu);
     for (int k = 0; k < n;) {
         struct gr_job *take[64];
         int m = 0;
-        for (; k < n && m < 64; k++) {
-            while (js[k]->deferred == 2) /* the timer is inserting it: that insert is queued first */
-                pthread_cond_wait(&undefer_cv, &mu);
+        for (; k < n && m < 64; k++) /* mu held from here until insert_undeferred marks them */
             if (js[k]->deferred == 1)
                 take[m++] = js[k];
-        }
         insert_undeferred(take, m);
     }
     pthread_mutex_unlock(&mu);

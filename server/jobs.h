@@ -103,7 +103,8 @@ int gr_jobs_committed(struct gr_job *j);
 int gr_jobs_settled(struct gr_job *j);
 
 /* Queue the inserts, as queued, of those of the n jobs js still deferred (a waited batch whose
- * answer cannot wait for the rest: every job it tells of must be durable first). */
+ * answer cannot wait for the rest: every job it tells of must be durable first; the caller then
+ * waits until each has a committed state, as one the timer is inserting will). */
 void gr_jobs_undefer(struct gr_job **js, int n);
 
 /* Park w (w->job, until, seen, deadline_ms, wake set by the caller). */
