@@ -38,7 +38,7 @@ enum gr_sql_id {
     GR_SQL_TENANT_BYTES,   /* -> tenant, bytes */
     GR_SQL_EXPIRED,        /* ?1 before id, ?2 limit -> id, doc */
     GR_SQL_EVENTS,         /* ?1 after seq (text), ?2 limit -> seq, the event as JSON, oldest first */
-    GR_SQL_EVENTS_LAST,    /* the same, newest first, the event "" */
+    GR_SQL_EVENTS_LAST,    /* the same, newest first, the event "" (SQLite: a row's last seq; ?2 1 reads the newest) */
     GR_SQL_TENANTS,        /* every tenant that has jobs -> tenant, tenant */
     GR_SQL_OPS,            /* ?5 tenant: every op it has jobs of -> op, op */
     /* shared stores (PostgreSQL) only, on the cluster thread's connection: $11 owner, $12 lease
@@ -67,7 +67,8 @@ enum gr_sql_id {
     GR_SQL_DS_USED,               /* ?1 dataset id, ?5 when a job that read it ended */
     GR_SQL_DS_DIGEST,             /* ?1 dataset id, ?3 the sha256 (hex) of values stored before it */
     /* SQLite's writer writes the events itself (PostgreSQL's triggers do; NULL there): */
-    GR_SQL_EVENT_JOB,             /* ?1 job id, ?2 its status as stored now, ?6 its tenant: as an event */
+    GR_SQL_EVENT_JOB,             /* ?1 a job's id, ?2 its status as stored now, ?6 its tenant: as an event
+                                   * (SQLite: ?15 a run of such jobs' ids, a JSON array, or NULL) */
     GR_SQL_EVENT_DS,              /* ?1 dataset id, ?2 created or deleted (before the delete) */
     GR_SQL_EVENTS_PRUNE,          /* all but the newest 1,000,000 */
     GR_SQL_INPUT_DONE,            /* ?1 a job stored as ended: its input goes */
@@ -81,6 +82,12 @@ extern const char *const gr_sql[GR_SQL_N], *const gr_pg_sql[GR_SQL_N];
 /* The tenants (GR_SQL_TENANTS) and a tenant's ops (GR_SQL_OPS, T: the dialect's ?5 or $5) that
  * have jobs, in both dialects: a skip over jobs_tenant_op, one seek a tenant (or op) however many
  * jobs each has (SELECT DISTINCT would read the whole index). */
+/* SQLite stores a commit's like job events as one row of at most this many consecutive seqs
+ * (sqlite_schema.c says why), so its reads look back this far for the row holding a seq. */
+#define GR_SQ_EVENT_RUN 1024
+#define GR_STR_(x) #x
+#define GR_STR(x) GR_STR_(x)
+
 #define GR_SQL_TENANT_SKIP                                                                                         \
     "WITH RECURSIVE t(x) AS (SELECT min(tenant) FROM jobs UNION ALL"                                                \
     " SELECT (SELECT min(tenant) FROM jobs WHERE tenant > t.x) FROM t WHERE t.x IS NOT NULL)"

@@ -27,8 +27,20 @@ struct reader {
     sqlite3_stmt *st[GR_SQL_NREAD];
 };
 
+/* The writer's job events of the open transaction not yet stored: a run of like ones (one
+ * status, one tenant) becomes one events row (sqlite_schema.c says why). Ids are gpured's own
+ * (common/id.c: letters, digits and '_'), so the JSON array needs no escapes. */
+struct event_run {
+    char status[16], tenant[65];
+    int n;            /* ids gathered */
+    size_t first_len; /* the first id's length: it starts at ids + 2 */
+    char *ids;        /* "[\"id\",\"id\"" so far, not terminated */
+    size_t len, cap;
+};
+
 struct sq {
     char *path;
+    struct event_run run; /* the writer's */
     sqlite3 *wdb; /* the writer thread's */
     sqlite3_stmt *w[NWRITE];
     struct gr_readers readers; /* each reading thread's struct reader */
@@ -220,21 +232,92 @@ static int bind_op(sqlite3_stmt *st, const struct gr_store_op *o)
     return rc;
 }
 
-/* The event of o's change (GET /v1/events), in o's transaction: a job's status as stored now, a
- * dataset created, or one about to be deleted. SQLITE_OK, or the failure. */
-static int add_event(struct sq *s, const struct gr_store_op *o)
+/* After an events row of n seqs was inserted: each time the seqs pass a 1,000th, the events
+ * past the newest 1,000,000 go. SQLITE_OK, or the failure. */
+static int prune_events(struct sq *s, int n)
 {
-    int job = o->sql == GR_SQL_INSERT || o->sql == GR_SQL_UPDATE;
-    sqlite3_stmt *ev = s->w[(job ? GR_SQL_EVENT_JOB : GR_SQL_EVENT_DS) - GR_SQL_NREAD];
-    int rc = job ? bind_op(ev, o) : bind_text(ev, 1, o->id);
-    if (rc == SQLITE_OK && !job)
+    sqlite3_int64 seq = sqlite3_last_insert_rowid(s->wdb);
+    if (sqlite3_changes(s->wdb) == 0 || (seq + n - 1) / 1000 == (seq - 1) / 1000)
+        return SQLITE_OK;
+    return step_done(s->w[GR_SQL_EVENTS_PRUNE - GR_SQL_NREAD]);
+}
+
+static void run_clear(struct event_run *r) { r->n = 0, r->len = 0; }
+
+static int run_append(struct event_run *r, const char *text, size_t n)
+{
+    if (r->len + n > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n)
+            cap *= 2;
+        char *p = realloc(r->ids, cap);
+        if (!p)
+            return SQLITE_NOMEM;
+        r->ids = p, r->cap = cap;
+    }
+    memcpy(r->ids + r->len, text, n);
+    r->len += n;
+    return SQLITE_OK;
+}
+
+/* Store the gathered job events as one row, in the open transaction. SQLITE_OK, or the failure. */
+static int flush_events(struct sq *s)
+{
+    struct event_run *r = &s->run;
+    if (!r->n)
+        return SQLITE_OK;
+    sqlite3_stmt *ev = s->w[GR_SQL_EVENT_JOB - GR_SQL_NREAD];
+    int n = r->n, rc = run_append(r, "]", 1);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(ev, 1, r->ids + 2, (int)r->first_len, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = bind_text(ev, 2, r->status);
+    if (rc == SQLITE_OK)
+        rc = bind_text(ev, 6, r->tenant);
+    if (rc == SQLITE_OK)
+        rc = n > 1 ? sqlite3_bind_text(ev, 15, r->ids, (int)r->len, SQLITE_STATIC) : sqlite3_bind_null(ev, 15);
+    if (rc == SQLITE_OK)
+        rc = step_done(ev);
+    run_clear(r);
+    return rc == SQLITE_OK ? prune_events(s, n) : rc;
+}
+
+/* A job's status as stored now, as an event (GET /v1/events) of o's transaction: gathered into
+ * the run, which is stored when the next event is unlike it, is full, or the transaction commits. */
+static int gather_event(struct sq *s, const struct gr_store_op *o)
+{
+    struct event_run *r = &s->run;
+    int rc = SQLITE_OK;
+    if (r->n && (r->n == GR_SQ_EVENT_RUN || strcmp(r->status, o->status) || strcmp(r->tenant, o->tenant)))
+        rc = flush_events(s);
+    if (rc == SQLITE_OK && !r->n) {
+        snprintf(r->status, sizeof r->status, "%s", o->status);
+        snprintf(r->tenant, sizeof r->tenant, "%s", o->tenant);
+        r->first_len = strlen(o->id);
+    }
+    if (rc == SQLITE_OK)
+        rc = run_append(r, r->n ? ",\"" : "[\"", 2);
+    if (rc == SQLITE_OK)
+        rc = run_append(r, o->id, strlen(o->id));
+    if (rc == SQLITE_OK)
+        rc = run_append(r, "\"", 1);
+    r->n += rc == SQLITE_OK;
+    return rc;
+}
+
+/* A dataset created, or one about to be deleted, as an event after the job events before it.
+ * SQLITE_OK, or the failure. */
+static int add_ds_event(struct sq *s, const struct gr_store_op *o)
+{
+    sqlite3_stmt *ev = s->w[GR_SQL_EVENT_DS - GR_SQL_NREAD];
+    int rc = flush_events(s);
+    if (rc == SQLITE_OK)
+        rc = bind_text(ev, 1, o->id);
+    if (rc == SQLITE_OK)
         rc = bind_text(ev, 2, o->sql == GR_SQL_DS_DELETE ? "deleted" : "created");
     if (rc == SQLITE_OK)
         rc = step_done(ev);
-    /* every 1,000th event drops those past the newest 1,000,000 */
-    if (rc == SQLITE_OK && sqlite3_changes(s->wdb) > 0 && sqlite3_last_insert_rowid(s->wdb) % 1000 == 0)
-        rc = step_done(s->w[GR_SQL_EVENTS_PRUNE - GR_SQL_NREAD]);
-    return rc;
+    return rc == SQLITE_OK ? prune_events(s, 1) : rc;
 }
 
 static int drop_input(struct sq *s, const struct gr_store_op *o)
@@ -262,15 +345,14 @@ static int apply_one(void *impl, struct gr_store_op *o)
         rc = bind_text(in, 1, o->id);
     if (rc == SQLITE_OK && with_input)
         rc = sqlite3_bind_blob64(in, 2, o->input, o->input_bytes, SQLITE_STATIC);
-    int evented = o->sql == GR_SQL_INSERT || o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_INSERT ||
-                  o->sql == GR_SQL_DS_DELETE;
+    int job = o->sql == GR_SQL_INSERT || o->sql == GR_SQL_UPDATE;
     /* an input is only needed to run its job again after a crash: it goes with the job's end */
     int input_done = o->sql == GR_SQL_UPDATE && (!strcmp(o->status, "succeeded") || !strcmp(o->status, "failed") ||
                                                  !strcmp(o->status, "canceled"));
     o->code = GR_EIO;
     if (rc != SQLITE_OK)
         return 0;
-    if (o->sql == GR_SQL_DS_DELETE && add_event(s, o) != SQLITE_OK) /* while its row is there to read */
+    if (o->sql == GR_SQL_DS_DELETE && add_ds_event(s, o) != SQLITE_OK) /* while its row is there to read */
         return -1;
     rc = step_done(st);
     int changes_row = o->sql == GR_SQL_UPDATE || o->sql == GR_SQL_DS_DELETE || o->sql == GR_SQL_JOB_DELETE;
@@ -279,7 +361,8 @@ static int apply_one(void *impl, struct gr_store_op *o)
         return 0;
     }
     if (rc == SQLITE_OK && ((with_input && step_done(in) != SQLITE_OK) || (with_key && step_done(key) != SQLITE_OK) ||
-                            (evented && o->sql != GR_SQL_DS_DELETE && add_event(s, o) != SQLITE_OK) ||
+                            (job && gather_event(s, o) != SQLITE_OK) ||
+                            (o->sql == GR_SQL_DS_INSERT && add_ds_event(s, o) != SQLITE_OK) ||
                             (input_done && drop_input(s, o) != SQLITE_OK)))
         return -1;
     if (rc == SQLITE_OK) {
@@ -302,12 +385,23 @@ static int sq_apply(void *impl, struct gr_store_op *o, int n)
 static void sq_rollback(void *impl)
 {
     struct sq *s = impl;
+    run_clear(&s->run);
     if (!sqlite3_get_autocommit(s->wdb))
         step_done(s->w[GR_SQL_ROLLBACK - GR_SQL_NREAD]);
 }
 
-static int sq_begin(void *impl) { return step_done(((struct sq *)impl)->w[GR_SQL_BEGIN - GR_SQL_NREAD]) == SQLITE_OK; }
-static int sq_commit(void *impl) { return step_done(((struct sq *)impl)->w[GR_SQL_COMMIT - GR_SQL_NREAD]) == SQLITE_OK; }
+static int sq_begin(void *impl)
+{
+    struct sq *s = impl;
+    run_clear(&s->run);
+    return step_done(s->w[GR_SQL_BEGIN - GR_SQL_NREAD]) == SQLITE_OK;
+}
+
+static int sq_commit(void *impl)
+{
+    struct sq *s = impl;
+    return flush_events(s) == SQLITE_OK && step_done(s->w[GR_SQL_COMMIT - GR_SQL_NREAD]) == SQLITE_OK;
+}
 
 /* A full disk is the client's 507, the rest the store's. */
 static int sq_failed(void *impl)
@@ -514,6 +608,7 @@ static void sq_close(void *impl)
     sqlite3_close(s->cdb);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->ckpt_cv);
+    free(s->run.ids);
     free(s->path);
     free(s);
 }
