@@ -27,8 +27,8 @@ db, n = sqlite3.connect(sys.argv[1]), int(sys.argv[2])
 t0 = int((time.time() - 8 * 86400) * 1e6)
 rows = []
 for i in range(n):
-    jid = "j_%016x" % (t0 + i)
-    rows.append((jid, "succeeded", "sum", '{"id":"%s","tenant":"default","status":"succeeded","result":{"value":1}}' % jid,
+    jid = "j_%016x" % (t0 + i)  # the row's key is the id's number
+    rows.append((t0 + i, "succeeded", "sum", '{"id":"%s","tenant":"default","status":"succeeded","result":{"value":1}}' % jid,
                  (t0 + i) / 1e6, "default"))
 db.executemany("INSERT INTO jobs(id, status, op, doc, created, tenant) VALUES (?,?,?,?,?,?)", rows)
 db.commit()

@@ -3,11 +3,13 @@
  * connection (a thread-specific); WAL checkpoints run on a thread and connection of their own. */
 #include "store_backend.h"
 
+#include "id.h"
 #include "readers.h"
 #include "schema.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +20,8 @@
 #define NWRITE (GR_SQL_N - GR_SQL_NREAD)
 #define CHECKPOINT_PAGES 4096 /* WAL size (pages) that asks for a checkpoint */
 
-/* Sorts after every text id (U+10FFFF), so one list statement serves the first page too. */
+/* Sorts after every text id (U+10FFFF), so one list statement serves the first page too (of
+ * datasets; jobs: bind_key). */
 static const char no_cursor[] = "\xf4\x8f\xbf\xbf";
 
 /* A reading thread's connection, with its statements prepared. */
@@ -201,20 +204,38 @@ static int bind_text(sqlite3_stmt *st, int i, const char *v)
     return sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
 }
 
+/* A job id as its key (the jobs table's rowid: sqlite_schema.c says why); NULL (no cursor) as
+ * the largest, so one list statement serves the first page too. Any other text binds as itself,
+ * which no key equals. */
+static int bind_key(sqlite3_stmt *st, int i, const char *id)
+{
+    if (!id)
+        return sqlite3_bind_int64(st, i, INT64_MAX);
+    return gr_id_valid(id, 'j') ? sqlite3_bind_int64(st, i, (sqlite3_int64)strtoull(id + 2, NULL, 16))
+                                : bind_text(st, i, id);
+}
+
+/* The statements whose ?1 is a job's key. */
+static int keyed(int sql)
+{
+    return sql <= GR_SQL_GET || sql == GR_SQL_EXPIRED || sql == GR_SQL_INSERT ||
+           sql == GR_SQL_UPDATE || sql == GR_SQL_JOB_DELETE;
+}
+
 /* Inputs up to this many bytes are kept in their job's row (sqlite_schema.c). */
 #define GR_SQ_INLINE_INPUT 256
 
 static int inline_input(const struct gr_store_op *o) { return o->input && o->input_bytes <= GR_SQ_INLINE_INPUT; }
 
-/* Bind the parameters st names (schema.h's numbering) from o. */
-static int bind_op(sqlite3_stmt *st, const struct gr_store_op *o)
+/* Bind the parameters st (statement sql) names (schema.h's numbering) from o. */
+static int bind_op(sqlite3_stmt *st, int sql, const struct gr_store_op *o)
 {
     int rc = SQLITE_OK, n = sqlite3_bind_parameter_count(st);
     for (int i = 1; rc == SQLITE_OK && i <= n; i++) {
         if (!sqlite3_bind_parameter_name(st, i)) /* a number the statement skips */
             continue;
         switch (i) {
-        case 1: rc = bind_text(st, i, o->id); break;
+        case 1: rc = keyed(sql) ? bind_key(st, i, o->id) : bind_text(st, i, o->id); break;
         case 2: rc = bind_text(st, i, o->status); break;
         case 3: rc = bind_text(st, i, o->doc); break;
         case 4: rc = bind_text(st, i, o->opname); break;
@@ -323,7 +344,7 @@ static int add_ds_event(struct sq *s, const struct gr_store_op *o)
 static int drop_input(struct sq *s, const struct gr_store_op *o)
 {
     sqlite3_stmt *st = s->w[GR_SQL_INPUT_DONE - GR_SQL_NREAD];
-    int rc = bind_text(st, 1, o->id);
+    int rc = bind_key(st, 1, o->id);
     return rc == SQLITE_OK ? step_done(st) : rc;
 }
 
@@ -338,11 +359,11 @@ static int apply_one(void *impl, struct gr_store_op *o)
     int with_input = o->sql == GR_SQL_INSERT && o->input && !inline_input(o);
     int with_key = (o->sql == GR_SQL_INSERT || o->sql == GR_SQL_DS_INSERT) && o->key;
     /* Everything is bound before anything runs, so a too-big input fails only its op. */
-    int rc = bind_op(st, o);
+    int rc = bind_op(st, o->sql, o);
     if (rc == SQLITE_OK && with_key)
-        rc = bind_op(key, o);
+        rc = bind_op(key, GR_SQL_KEY_INSERT, o);
     if (rc == SQLITE_OK && with_input)
-        rc = bind_text(in, 1, o->id);
+        rc = bind_key(in, 1, o->id);
     if (rc == SQLITE_OK && with_input)
         rc = sqlite3_bind_blob64(in, 2, o->input, o->input_bytes, SQLITE_STATIC);
     int job = o->sql == GR_SQL_INSERT || o->sql == GR_SQL_UPDATE;
@@ -436,7 +457,7 @@ static int sq_get(void *impl, int sql, const char *id, const char *scope, char *
     if (!r)
         return GR_EIO;
     sqlite3_stmt *st = r->st[sql];
-    int rc = bind_text(st, 1, id);
+    int rc = keyed(sql) ? bind_key(st, 1, id) : bind_text(st, 1, id);
     if (rc == SQLITE_OK)
         rc = bind_text(st, 2, scope); /* NULL binds NULL: any tenant */
     if (rc == SQLITE_OK)
@@ -501,7 +522,7 @@ static int list_statement(struct sq *s, int sql, const char *before, int limit, 
         return GR_EIO;
     *st = r->st[sql];
     int named = sqlite3_bind_parameter_count(*st); /* GR_SQL_TENANTS names no cursor or limit */
-    if ((named >= 1 && bind_text(*st, 1, before ? before : no_cursor) != SQLITE_OK) ||
+    if ((named >= 1 && (keyed(sql) ? bind_key(*st, 1, before) : bind_text(*st, 1, before ? before : no_cursor)) != SQLITE_OK) ||
         (named >= 2 && sqlite3_bind_int(*st, 2, limit) != SQLITE_OK) || (tenant && bind_text(*st, 5, tenant) != SQLITE_OK)) {
         sqlite3_reset(*st);
         return db_fail(e, r->db, "listing");

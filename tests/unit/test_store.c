@@ -456,7 +456,7 @@ static void test_failed_write_isolated(void **state)
         raw_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON job_inputs FOR EACH ROW"
                      " WHEN (NEW.id = 'j_0000000000000002') EXECUTE FUNCTION refuse()");
     } else {
-        raw_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON job_inputs WHEN NEW.id = 'j_0000000000000002'"
+        raw_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON job_inputs WHEN NEW.id = 2"
                      " BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
     }
     raw_hold_writer(db); /* so the four land in one or two batches */
@@ -683,6 +683,126 @@ static void test_load_pending(void **state)
         }
     assert_int_equal(k, p.n);
     for (int n = 0; n < NPEND; n++)
+        free(p.input[n]);
+}
+
+/* Events (or job ids) as read, in order. */
+struct event_seen {
+    char id[24], status[16], tenant[8];
+    long long seq;
+};
+
+struct events_page {
+    struct event_seen *v;
+    int n, cap;
+};
+
+static void keep_id(void *ctx, const char *id, const char *doc)
+{
+    struct events_page *p = ctx;
+    assert_true(p->n < p->cap);
+    snprintf(p->v[p->n++].id, sizeof p->v[0].id, "%s", id);
+}
+
+/* A store from before jobs were keyed by number (text ids, inputs in the row and apart) is
+ * migrated in place: every job reads, lists and loads as before, its input with it. */
+static void test_text_keys_upgraded(void **state)
+{
+    struct fixture *fx = *state;
+    if (fx->pg[0])
+        skip(); /* SQLite's migration */
+    enum { N = 10 };
+    int keyed = 0;
+    while (keyed < gr_schema_nsteps && !strstr(gr_schema_steps[keyed], "CREATE TABLE jobs_k"))
+        keyed++;
+    assert_true(keyed < gr_schema_nsteps);
+    assert_int_equal(mkdir(fx->data, 0700), 0);
+    struct raw db = {0};
+    assert_int_equal(sqlite3_open(fx->db, &db.sq), SQLITE_OK);
+    for (int v = 0; v < keyed; v++)
+        raw_exec(db, gr_schema_steps[v]);
+    char sql[640];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", keyed);
+    raw_exec(db, sql);
+    struct pending_seen p = {.epoch = 1};
+    int apart = 0;
+    for (int n = 0; n < N; n++) {
+        const char *status = pend_status[n % 5];
+        p.bytes[n] = n % 5 < 2 ? (n % 2 ? 300 : 40) : 0; /* 300: in job_inputs; 40: in the row */
+        p.input[n] = malloc(p.bytes[n] + 1);
+        for (size_t i = 0; i < p.bytes[n]; i++)
+            p.input[n][i] = (unsigned char)(n * 7 + i);
+        char id[24], doc[64];
+        make_id(id, (unsigned long long)n);
+        doc_text(doc, sizeof doc, (unsigned long long)n, status);
+        sqlite3_stmt *st;
+        assert_int_equal(sqlite3_prepare_v2(db.sq, "INSERT INTO jobs(id, status, op, doc, created, tenant, input)"
+                                                   " VALUES (?1, ?2, 'sum', ?3, 1.0, 'default', ?4)", -1, &st, NULL),
+                         SQLITE_OK);
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, status, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, doc, -1, SQLITE_STATIC);
+        if (p.bytes[n] && p.bytes[n] <= 256)
+            sqlite3_bind_blob(st, 4, p.input[n], (int)p.bytes[n], SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_finalize(st);
+        if (p.bytes[n] > 256) {
+            assert_int_equal(sqlite3_prepare_v2(db.sq, "INSERT INTO job_inputs(id, data) VALUES (?1, ?2)", -1, &st, NULL),
+                             SQLITE_OK);
+            sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+            sqlite3_bind_blob(st, 2, p.input[n], (int)p.bytes[n], SQLITE_STATIC);
+            assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+            sqlite3_finalize(st);
+            apart++;
+        }
+    }
+    /* every hex digit at every place: the migration's own reading of a text id */
+    const char *big = "j_0fedcba987654321", *big_doc = "{\"n\":99,\"tag\":\"big\"}";
+    snprintf(sql, sizeof sql, "INSERT INTO jobs(id, status, op, doc, created) VALUES ('%s', 'succeeded', 'max', '%s', 2.0)",
+             big, big_doc);
+    raw_exec(db, sql);
+    raw_close(db);
+
+    open_store(fx);
+    for (int n = 0; n < N; n++)
+        expect_job(fx, (unsigned long long)n, pend_status[n % 5], pend_status[n % 5]);
+    char *doc = NULL, st[16];
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_get_job(fx->s, big, NULL, &doc, st, &e), GR_OK);
+    assert_string_equal(doc, big_doc);
+    free(doc);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, on_pending, &p, &e), GR_OK);
+    assert_int_equal(p.bad, 0);
+    const unsigned long long pending[] = {0, 1, 5, 6};
+    assert_int_equal(p.n, 4);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(p.got[k], pending[k]);
+    struct event_seen ids[N + 2];
+    struct events_page page = {ids, 0, N + 2};
+    assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, NULL, N + 2, keep_id, &page, &e), GR_OK);
+    assert_int_equal(page.n, N + 1);
+    assert_string_equal(ids[0].id, big);
+    for (int k = 0; k < N; k++) {
+        char want[24];
+        make_id(want, (unsigned long long)(N - 1 - k));
+        assert_string_equal(ids[1 + k].id, want);
+    }
+    db = raw_open(fx);
+    char v[32];
+    raw_text(db, "SELECT count(*) FROM jobs WHERE typeof(id) = 'integer'", v, sizeof v);
+    assert_int_equal(atoi(v), N + 1);
+    raw_text(db, "SELECT count(*) FROM job_inputs", v, sizeof v);
+    assert_int_equal(atoi(v), apart);
+    char id[24];
+    make_id(id, 1); /* its input apart: gone with its end */
+    struct rec r = {0};
+    assert_int_equal(gr_store_update_job(fx->s, id, "default", "succeeded", make_doc(1, "done"), 1, on_done, &r), GR_OK);
+    wait_done(1);
+    assert_int_equal(r.code, GR_OK);
+    raw_text(db, "SELECT count(*) FROM job_inputs", v, sizeof v);
+    assert_int_equal(atoi(v), apart - 1);
+    raw_close(db);
+    for (int n = 0; n < N; n++)
         free(p.input[n]);
 }
 
@@ -953,16 +1073,6 @@ static void event_field(const char *json, const char *name, char *out, size_t n)
     memcpy(out, p + 1, len);
     out[len] = 0;
 }
-
-struct event_seen {
-    char id[24], status[16], tenant[8];
-    long long seq;
-};
-
-struct events_page {
-    struct event_seen *v;
-    int n, cap;
-};
 
 static void keep_event(void *ctx, const char *seq, const char *json)
 {
@@ -1447,6 +1557,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_write_isolated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_paging_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_keys_upgraded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inputs_kept_until_the_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offers, setup, teardown),
