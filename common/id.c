@@ -32,9 +32,19 @@ static uint64_t next_id(void)
     return want;
 }
 
+void gr_id_text(char prefix, uint64_t n, char out[GR_ID_LEN + 1])
+{
+    out[0] = prefix, out[1] = '_', out[GR_ID_LEN] = '\0';
+    for (int k = GR_ID_LEN - 1; k >= 2; k--, n >>= 4)
+        out[k] = "0123456789abcdef"[n & 15];
+}
+
 void gr_id_new(char prefix, char *buf, size_t len)
 {
-    snprintf(buf, len, "%c_%016llx", prefix, (unsigned long long)next_id());
+    if (len > GR_ID_LEN)
+        gr_id_text(prefix, next_id(), buf);
+    else if (len)
+        buf[0] = '\0';
 }
 
 int gr_id_valid(const char *id, char prefix)

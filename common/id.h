@@ -4,6 +4,7 @@
 #define GR_ID_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define GR_ID_LEN 18 /* "x_" + 16 hex digits */
 
@@ -12,8 +13,11 @@
  * clock, as any burst past one per microsecond does. */
 void gr_id_space(unsigned n, unsigned k);
 
-/* A fresh id with this prefix letter into buf (len > GR_ID_LEN). */
+/* A fresh id with this prefix letter into buf (len > GR_ID_LEN; else buf gets ""). */
 void gr_id_new(char prefix, char *buf, size_t len);
+
+/* The id of number n with this prefix letter (a store keeps ids as their numbers). */
+void gr_id_text(char prefix, uint64_t n, char out[GR_ID_LEN + 1]);
 
 /* 1 if id is one gr_id_new could have made with this prefix. */
 int gr_id_valid(const char *id, char prefix);

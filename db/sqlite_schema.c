@@ -96,8 +96,8 @@ const char *const gr_schema_steps[] = {
     /* Jobs (and their inputs) are keyed by their id's number, the rowid: a rowid table takes an
      * append at its right edge without rebalancing its neighbours, where the WITHOUT ROWID
      * b-tree of text keys did (a C model of the writer: 11% of 100k jobs' writes; bench notes in
-     * PERFORMANCE.md). The text id is printed back from the number. Inputs first: dropping jobs
-     * would cascade into them. */
+     * PERFORMANCE.md). Reads give the number, and sqlite_store.c writes its text. Inputs
+     * first: dropping jobs would cascade into them. */
     "CREATE TABLE jobs_k(id INTEGER PRIMARY KEY, status TEXT NOT NULL, op TEXT NOT NULL, doc TEXT NOT NULL,"
     "                    created REAL NOT NULL, tenant TEXT NOT NULL DEFAULT 'default', input BLOB);"
     "INSERT INTO jobs_k SELECT " ID_KEY ", status, op, doc, created, tenant, input FROM jobs;"
@@ -115,9 +115,8 @@ const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_ste
 #define DS_DOC                                                                                                     \
     "CASE WHEN last_used IS NULL THEN doc ELSE replace(doc, '\"last_used_at\":null', '\"last_used_at\":\"' ||"          \
     " strftime('%Y-%m-%dT%H:%M:%fZ', last_used, 'unixepoch') || '\"') END"
-/* A job's text id from its key (the last migration says why). */
-#define JOB_ID(key) "printf('j_%016x', " key ")"
-#define LIST_SQL(where) "SELECT " JOB_ID("id") ", doc FROM jobs WHERE " where "id < ?1 ORDER BY id DESC LIMIT ?2"
+/* A job's id is read as its key, the number (sqlite_store.c writes its text). */
+#define LIST_SQL(where) "SELECT id, doc FROM jobs WHERE " where "id < ?1 ORDER BY id DESC LIMIT ?2"
 #define FINAL "('succeeded', 'failed', 'canceled')"
 /* An event row's seq: the one after the newest row's last (rows of a run hold several). */
 #define NEXT_SEQ                                                                                                   \
@@ -139,7 +138,7 @@ const char *const gr_sql[GR_SQL_N] = {
     /* ?2 NULL: any tenant's (an admin, or no tokens) */
     [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     /* Read once at start-up over few rows: each tenant's two ranges of jobs_tenant_status, sorted. */
-    [GR_SQL_PENDING] = GR_SQL_TENANT_SKIP " SELECT " JOB_ID("j.id") ", j.doc, coalesce(j.input, i.data) FROM t JOIN jobs j"
+    [GR_SQL_PENDING] = GR_SQL_TENANT_SKIP " SELECT j.id, j.doc, coalesce(j.input, i.data) FROM t JOIN jobs j"
                        " ON j.tenant = t.x LEFT JOIN job_inputs i ON i.id = j.id"
                        " WHERE j.status IN ('queued', 'running') AND j." NOT_SUCCEEDED " ORDER BY j.id",
     /* Reads the database header, so it fails when the file cannot be read. */
@@ -161,7 +160,7 @@ const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_OPS] = GR_SQL_OPS_TEXT("?5"),
     /* The retention sweep: finished jobs submitted before ?1 (ids are creation times), in no
      * particular order, so that each batch is an index range read, not a sort of every old job. */
-    [GR_SQL_EXPIRED] = "SELECT " JOB_ID("id") ", doc FROM jobs WHERE id < ?1 AND status IN " FINAL " LIMIT ?2",
+    [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < ?1 AND status IN " FINAL " LIMIT ?2",
     /* GR_SQL_RENEW, _CLAIM, _RELEASE, _HELD, _LET_GO, _CANCEL, _SLOT, _ANNOUNCE, _REPLICAS and _LEAVE: none; one
      * SQLite file has one gpured, which holds every queued job itself */
     [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, input) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?14)",

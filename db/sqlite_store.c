@@ -215,6 +215,13 @@ static int bind_key(sqlite3_stmt *st, int i, const char *id)
                                 : bind_text(st, i, id);
 }
 
+/* Column col of st's row, a job's key, as its id's text in buf. */
+static const char *column_id(sqlite3_stmt *st, int col, char buf[GR_ID_LEN + 1])
+{
+    gr_id_text('j', (uint64_t)sqlite3_column_int64(st, col), buf);
+    return buf;
+}
+
 /* The statements whose ?1 is a job's key. */
 static int keyed(int sql)
 {
@@ -530,13 +537,15 @@ static int list_statement(struct sq *s, int sql, const char *before, int limit, 
     return GR_OK;
 }
 
-/* Step a bound list statement, row(ctx, id, doc) for each of its rows, and reset it. */
-static int list_rows(sqlite3_stmt *st, int rc, gr_store_row row, void *ctx, struct gr_err *e)
+/* Step a bound list statement, row(ctx, id, doc) for each of its rows (id: a job's key when
+ * job_keys), and reset it. */
+static int list_rows(sqlite3_stmt *st, int rc, int job_keys, gr_store_row row, void *ctx, struct gr_err *e)
 {
     while (rc == SQLITE_OK || rc == SQLITE_ROW) {
         if ((rc = sqlite3_step(st)) != SQLITE_ROW)
             break;
-        const char *id = (const char *)sqlite3_column_text(st, 0);
+        char buf[GR_ID_LEN + 1];
+        const char *id = job_keys ? column_id(st, 0, buf) : (const char *)sqlite3_column_text(st, 0);
         const char *doc = (const char *)sqlite3_column_text(st, 1);
         if (!id || !doc)
             break;
@@ -557,7 +566,7 @@ static int sq_list(void *impl, int sql, const char *before, int limit, const cha
     int rc = status ? bind_text(st, 3, status) : SQLITE_OK;
     if (rc == SQLITE_OK && op)
         rc = bind_text(st, 4, op);
-    return list_rows(st, rc, row, ctx, e);
+    return list_rows(st, rc, keyed(sql), row, ctx, e);
 }
 
 static int sq_tenant_bytes(void *impl, gr_store_tenant tenant, void *ctx, struct gr_err *e)
@@ -588,7 +597,8 @@ static int sq_load_pending(void *impl, gr_store_pending pending, void *ctx, stru
     sqlite3_stmt *st = r->st[GR_SQL_PENDING];
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *id = (const char *)sqlite3_column_text(st, 0);
+        char buf[GR_ID_LEN + 1];
+        const char *id = column_id(st, 0, buf);
         const char *doc = (const char *)sqlite3_column_text(st, 1);
         const void *input = sqlite3_column_blob(st, 2);
         size_t bytes = (size_t)sqlite3_column_bytes(st, 2);
