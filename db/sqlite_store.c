@@ -8,6 +8,7 @@
 #include "schema.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sqlite3.h>
@@ -206,13 +207,15 @@ static int bind_text(sqlite3_stmt *st, int i, const char *v)
 
 /* A job id as its key (the jobs table's rowid: sqlite_schema.c says why); NULL (no cursor) as
  * the largest, so one list statement serves the first page too. Any other text binds as itself,
- * which no key equals. */
+ * which no key equals and every key sorts below (SQLite orders numbers before text): so does an
+ * id past the largest key (16 hex digits from 8), which gr_id_new never makes but a client may
+ * send as a cursor or a name. */
 static int bind_key(sqlite3_stmt *st, int i, const char *id)
 {
     if (!id)
         return sqlite3_bind_int64(st, i, INT64_MAX);
-    return gr_id_valid(id, 'j') ? sqlite3_bind_int64(st, i, (sqlite3_int64)strtoull(id + 2, NULL, 16))
-                                : bind_text(st, i, id);
+    unsigned long long key = gr_id_valid(id, 'j') ? strtoull(id + 2, NULL, 16) : ULLONG_MAX;
+    return key <= INT64_MAX ? sqlite3_bind_int64(st, i, (sqlite3_int64)key) : bind_text(st, i, id);
 }
 
 /* Column col of st's row, a job's key, as its id's text in buf. */

@@ -605,6 +605,14 @@ static void test_list_paging_filters(void **state)
         check_listing(fx, t, NULL, "sum", 1000);
     }
 
+    /* a cursor past every id gr_id_new makes (a client may send one) pages from the newest */
+    static const char *const past[] = {"j_7fffffffffffffff", "j_8000000000000000", "j_ffffffffffffffff"};
+    for (int i = 0; i < 3; i++) {
+        struct page all = {0};
+        assert_int_equal(gr_store_list_jobs(fx->s, NULL, NULL, NULL, past[i], 1000, on_row, &all, NULL), GR_OK);
+        assert_int_equal(all.n, NLIST);
+    }
+
     struct page p = {0};
     assert_int_equal(gr_store_list_jobs(fx->s, NULL, "canceled", NULL, NULL, 10, on_row, &p, NULL), GR_OK);
     assert_int_equal(p.n, 0);
