@@ -130,6 +130,15 @@ double gr_mono_ms(void)
     return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
+void gr_mutex_init(pthread_mutex_t *mu)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(mu, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
 void gr_idle_wait(pthread_cond_t *cv, pthread_mutex_t *mu, const unsigned *count, int *spun)
 {
     if (*spun) {

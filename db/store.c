@@ -213,7 +213,7 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
     struct gr_store *s = calloc(1, sizeof *s);
     if (!s)
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
-    pthread_mutex_init(&s->mu, NULL);
+    gr_mutex_init(&s->mu);
     pthread_cond_init(&s->cv, NULL);
     pthread_mutex_init(&s->told_mu, NULL);
     pthread_cond_init(&s->told_cv, NULL);

@@ -53,7 +53,7 @@ struct queue {
     struct gr_backend *backend;
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mu = GR_MUTEX_INITIALIZER;
 static pthread_cond_t timer_cv;
 static pthread_cond_t undefer_cv = PTHREAD_COND_INITIALIZER; /* a deferred job's insert is queued */
 static pthread_t timer_thread;

@@ -18,7 +18,7 @@ struct tenant {
     char name[GR_TENANT_MAX + 1];
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mu = GR_MUTEX_INITIALIZER;
 static struct tenant *table[NBUCKETS];
 static int64_t max_jobs, max_bytes;
 
