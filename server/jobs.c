@@ -47,6 +47,7 @@ struct queue {
     struct gr_job *head, *tail;
     int count, reserved;
     unsigned pushed; /* jobs queued so far (__atomic): watched by an idle worker before it sleeps */
+    int watching;    /* idle workers watching pushed now (mu): one at a time, the rest sleep */
     pthread_cond_t cv;
     struct worker workers[MAX_LANES]; /* one per lane: a GPU's lanes run jobs side by side */
     int nworkers;
@@ -917,8 +918,15 @@ static void *worker_main(void *arg)
     struct queue *q = w->q;
     pthread_mutex_lock(&mu);
     for (;;) {
-        for (int spun = 0; !q->head && !stopping;) /* one client's next job is often a moment away */
+        /* one client's next job is often a moment away: one idle worker a GPU watches for it, so
+         * that under load the others leave their cores to the HTTP threads and the writer */
+        for (int spun = 0; !q->head && !stopping;) {
+            int watch = !spun && !q->watching;
+            spun |= !watch;
+            q->watching += watch;
             gr_idle_wait(&q->cv, &mu, &q->pushed, &spun);
+            q->watching -= watch;
+        }
         if (stopping)
             break;
         struct gr_job *j = w->taken[0] = pop(q);
