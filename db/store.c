@@ -39,6 +39,7 @@ struct gr_store {
     double lease_s;
     int64_t file_age_s; /* dataset files without a row older than this are a crash's leftovers */
     void (*_Atomic observer)(double ms, int writes); /* told of each commit (metrics), or NULL */
+    void (*_Atomic after)(void);                     /* after each commit's done callbacks, or NULL */
 };
 
 /* Commit the n writes from o (one, or a group that stands or falls together) in a transaction of
@@ -145,6 +146,9 @@ done:
         free(batch);
         batch = next;
     }
+    void (*after)(void) = atomic_load(&s->after);
+    if (after)
+        after();
 }
 
 static void *writer_main(void *arg)
@@ -685,6 +689,8 @@ uint64_t gr_store_version(struct gr_store *s) { return atomic_load(&s->version);
 const char *gr_store_data_dir(struct gr_store *s) { return s->dir; }
 
 void gr_store_observe_commits(struct gr_store *s, void (*fn)(double ms, int writes)) { atomic_store(&s->observer, fn); }
+
+void gr_store_after_commits(struct gr_store *s, void (*fn)(void)) { atomic_store(&s->after, fn); }
 
 int gr_store_ping(struct gr_store *s, struct gr_err *e) { return s->b->ping(s->impl, e); }
 

@@ -218,6 +218,11 @@ const char *gr_store_data_dir(struct gr_store *s);
  * with the milliseconds from begin to durable and the writes it held (the metrics' histogram). */
 void gr_store_observe_commits(struct gr_store *s, void (*fn)(double ms, int writes));
 
+/* fn (any thread may set it; NULL: none) is called by the writer after the done callbacks of each
+ * transaction, so that what they gathered is handled at once: jobs.c takes its lock once a commit
+ * rather than once a job, the lock every HTTP thread meets. */
+void gr_store_after_commits(struct gr_store *s, void (*fn)(void));
+
 /* Bumped after every commit: lets list pages carry a cheap ETag. */
 uint64_t gr_store_version(struct gr_store *s);
 

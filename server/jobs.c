@@ -421,14 +421,17 @@ int gr_jobs_take_orphans(char ids[][24], int max)
 
 struct commit {
     struct gr_job *job;
-    int status;
+    int status, code;
+    struct commit *next;
 };
 
-/* Record that the store has (code GR_OK) or has not kept j at status; wake who waits. */
-static void committed(struct gr_job *j, int status, int code)
+/* The store's answers on_commit has gathered in this commit, oldest first (the writer's alone). */
+static struct commit *told, **told_tail = &told;
+
+/* Record that the store has (code GR_OK) or has not kept j at status; what waits on it goes on
+ * *fired (mu held). */
+static void committed_locked(struct gr_job *j, int status, int code, struct gr_waiter **fired)
 {
-    struct gr_waiter *fired = NULL;
-    pthread_mutex_lock(&mu);
     if (code == GR_OK) {
         if (status > j->committed && j->committed != -3) /* an offer's end may be told before its insert's commit */
             j->committed = status;
@@ -458,7 +461,7 @@ static void committed(struct gr_job *j, int status, int code)
             gr_tenant_drop_job(j->tenant);
         j->counted = 0;
     }
-    collect(j, gr_mono_ms(), &fired);
+    collect(j, gr_mono_ms(), fired);
     if (gone)
         table_remove(j);
     struct gr_job **p = watch_link(j->id);
@@ -466,14 +469,51 @@ static void committed(struct gr_job *j, int status, int code)
         *p = j->hnext;
         gr_job_unref(j);
     }
+}
+
+static void committed(struct gr_job *j, int status, int code)
+{
+    struct gr_waiter *fired = NULL;
+    pthread_mutex_lock(&mu);
+    committed_locked(j, status, code, &fired);
     pthread_mutex_unlock(&mu);
     wake_list(fired);
 }
 
-/* Runs on the store's writer thread once a job's write is committed (or refused). */
+/* Runs on the store's writer thread once a job's write is committed (or refused): kept for
+ * commit_told, at the commit's end. */
 static void on_commit(void *ctx, int code)
 {
     struct commit *c = ctx;
+    c->code = code;
+    c->next = NULL;
+    *told_tail = c;
+    told_tail = &c->next;
+}
+
+/* After each commit's callbacks, on the writer: its jobs' answers in one hold of mu. */
+static void commit_told(void)
+{
+    struct commit *list = told;
+    told = NULL;
+    told_tail = &told;
+    struct gr_waiter *fired = NULL;
+    pthread_mutex_lock(&mu);
+    for (struct commit *c = list; c; c = c->next)
+        committed_locked(c->job, c->status, c->code, &fired);
+    pthread_mutex_unlock(&mu);
+    wake_list(fired);
+    while (list) {
+        struct commit *next = list->next;
+        gr_job_unref(list->job);
+        free(list);
+        list = next;
+    }
+}
+
+/* A write that was never queued: told at once, on the caller's thread. */
+static void commit_refused(struct commit *c, int code)
+{
     committed(c->job, c->status, code);
     gr_job_unref(c->job);
     free(c);
@@ -489,7 +529,7 @@ static struct commit *commit_of(struct gr_job *j, char *doc, int status)
         return NULL;
     }
     gr_job_ref(j);
-    *c = (struct commit){j, status};
+    *c = (struct commit){j, status, GR_OK, NULL};
     return c;
 }
 
@@ -501,7 +541,7 @@ static void store_write(struct gr_job *j, char *doc, int status)
                                      __atomic_load_n(&j->epoch, __ATOMIC_RELAXED), on_commit, c)
                : GR_OK;
     if (rc != GR_OK)
-        on_commit(c, rc);
+        commit_refused(c, rc);
 }
 
 /* Queue the inserts of the n jobs js at status (docs ours now) as one all-or-nothing write: new
@@ -530,7 +570,7 @@ static void store_insert(struct gr_job **js, char **docs, int n, int status)
     }
     int rc = k ? gr_store_insert_jobs(store, v, k, on_commit) : GR_OK;
     for (int i = 0; rc != GR_OK && i < k; i++)
-        on_commit(v[i].ctx, rc);
+        commit_refused(v[i].ctx, rc);
     free(v);
 }
 
@@ -963,6 +1003,7 @@ int gr_jobs_start(struct gr_store *s, struct gr_backend **backends, int nbackend
     if (nbackends < 1 || nbackends > MAX_BACKENDS)
         return gr_fail(e, GR_EINTERNAL, NULL, "%d backends (1 to %d supported)", nbackends, MAX_BACKENDS);
     store = s;
+    gr_store_after_commits(s, commit_told);
     capacity = queue_capacity;
     stopping = waking_all = timer_stop = 0;
     pthread_condattr_t ca;
