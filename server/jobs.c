@@ -1094,10 +1094,14 @@ int gr_jobs_route(const char *device, const char *dataset, struct gr_backend **o
                 b->cache_stats(b, &cs);
             bytes[i] = cs.bytes;
         }
-        /* auto falls back to the CPU when no GPU works */
-        pthread_mutex_lock(&mu);
-        int best = pick_gpu(dataset, holds, bytes);
-        pthread_mutex_unlock(&mu);
+        /* auto falls back to the CPU when no GPU works; with one GPU there is nothing to weigh,
+         * so no lock */
+        int best = nqueues == 2 ? !broken(&queues[1]) : 0;
+        if (nqueues > 2) {
+            pthread_mutex_lock(&mu);
+            best = pick_gpu(dataset, holds, bytes);
+            pthread_mutex_unlock(&mu);
+        }
         if (!best && !auto_dev)
             return gr_fail(e, GR_EUNAVAIL, "device",
                            "every GPU of this server is broken (%s); restart gpured, or use \"device\": \"auto\"",
@@ -1150,6 +1154,15 @@ static int render_new(struct gr_job **js, char **docs, int n)
     return c.failed ? GR_ENOMEM : GR_OK;
 }
 
+static void log_submitted(struct gr_job **js, int n)
+{
+    for (int k = 0; k < n && k < 100; k++) /* a batch's first hundred: the log is no list of a million */
+        if (js[k]->offered)
+            gr_log(GR_LOG_INFO, "job %s offered to %s", js[k]->id, js[k]->offer[0] ? js[k]->offer : "any replica");
+        else
+            gr_log(GR_LOG_INFO, "job %s queued for %s", js[k]->id, js[k]->backend->name);
+}
+
 int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr_err *e)
 {
     char **docs = calloc((size_t)n, sizeof *docs);
@@ -1176,6 +1189,11 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr
         free(docs);
         return rc;
     }
+    /* waited jobs whose first write is their end (no insert to queue first, no list to answer)
+     * are queued in this hold of mu: one hold less for the lock every thread meets */
+    int direct = !accepted && !stopping;
+    for (int k = 0; k < n; k++)
+        direct &= js[k]->deferred == 1 && !js[k]->offered;
     for (int k = 0; k < n; k++) {
         struct gr_job *j = js[k];
         j->counted = 1;
@@ -1186,11 +1204,21 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr
             *p = j;
             gr_job_ref(j);
         } else {
-            queue_of(j->backend)->reserved++;
+            if (direct) {
+                gr_job_ref(j);
+                push(queue_of(j->backend), j);
+            } else {
+                queue_of(j->backend)->reserved++;
+            }
             table_add(j);
         }
     }
     pthread_mutex_unlock(&mu);
+    if (direct) {
+        free(docs); /* none rendered: deferred */
+        log_submitted(js, n);
+        return GR_OK;
+    }
     for (int k = 0; k < n; k++) /* deferred no more (a shutdown began): not queued yet, so unchanged */
         if (!js[k]->deferred && !docs[k])
             docs[k] = gr_job_render(js[k]);
@@ -1215,11 +1243,7 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr
             push(q, js[k]);
         }
     pthread_mutex_unlock(&mu);
-    for (int k = 0; k < n && k < 100; k++) /* a batch's first hundred: the log is no list of a million */
-        if (js[k]->offered)
-            gr_log(GR_LOG_INFO, "job %s offered to %s", js[k]->id, js[k]->offer[0] ? js[k]->offer : "any replica");
-        else
-            gr_log(GR_LOG_INFO, "job %s queued for %s", js[k]->id, js[k]->backend->name);
+    log_submitted(js, n);
     return GR_OK;
 }
 
