@@ -491,23 +491,28 @@ static void on_commit(void *ctx, int code)
     told_tail = &c->next;
 }
 
-/* After each commit's callbacks, on the writer: its jobs' answers in one hold of mu. */
+/* After each commit's callbacks, on the writer: its jobs' answers, up to TOLD_HOLD a hold of mu
+ * (a 100,000-job batch's commit must not stall every other thread for its whole length). */
+#define TOLD_HOLD 256
 static void commit_told(void)
 {
     struct commit *list = told;
     told = NULL;
     told_tail = &told;
-    struct gr_waiter *fired = NULL;
-    pthread_mutex_lock(&mu);
-    for (struct commit *c = list; c; c = c->next)
-        committed_locked(c->job, c->status, c->code, &fired);
-    pthread_mutex_unlock(&mu);
-    wake_list(fired);
     while (list) {
-        struct commit *next = list->next;
-        gr_job_unref(list->job);
-        free(list);
-        list = next;
+        struct gr_waiter *fired = NULL;
+        struct commit *c = list;
+        pthread_mutex_lock(&mu);
+        for (int k = 0; c && k < TOLD_HOLD; k++, c = c->next)
+            committed_locked(c->job, c->status, c->code, &fired);
+        pthread_mutex_unlock(&mu);
+        wake_list(fired);
+        while (list != c) {
+            struct commit *next = list->next;
+            gr_job_unref(list->job);
+            free(list);
+            list = next;
+        }
     }
 }
 
