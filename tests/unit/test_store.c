@@ -333,6 +333,48 @@ static void test_open_fails(void **state)
     assert_true(e.msg[0] != '\0');
 }
 
+/* The after-commits hook: how many done callbacks had run at each of its calls. */
+static int after_calls, after_seen, after_went_back;
+
+static void after_hook(void)
+{
+    pthread_mutex_lock(&done_mu);
+    after_went_back |= ndone < after_seen;
+    after_seen = ndone;
+    after_calls++;
+    pthread_cond_broadcast(&done_cv);
+    pthread_mutex_unlock(&done_mu);
+}
+
+/* gr_store_after_commits: its hook runs after a commit's done callbacks, once a commit. */
+static void test_after_commits(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    gr_store_after_commits(fx->s, after_hook);
+    enum { N = 200 };
+    struct rec *r = calloc(N, sizeof *r);
+    assert_non_null(r);
+    for (int n = 0; n < N; n++)
+        insert(fx, (unsigned long long)n + 1, GR_SUM, "queued", NULL, 0, &r[n]);
+    wait_done(N);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&done_mu);
+    while (after_seen < N && pthread_cond_timedwait(&done_cv, &done_mu, &until) == 0)
+        ;
+    int calls = after_calls, seen = after_seen, went_back = after_went_back;
+    pthread_mutex_unlock(&done_mu);
+    gr_store_after_commits(fx->s, NULL);
+    assert_int_equal(seen, N); /* the last call came after every callback */
+    assert_false(went_back);
+    assert_true(calls >= 1 && calls <= N); /* once a commit, not once a write */
+    for (int n = 0; n < N; n++)
+        assert_int_equal(r[n].calls, 1);
+    free(r);
+}
+
 static void test_insert_get(void **state)
 {
     struct fixture *fx = *state;
@@ -1558,6 +1600,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_insert_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_after_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_insert_fails_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_all_or_none, setup, teardown),
