@@ -1,7 +1,8 @@
 /* jobs.c: routing, bounded per-device queues, one worker thread per backend lane, the in-flight
  * table and parked waiters with their timer thread. One mutex (`mu`) guards all of it, held
- * only for short bookkeeping: never across a kernel, a store call or a waiter's wake. A big
- * batch's render threads touch only its new jobs, and are joined before it is queued. */
+ * only for short bookkeeping: never across a kernel, a store call or a waiter's wake. The store's
+ * writer thread alone owns `told`, a commit's answers, which it hands in under mu at the commit's
+ * end. A big batch's render threads touch only its new jobs, and are joined before it is queued. */
 #include "jobs.h"
 
 #include "backend.h"
