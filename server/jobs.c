@@ -1088,11 +1088,12 @@ int gr_jobs_route(const char *device, const char *dataset, struct gr_backend **o
                            "device 'gpu' was asked for but this server has no GPU (GET /v1/devices); "
                            "use \"device\": \"cpu\" or \"auto\"");
         }
-        /* where its dataset is cached, asked before the lock (each cache has its own) */
+        /* where its dataset is cached, asked before the lock (each cache has its own); with one
+         * GPU it does not matter */
         int holds[MAX_BACKENDS] = {0};
         int64_t bytes[MAX_BACKENDS] = {0};
         dataset = dataset && dataset[0] ? dataset : NULL;
-        for (int i = 1; dataset && i < nqueues; i++) {
+        for (int i = 1; dataset && nqueues > 2 && i < nqueues; i++) {
             struct gr_backend *b = queues[i].backend;
             struct gr_cache_stats cs = {0};
             holds[i] = b->holds && b->holds(b, dataset);
