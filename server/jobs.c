@@ -697,7 +697,10 @@ static void push(struct queue *q, struct gr_job *j)
     q->count++;
     __atomic_fetch_add(&q->pushed, 1, __ATOMIC_RELEASE);
     gr_metrics_queued(dev_of(q), 1);
-    pthread_cond_signal(&q->cv);
+    /* a watching worker sees pushed move and takes the job itself: waking a sleeper as well would
+     * be a futex call under mu for a worker that finds the queue empty and sleeps again */
+    if (q->count > q->watching)
+        pthread_cond_signal(&q->cv);
 }
 
 /* The job's values for b: a dataset is opened for a backend that reads it itself (takes_fd),
