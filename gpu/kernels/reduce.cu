@@ -863,8 +863,15 @@ template <class In> struct fast_policy {
     static constexpr int max_rounds = 64;      /* bounds the partials the finishing block reads */
     static constexpr int waves = 4;            /* many whole rows: block items per resident block */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
+    /* Whole arrays of at most 64 KiB are one block's: 16 KiB as 256 threads with batches of two
+     * vectors, 32 KiB with batches of four, 64 KiB as 1024 threads with batches of two. Up to
+     * 256 KiB, one cluster; above, pieces with tickets. From a sweep of block, cluster and ticket
+     * shapes on an H100 (bench/results/kernels-2026-11-26-h100-s16/): one block beat the cluster
+     * by 13-22% at 32 and 64 KiB, and tickets beat it by 7-9% at 512 KiB. */
+    static constexpr i64 block_small = (16 << 10) / sizeof(In), block_mid = (32 << 10) / sizeof(In);
+    static constexpr i64 block_max = (64 << 10) / sizeof(In);
     static constexpr int cluster_unroll = 8;   /* small arrays: one cluster, 128 bytes per thread */
-    static constexpr i64 cluster_max = 2 * 8 * block * cluster_unroll * vec; /* two rounds per block */
+    static constexpr i64 cluster_max = (256 << 10) / sizeof(In);
 };
 
 constexpr int CLUSTER = 8; /* blocks in the small-array cluster: the portable maximum */
@@ -1069,16 +1076,16 @@ cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 
     return cudaGetLastError();
 }
 
-/* An array of at most one block's chunk: one block, no tickets, partials or item loop; two
- * vectors per load batch, so up to four per thread are in flight before the first is folded in
- * (k_fast_rows' batch of four left float64 at 2^10, two vectors per thread, one memory latency
- * per vector). Its tree is narrow_block_reduce's. On an H100 these beat 128 threads with 4 or 8
- * vectors each at 2^9-2^12 (a sweep of block shapes, 2026-11-25). */
-template <class Op, int B>
+/* A small array (fast_policy::block_max): one block, no tickets, partials or item loop; U vectors
+ * per load batch, so up to 2U per thread are in flight before the first is folded in (batches
+ * of four left float64 at 2^10, two vectors per thread, one memory latency per vector). Its tree
+ * is narrow_block_reduce's. On an H100, 256 threads beat 128 with 4 or 8 vectors each at
+ * 2^9-2^12 (2026-11-25); 1024 threads beat 256 and 512 at 64 KiB (2026-11-26). */
+template <class Op, int B, int U>
 __global__ void __launch_bounds__(B)
     k_fast_block(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ out)
 {
-    typename Op::State s = narrow_block_reduce<B, true>(op, thread_range<2>(op, x, 0, n, threadIdx.x, B), 0);
+    typename Op::State s = narrow_block_reduce<B, true>(op, thread_range<U>(op, x, 0, n, threadIdx.x, B), 0);
     if (threadIdx.x == 0)
         out[0] = s;
 }
@@ -1181,10 +1188,15 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
             return fast_group<Op, 4, 2>(op, x, rows, cols, wout, sms, st);
         return fast_group<Op, 32, P::unroll>(op, x, rows, cols, wout, sms, st);
     }
-    if (rows == 1 && cols <= P::min_chunk) {
+    if (rows == 1 && cols <= P::block_max) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
-        k_fast_block<Op, P::block><<<1, P::block, 0, st>>>(op, x, cols, out);
+        if (cols <= P::block_small)
+            k_fast_block<Op, 256, 2><<<1, 256, 0, st>>>(op, x, cols, out);
+        else if (cols <= P::block_mid)
+            k_fast_block<Op, 256, 4><<<1, 256, 0, st>>>(op, x, cols, out);
+        else
+            k_fast_block<Op, 1024, 2><<<1, 1024, 0, st>>>(op, x, cols, out);
         return cudaGetLastError();
     }
     if (rows == 1 && cols <= P::cluster_max) {

@@ -204,10 +204,11 @@ static void policy_edges(bool small)
                         kase c = {GR_K_FAST, op, dt, 1, last, rows, cols, case_no % 2, case_no % GR_NSPECIALS};
                         run_case(c);
                     }
-    /* whole arrays where one block, the cluster and the split rows take over (for every dtype) */
+    /* whole arrays where the block's shape, the cluster and the split rows take over (16, 32, 64
+     * and 256 KiB, for every dtype) */
     std::set<int64_t> sizes;
-    for (int64_t p : {2048, 4096, 65536, 131072})
-        if (!small || p == 4096)
+    for (int64_t p : {2048, 4096, 8192, 16384, 32768, 65536, 131072})
+        if (!small || p == 4096 || p == 16384)
             sizes.insert({p - 1, p, p + 1});
     for (int op = 0; op < GR_NOPS; op++)
         for (int last = 0; last <= gr_op_is_arg(op); last++)
