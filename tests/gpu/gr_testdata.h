@@ -59,8 +59,9 @@ static inline uint64_t gr_test_seed(void)
 /* EXACT data keeps every float sum exact in float64 (multiples of 1/8, small), so any order
  * must give the reference's bits; REAL data needs a tolerance for float sums. */
 enum { GR_FILL_EXACT, GR_FILL_REAL };
-/* Float specials planted at random positions. */
-enum { GR_SPECIAL_NONE, GR_SPECIAL_INF, GR_SPECIAL_NAN, GR_NSPECIALS };
+/* Float specials planted at random positions; ZEROS makes three in four elements +0.0 or -0.0,
+ * which tie (an arg op's winner is the tie rule's, its value's sign that element's). */
+enum { GR_SPECIAL_NONE, GR_SPECIAL_INF, GR_SPECIAL_NAN, GR_SPECIAL_ZEROS, GR_NSPECIALS };
 
 static inline double gr_fill_value(int op, int dtype, int mode, struct gr_rng *r)
 {
@@ -114,6 +115,19 @@ static inline void gr_fill(void *data, int dtype, int op, int64_t n, int mode, i
         }
     }
     if (!gr_dtype_is_float(dtype) || special == GR_SPECIAL_NONE)
+        return;
+    for (int64_t k = 0; special == GR_SPECIAL_ZEROS && k < n; k++) {
+        uint64_t u = gr_rng_next(r);
+        if ((u & 3) == 0)
+            continue;
+        double z = (u & 4) ? -0.0 : 0.0;
+        float zf = (float)z;
+        if (dtype == GR_FLOAT32)
+            memcpy((char *)data + k * 4, &zf, 4);
+        else
+            memcpy((char *)data + k * 8, &z, 8);
+    }
+    if (special == GR_SPECIAL_ZEROS)
         return;
     int count = 1 + (int)(gr_rng_next(r) % 3);
     for (int c = 0; c < count; c++) {
@@ -202,6 +216,8 @@ static inline int64_t gr_result_diff(const struct gr_result *got, const struct g
         if (isnan(a) || isnan(b)) {
             if (isnan(a) != isnan(b))
                 return o;
+        } else if (want->index && signbit(a) != signbit(b)) { /* the element at the index, as it was */
+            return o;
         } else if (a != b && (!tol || isinf(b) || fabs(a - b) > tol[o])) {
             return o;
         }
