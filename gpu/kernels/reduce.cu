@@ -498,15 +498,6 @@ __device__ typename Op::State thread_range(const Op &op, const typename Op::inpu
     return op.done(s);
 }
 
-/* An empty asm that reads and rewrites v's registers: v's loads must come before it. */
-template <class In> __device__ inline void pin(vec16<In> &v)
-{
-    uint4 u;
-    memcpy(&u, &v, sizeof u);
-    asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w));
-    memcpy(&v, &u, sizeof u);
-}
-
 /* A block's elements [begin, end) when they are at most R vectors a thread and a partial one
  * (x + begin 16-byte aligned): R predicated 16-byte loads, all issued before the first is folded
  * in, then at most one element of the partial vector a thread. Straight-line code, as CUB's full
@@ -525,12 +516,6 @@ __device__ typename Op::State tile_range(const Op &op, const typename Op::input 
     for (int k = 0; k < R; k++)
         if (lane + k * G < nv)
             r[k] = xv[lane + k * G];
-    /* every load is issued before the first fold: a compiler that moved each load to its fold
-     * would have the thread wait out one memory latency per vector (float max at 2^13 elements
-     * on an H100: 4.4 -> 6.4 us) */
-#pragma unroll
-    for (int k = 0; k < R; k++)
-        pin(r[k]);
     auto s = op.lid();
 #pragma unroll
     for (int k = 0; k < R; k++)
