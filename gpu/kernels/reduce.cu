@@ -498,35 +498,6 @@ __device__ typename Op::State thread_range(const Op &op, const typename Op::inpu
     return op.done(s);
 }
 
-/* A block's elements [begin, end) when they are at most R vectors a thread and a partial one
- * (x + begin 16-byte aligned): R predicated 16-byte loads, all issued before the first is folded
- * in, then at most one element of the partial vector a thread. Straight-line code, as CUB's full
- * tile: on an H100 at 2^12 elements, thread_range's loops ran 0.3-0.4 us (7-9%) slower than a
- * block that read its 4 vectors a thread unchecked (bench/results/kernels-2026-11-26-h100-s16). */
-template <int R, class Op>
-__device__ typename Op::State tile_range(const Op &op, const typename Op::input *__restrict__ x, i64 begin, i64 end,
-                                         int lane, int G)
-{
-    using In = typename Op::input;
-    constexpr int V = 16 / sizeof(In);
-    const vec16<In> *__restrict__ xv = reinterpret_cast<const vec16<In> *>(x + begin);
-    int nv = (int)((end - begin) / V); /* <= R * G: the launcher's sizes */
-    vec16<In> r[R];
-#pragma unroll
-    for (int k = 0; k < R; k++)
-        if (lane + k * G < nv)
-            r[k] = xv[lane + k * G];
-    auto s = op.lid();
-#pragma unroll
-    for (int k = 0; k < R; k++)
-        if (lane + k * G < nv)
-            s = op.lvec(s, r[k].e, begin + (i64)(lane + k * G) * V);
-    i64 t = begin + (i64)nv * V + lane; /* after every index this thread has seen */
-    if (t < end)
-        s = op.lacc(s, x[t], t);
-    return op.done(s);
-}
-
 /* Blocks of one kernel resident per multiprocessor (computed once per kernel). */
 template <auto K> int occupancy(int block)
 {
@@ -964,14 +935,14 @@ template <class In> struct fast_policy {
     static constexpr int max_rounds = 64;      /* bounds the partials the finishing block reads */
     static constexpr int waves = 4;            /* many whole rows: block items per resident block */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
-    /* Whole arrays of at most 64 KiB are one block's: 16 KiB as 256 threads of 4 vectors each,
-     * 32 KiB as 256 of 8, 64 KiB as 1024 of 4. Up to 256 KiB, one cluster of 8 blocks of 256
-     * threads, 8 vectors each; above, pieces with tickets. From a sweep of block, cluster and
-     * ticket shapes on an H100 (bench/results/kernels-2026-11-26-h100-s16/): one block beat the
-     * cluster by 13-22% at 32 and 64 KiB, and tickets beat it by 7-9% at 512 KiB. */
+    /* Whole arrays of at most 64 KiB are one block's: 16 KiB as 256 threads with batches of two
+     * vectors, 32 KiB with batches of four, 64 KiB as 1024 threads with batches of two. Up to
+     * 256 KiB, one cluster; above, pieces with tickets. From a sweep of block, cluster and ticket
+     * shapes on an H100 (bench/results/kernels-2026-11-26-h100-s16/): one block beat the cluster
+     * by 13-22% at 32 and 64 KiB, and tickets beat it by 7-9% at 512 KiB. */
     static constexpr i64 block_small = (16 << 10) / sizeof(In), block_mid = (32 << 10) / sizeof(In);
     static constexpr i64 block_max = (64 << 10) / sizeof(In);
-    static constexpr int cluster_vectors = 8; /* per thread: 8 blocks x 256 threads x 8 = 256 KiB */
+    static constexpr int cluster_unroll = 8;   /* small arrays: one cluster, 128 bytes per thread */
     static constexpr i64 cluster_max = (256 << 10) / sizeof(In);
 };
 
@@ -1177,14 +1148,16 @@ cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 
     return cudaGetLastError();
 }
 
-/* A small array (fast_policy::block_max): one block of B threads, at most R vectors each; no
- * tickets, partials or item loop. Its tree is narrow_block_reduce's. On an H100, 256 threads beat
- * 128 and 64 at 2^9-2^12 (2026-11-25); 1024 threads beat 256 and 512 at 64 KiB (2026-11-26). */
-template <class Op, int B, int R>
+/* A small array (fast_policy::block_max): one block, no tickets, partials or item loop; U vectors
+ * per load batch, so up to 2U per thread are in flight before the first is folded in (batches
+ * of four left float64 at 2^10, two vectors per thread, one memory latency per vector). Its tree
+ * is narrow_block_reduce's. On an H100, 256 threads beat 128 with 4 or 8 vectors each at
+ * 2^9-2^12 (2026-11-25); 1024 threads beat 256 and 512 at 64 KiB (2026-11-26). */
+template <class Op, int B, int U>
 __global__ void __launch_bounds__(B)
     k_fast_block(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ out)
 {
-    typename Op::State s = narrow_block_reduce<B, true>(op, tile_range<R>(op, x, 0, n, threadIdx.x, B), 0);
+    typename Op::State s = narrow_block_reduce<B, true>(op, thread_range<U>(op, x, 0, n, threadIdx.x, B), 0);
     if (threadIdx.x == 0)
         out[0] = s;
 }
@@ -1216,7 +1189,7 @@ cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R
 
 /* Small arrays in one launch without global partials: one cluster of blocks whose partials meet
  * in block 0's shared memory (distributed shared memory) after a cluster barrier. */
-template <class Op, int B, int R>
+template <class Op, int B, int U>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
     k_fast_cluster(Op op, const typename Op::input *__restrict__ x, i64 n, i64 chunk_len,
                    typename Op::State *__restrict__ out)
@@ -1225,7 +1198,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
     cg::cluster_group cluster = cg::this_cluster();
     __shared__ typename Op::State part;
     i64 begin = (i64)cluster.block_rank() * chunk_len;
-    typename Op::State s = tile_range<R>(op, x, begin, min(n, begin + chunk_len), threadIdx.x, B);
+    typename Op::State s = thread_range<U>(op, x, begin, min(n, begin + chunk_len), threadIdx.x, B);
     s = narrow_block_reduce<B, true>(op, s, 0);
     if (threadIdx.x == 0)
         part = s;
@@ -1291,19 +1264,18 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
         if (cols <= P::block_small)
-            k_fast_block<Op, 256, P::block_small / (256 * P::vec)><<<1, 256, 0, st>>>(op, x, cols, out);
+            k_fast_block<Op, 256, 2><<<1, 256, 0, st>>>(op, x, cols, out);
         else if (cols <= P::block_mid)
-            k_fast_block<Op, 256, P::block_mid / (256 * P::vec)><<<1, 256, 0, st>>>(op, x, cols, out);
+            k_fast_block<Op, 256, 4><<<1, 256, 0, st>>>(op, x, cols, out);
         else
-            k_fast_block<Op, 1024, P::block_max / (1024 * P::vec)><<<1, 1024, 0, st>>>(op, x, cols, out);
+            k_fast_block<Op, 1024, 2><<<1, 1024, 0, st>>>(op, x, cols, out);
         return cudaGetLastError();
     }
-    static_assert(P::cluster_max <= (i64)CLUSTER * P::block * P::cluster_vectors * P::vec, "a cluster block's share");
     if (rows == 1 && cols <= P::cluster_max) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
         i64 chunk_len = ceil_div(ceil_div(cols, CLUSTER), P::vec) * P::vec;
-        k_fast_cluster<Op, P::block, P::cluster_vectors><<<CLUSTER, P::block, 0, st>>>(op, x, cols, chunk_len, out);
+        k_fast_cluster<Op, P::block, P::cluster_unroll><<<CLUSTER, P::block, 0, st>>>(op, x, cols, chunk_len, out);
         return cudaGetLastError();
     }
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
