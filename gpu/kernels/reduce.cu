@@ -935,8 +935,8 @@ template <class In> struct fast_policy {
     static constexpr int max_rounds = 64;      /* bounds the partials the finishing block reads */
     static constexpr int waves = 4;            /* many whole rows: block items per resident block */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
-    /* Whole arrays of at most 64 KiB are one block's: 16 KiB as 256 threads with batches of two
-     * vectors, 32 KiB with batches of four, 64 KiB as 1024 threads with batches of two. Up to
+    /* Whole arrays of at most 64 KiB are one block's: 256 threads to 16 KiB, 512 to 32 KiB, 1024
+     * to 64 KiB, 4 vectors a thread at most (k_fast_block). Up to
      * 256 KiB, one cluster; above, pieces with tickets. From a sweep of block, cluster and ticket
      * shapes on an H100 (bench/results/kernels-2026-11-26-h100-s16/): one block beat the cluster
      * by 13-22% at 32 and 64 KiB, and tickets beat it by 7-9% at 512 KiB. */
@@ -1148,16 +1148,41 @@ cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 
     return cudaGetLastError();
 }
 
-/* A small array (fast_policy::block_max): one block, no tickets, partials or item loop; U vectors
- * per load batch, so up to 2U per thread are in flight before the first is folded in (batches
- * of four left float64 at 2^10, two vectors per thread, one memory latency per vector). Its tree
- * is narrow_block_reduce's. On an H100, 256 threads beat 128 with 4 or 8 vectors each at
- * 2^9-2^12 (2026-11-25); 1024 threads beat 256 and 512 at 64 KiB (2026-11-26). */
-template <class Op, int B, int U>
+/* Elements [0, B x R x vec) of x, a thread's R vectors strided by B (CUB's full tile): R
+ * unguarded 16-byte loads, all issued before the first is folded in, and no loop. On an H100
+ * at 2^12 4-byte elements this ran at CUB's speed, 0.3-0.4 us (7-9%) under thread_range's head,
+ * loops and tail (sweep_argkey, bench/results/kernels-2026-11-26-h100-s16). */
+template <int R, class Op>
+__device__ typename Op::State full_tile(const Op &op, const typename Op::input *__restrict__ x, int lane, int B)
+{
+    using In = typename Op::input;
+    constexpr int V = 16 / sizeof(In);
+    const vec16<In> *__restrict__ xv = reinterpret_cast<const vec16<In> *>(x);
+    vec16<In> r[R];
+#pragma unroll
+    for (int k = 0; k < R; k++)
+        r[k] = xv[lane + k * B];
+    auto s = op.lid();
+#pragma unroll
+    for (int k = 0; k < R; k++)
+        s = op.lvec(s, r[k].e, (i64)(lane + k * B) * V);
+    return op.done(s);
+}
+
+/* A small array (fast_policy::block_max): one block of B threads, no tickets, partials or item
+ * loop; exactly 4 vectors a thread as a full tile, else thread_range with batches of two
+ * vectors, so up to four are in flight before the first is folded in (batches of four left
+ * float64 at 2^10, two vectors per thread, one memory latency per vector). Its tree is
+ * narrow_block_reduce's. On an H100, 256 threads beat 128 with 4 or 8 vectors each at 2^9-2^12
+ * (2026-11-25); 1024 threads beat 256 and 512 at 64 KiB (2026-11-26). */
+template <class Op, int B>
 __global__ void __launch_bounds__(B)
     k_fast_block(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ out)
 {
-    typename Op::State s = narrow_block_reduce<B, true>(op, thread_range<U>(op, x, 0, n, threadIdx.x, B), 0);
+    constexpr int V = 16 / sizeof(typename Op::input);
+    typename Op::State s = n == (i64)B * 4 * V ? full_tile<4>(op, x, threadIdx.x, B)
+                                               : thread_range<2>(op, x, 0, n, threadIdx.x, B);
+    s = narrow_block_reduce<B, true>(op, s, 0);
     if (threadIdx.x == 0)
         out[0] = s;
 }
@@ -1264,11 +1289,11 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
         if (cols <= P::block_small)
-            k_fast_block<Op, 256, 2><<<1, 256, 0, st>>>(op, x, cols, out);
+            k_fast_block<Op, 256><<<1, 256, 0, st>>>(op, x, cols, out);
         else if (cols <= P::block_mid)
-            k_fast_block<Op, 256, 4><<<1, 256, 0, st>>>(op, x, cols, out);
+            k_fast_block<Op, 512><<<1, 512, 0, st>>>(op, x, cols, out);
         else
-            k_fast_block<Op, 1024, 2><<<1, 1024, 0, st>>>(op, x, cols, out);
+            k_fast_block<Op, 1024><<<1, 1024, 0, st>>>(op, x, cols, out);
         return cudaGetLastError();
     }
     if (rows == 1 && cols <= P::cluster_max) {
