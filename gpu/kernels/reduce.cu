@@ -936,13 +936,13 @@ template <class In> struct fast_policy {
     static constexpr int waves = 4;            /* many whole rows: block items per resident block */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
     /* Whole arrays of at most 64 KiB are one block's: 256 threads to 16 KiB, 512 to 32 KiB, 1024
-     * to 64 KiB, 4 vectors a thread at most (k_fast_block). Up to
-     * 256 KiB, one cluster; above, pieces with tickets. From a sweep of block, cluster and ticket
+     * to 64 KiB, 4 vectors a thread at most (k_fast_block). Up to 256 KiB, one cluster of 8
+     * blocks, 256 threads to 128 KiB and 512 above, 4 vectors a thread at most (k_fast_cluster);
+     * above, pieces with tickets. From a sweep of block, cluster and ticket
      * shapes on an H100 (bench/results/kernels-2026-11-26-h100-s16/): one block beat the cluster
      * by 13-22% at 32 and 64 KiB, and tickets beat it by 7-9% at 512 KiB. */
     static constexpr i64 block_small = (16 << 10) / sizeof(In), block_mid = (32 << 10) / sizeof(In);
     static constexpr i64 block_max = (64 << 10) / sizeof(In);
-    static constexpr int cluster_unroll = 8;   /* small arrays: one cluster, 128 bytes per thread */
     static constexpr i64 cluster_max = (256 << 10) / sizeof(In);
 };
 
@@ -1153,11 +1153,12 @@ cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 
  * at 2^12 4-byte elements this ran at CUB's speed, 0.3-0.4 us (7-9%) under thread_range's head,
  * loops and tail (sweep_argkey, bench/results/kernels-2026-11-26-h100-s16). */
 template <int R, class Op>
-__device__ typename Op::State full_tile(const Op &op, const typename Op::input *__restrict__ x, int lane, int B)
+__device__ typename Op::State full_tile(const Op &op, const typename Op::input *__restrict__ x, i64 begin, int lane,
+                                        int B)
 {
     using In = typename Op::input;
     constexpr int V = 16 / sizeof(In);
-    const vec16<In> *__restrict__ xv = reinterpret_cast<const vec16<In> *>(x);
+    const vec16<In> *__restrict__ xv = reinterpret_cast<const vec16<In> *>(x + begin);
     vec16<In> r[R];
 #pragma unroll
     for (int k = 0; k < R; k++)
@@ -1165,7 +1166,7 @@ __device__ typename Op::State full_tile(const Op &op, const typename Op::input *
     auto s = op.lid();
 #pragma unroll
     for (int k = 0; k < R; k++)
-        s = op.lvec(s, r[k].e, (i64)(lane + k * B) * V);
+        s = op.lvec(s, r[k].e, begin + (i64)(lane + k * B) * V);
     return op.done(s);
 }
 
@@ -1180,7 +1181,7 @@ __global__ void __launch_bounds__(B)
     k_fast_block(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ out)
 {
     constexpr int V = 16 / sizeof(typename Op::input);
-    typename Op::State s = n == (i64)B * 4 * V ? full_tile<4>(op, x, threadIdx.x, B)
+    typename Op::State s = n == (i64)B * 4 * V ? full_tile<4>(op, x, 0, threadIdx.x, B)
                                                : thread_range<2>(op, x, 0, n, threadIdx.x, B);
     s = narrow_block_reduce<B, true>(op, s, 0);
     if (threadIdx.x == 0)
@@ -1212,18 +1213,23 @@ cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R
     return cudaGetLastError();
 }
 
-/* Small arrays in one launch without global partials: one cluster of blocks whose partials meet
- * in block 0's shared memory (distributed shared memory) after a cluster barrier. */
-template <class Op, int B, int U>
+/* Small arrays in one launch without global partials: one cluster of blocks of B threads whose
+ * partials meet in block 0's shared memory (distributed shared memory) after a cluster barrier.
+ * Each block reads at most 4 vectors a thread: a full tile when the array is exactly that, as
+ * k_fast_block does. */
+template <class Op, int B>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
     k_fast_cluster(Op op, const typename Op::input *__restrict__ x, i64 n, i64 chunk_len,
                    typename Op::State *__restrict__ out)
 {
     namespace cg = cooperative_groups;
+    constexpr int V = 16 / sizeof(typename Op::input);
     cg::cluster_group cluster = cg::this_cluster();
     __shared__ typename Op::State part;
     i64 begin = (i64)cluster.block_rank() * chunk_len;
-    typename Op::State s = thread_range<U>(op, x, begin, min(n, begin + chunk_len), threadIdx.x, B);
+    typename Op::State s = n == (i64)CLUSTER * B * 4 * V
+                               ? full_tile<4>(op, x, begin, threadIdx.x, B)
+                               : thread_range<2>(op, x, begin, min(n, begin + chunk_len), threadIdx.x, B);
     s = narrow_block_reduce<B, true>(op, s, 0);
     if (threadIdx.x == 0)
         part = s;
@@ -1300,7 +1306,10 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
         i64 chunk_len = ceil_div(ceil_div(cols, CLUSTER), P::vec) * P::vec;
-        k_fast_cluster<Op, P::block, P::cluster_unroll><<<CLUSTER, P::block, 0, st>>>(op, x, cols, chunk_len, out);
+        if (cols <= P::cluster_max / 2)
+            k_fast_cluster<Op, 256><<<CLUSTER, 256, 0, st>>>(op, x, cols, chunk_len, out);
+        else
+            k_fast_cluster<Op, 512><<<CLUSTER, 512, 0, st>>>(op, x, cols, chunk_len, out);
         return cudaGetLastError();
     }
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
