@@ -951,7 +951,7 @@ constexpr int CLUSTER = 8; /* blocks in the small-array cluster: the portable ma
 /* One row (or whole-array chunk) per block item; a row of several chunks is finished by the
  * block that takes its last ticket, reading the partials in a fixed order (deterministic). */
 template <class Op, int B, int U>
-__global__ void __launch_bounds__(B)
+__global__ void __launch_bounds__(B, 1024 / B) /* 1024 threads an SM, 64 registers (int32 sums took 72) */
     k_fast_rows(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols, int chunks, i64 chunk_len,
                 typename Op::State *__restrict__ part, unsigned *__restrict__ tickets,
                 typename Op::State *__restrict__ out)
