@@ -944,12 +944,55 @@ template <class In> struct fast_policy {
     static constexpr i64 block_small = (16 << 10) / sizeof(In), block_mid = (32 << 10) / sizeof(In);
     static constexpr i64 block_max = (64 << 10) / sizeof(In);
     static constexpr i64 cluster_max = (256 << 10) / sizeof(In);
+    /* Above, to 64 MiB, a block of 512 threads per tile of 4 vectors a thread (k_fast_tiles): on an
+     * H100 it beat k_fast_rows at every size from 2^18 elements to 64 MiB and lost to it for
+     * float64 argmax at 128 MiB, whose 4096 partials the finishing block reads one by one
+     * (sweep_tiles, bench/results/kernels-2026-11-26-h100-s17/); 256 threads were up to 3%
+     * faster at 1-2 MiB and up to 9% slower at 32-64 MiB. */
+    static constexpr int tile_block = 512;
+    static constexpr i64 tiles_max = (64 << 20) / sizeof(In);
 };
 
 constexpr int CLUSTER = 8; /* blocks in the small-array cluster: the portable maximum */
 
+/* A piece's block tree, for pieces whose partials meet again: arg ops and 4-byte min/max narrow
+ * (argmax at 2^18-2^22 +4-8% on an H100); a sum's Wire is its State, and the narrow tree here
+ * measured 1-2% slower for float32 sums at 2^25-2^30. */
+template <int B, class Op> __device__ typename Op::State piece_tree(const Op &op, typename Op::State s, i64 begin)
+{
+    if constexpr (std::is_same<typename Op::Wire, typename Op::State>::value)
+        return block_reduce<B>(op, s);
+    else
+        return narrow_block_reduce<B, false>(op, s, begin); /* a piece < 2^31 - 1: fast() checks */
+}
+
+/* Stores piece `piece` of a row's `pieces` partials (s, in thread 0); the block that takes the
+ * row's last ticket folds them in a fixed order (deterministic), writes *out and zeroes the ticket. */
+template <int B, class Op>
+__device__ void ticket_finish(const Op &op, typename Op::State s, typename Op::State *__restrict__ part, int piece,
+                              int pieces, unsigned *__restrict__ ticket, typename Op::State *__restrict__ out, i64 rb)
+{
+    __shared__ bool finisher;
+    if (threadIdx.x == 0) {
+        part[piece] = s;
+        __threadfence();
+        finisher = atomicAdd(ticket, 1u) == (unsigned)pieces - 1;
+    }
+    __syncthreads();
+    if (finisher) {
+        s = op.id();
+        for (int k = threadIdx.x; k < pieces; k += B)
+            s = op(s, load_cg(part + k));
+        s = block_reduce<B>(op, s);
+        if (threadIdx.x == 0) {
+            *out = rebase(s, rb);
+            *ticket = 0;
+        }
+    }
+}
+
 /* One row (or whole-array chunk) per block item; a row of several chunks is finished by the
- * block that takes its last ticket, reading the partials in a fixed order (deterministic). */
+ * block that takes its last ticket. */
 template <class Op, int B, int U>
 __global__ void __launch_bounds__(B, 1024 / B) /* 1024 threads an SM, 64 registers (int32 sums took 72) */
     k_fast_rows(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols, int chunks, i64 chunk_len,
@@ -957,38 +1000,16 @@ __global__ void __launch_bounds__(B, 1024 / B) /* 1024 threads an SM, 64 registe
                 typename Op::State *__restrict__ out)
 {
     using State = typename Op::State;
-    __shared__ bool finisher;
     for (i64 item = blockIdx.x; item < rows * chunks; item += gridDim.x) {
         i64 row = item / chunks, c = item - row * chunks;
         i64 rb = row * cols, begin = rb + c * chunk_len, end = min(begin + chunk_len, rb + cols);
-        State s = thread_range<U>(op, x, begin, end, threadIdx.x, B);
-        /* Arg ops and 4-byte min/max narrow (argmax at 2^18-2^22 +4-8% on an H100); a sum's Wire
-         * is its State, and the narrow tree here measured 1-2% slower for float32 sums at 2^25-2^30 */
-        if constexpr (std::is_same<typename Op::Wire, State>::value)
-            s = block_reduce<B>(op, s);
-        else
-            s = narrow_block_reduce<B, false>(op, s, begin); /* end - begin < 2^31 - 1: fast() checks */
+        State s = piece_tree<B>(op, thread_range<U>(op, x, begin, end, threadIdx.x, B), begin);
         if (chunks == 1) {
             if (threadIdx.x == 0)
                 out[row] = rebase(s, rb);
             continue;
         }
-        if (threadIdx.x == 0) {
-            part[item] = s;
-            __threadfence();
-            finisher = atomicAdd(&tickets[row], 1u) == (unsigned)chunks - 1;
-        }
-        __syncthreads();
-        if (finisher) {
-            s = op.id();
-            for (int k = threadIdx.x; k < chunks; k += B)
-                s = op(s, load_cg(part + row * chunks + k));
-            s = block_reduce<B>(op, s);
-            if (threadIdx.x == 0) {
-                out[row] = rebase(s, rb);
-                tickets[row] = 0;
-            }
-        }
+        ticket_finish<B>(op, s, part + row * chunks, (int)c, chunks, tickets + row, out + row, rb);
     }
 }
 
@@ -1170,22 +1191,73 @@ __device__ typename Op::State full_tile(const Op &op, const typename Op::input *
     return op.done(s);
 }
 
+/* A block's B threads over elements [begin, begin + n): a full tile when n is exactly 4 vectors
+ * a thread, else thread_range with batches of two vectors, so up to four are in flight before
+ * the first is folded in. */
+template <int B, class Op>
+__device__ typename Op::State block_tile(const Op &op, const typename Op::input *__restrict__ x, i64 begin, i64 n)
+{
+    constexpr i64 W = (i64)B * (16 / sizeof(typename Op::input)); /* elements of one vector a thread */
+    return n == 4 * W ? full_tile<4>(op, x, begin, threadIdx.x, B)
+                      : thread_range<2>(op, x, begin, begin + n, threadIdx.x, B);
+}
+
 /* A small array (fast_policy::block_max): one block of B threads, no tickets, partials or item
- * loop; exactly 4 vectors a thread as a full tile, else thread_range with batches of two
- * vectors, so up to four are in flight before the first is folded in (batches of four left
- * float64 at 2^10, two vectors per thread, one memory latency per vector). Its tree is
- * narrow_block_reduce's. On an H100, 256 threads beat 128 with 4 or 8 vectors each at 2^9-2^12
- * (2026-11-25); 1024 threads beat 256 and 512 at 64 KiB (2026-11-26). */
-template <class Op, int B>
+ * loop, at most 4 vectors a thread (batches of four left float64 at 2^10, two vectors per
+ * thread, one memory latency per vector): exactly R vectors a thread as a full tile, or with R
+ * = 0 thread_range's batches of two. R is the launcher's choice, not a branch here: these
+ * kernels run once an L2 flush has evicted their code, and each path compiled in cost time.
+ * Its tree is narrow_block_reduce's. On an H100, 256 threads beat 128 with 4 or 8 vectors each
+ * at 2^9-2^12 (2026-11-25); 1024 threads beat 256 and 512 at 64 KiB (2026-11-26); a full tile
+ * of one or two vectors a thread beat thread_range by 5-10% at 2^10-2^11 (sweep_tiles,
+ * 2026-11-26, session 17). */
+template <class Op, int B, int R>
 __global__ void __launch_bounds__(B)
     k_fast_block(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ out)
 {
-    constexpr int V = 16 / sizeof(typename Op::input);
-    typename Op::State s = n == (i64)B * 4 * V ? full_tile<4>(op, x, 0, threadIdx.x, B)
-                                               : thread_range<2>(op, x, 0, n, threadIdx.x, B);
+    typename Op::State s;
+    if constexpr (R > 0)
+        s = full_tile<R>(op, x, 0, threadIdx.x, B);
+    else
+        s = thread_range<2>(op, x, 0, n, threadIdx.x, B);
     s = narrow_block_reduce<B, true>(op, s, 0);
     if (threadIdx.x == 0)
         out[0] = s;
+}
+
+/* k_fast_block for n elements: a full tile of 4 vectors a thread, or for 256 threads of 2 or 1
+ * (the sizes its policy gives 512 and 1024 threads are never 1 or 2 whole vectors a thread) */
+template <class Op, int B>
+cudaError_t fast_block(const Op &op, const typename Op::input *x, i64 n, typename Op::State *out, cudaStream_t st)
+{
+    constexpr i64 W = (i64)B * (16 / sizeof(typename Op::input));
+    if (n == 4 * W)
+        k_fast_block<Op, B, 4><<<1, B, 0, st>>>(op, x, n, out);
+    else if (B == 256 && n == 2 * W)
+        k_fast_block<Op, 256, 2><<<1, 256, 0, st>>>(op, x, n, out);
+    else if (B == 256 && n == W)
+        k_fast_block<Op, 256, 1><<<1, 256, 0, st>>>(op, x, n, out);
+    else
+        k_fast_block<Op, B, 0><<<1, B, 0, st>>>(op, x, n, out);
+    return cudaGetLastError();
+}
+
+/* A mid-size array (fast_policy::tiles_max): a block per tile of B threads x 4 vectors, all but
+ * the last full tiles, the partials met by ticket. It keeps more loads in flight than
+ * k_fast_rows's one round of resident-block pieces: each thread's 4 loads are issued at once, and
+ * an SM holds twice the threads. On an H100, 4-byte sums and max 4-13% faster at 2^17-2^24
+ * elements, argmax 1-11%, float64 argmax at 2^21 0.94 -> 1.03 of CUB
+ * (bench/results/kernels-2026-11-26-h100-s17/, sweep_tiles and call D). */
+template <class Op, int B>
+__global__ void __launch_bounds__(B, 2048 / B) /* 2048 threads an SM, 32 registers: unbounded, int32
+                                                  sums took 40 and 2^22 elements ran in two waves */
+    k_fast_tiles(Op op, const typename Op::input *__restrict__ x, i64 n, typename Op::State *__restrict__ part,
+                 unsigned *__restrict__ tickets, typename Op::State *__restrict__ out)
+{
+    constexpr i64 T = (i64)B * 4 * (16 / sizeof(typename Op::input));
+    i64 begin = (i64)blockIdx.x * T;
+    typename Op::State s = piece_tree<B>(op, block_tile<B>(op, x, begin, min(T, n - begin)), begin);
+    ticket_finish<B>(op, s, part, (int)blockIdx.x, (int)gridDim.x, tickets, out, 0);
 }
 
 /* Rows of R = 2^k whole vectors, R <= 32 * tile_unroll: k_fast_tile's shape; 0 when not. */
@@ -1215,21 +1287,17 @@ cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R
 
 /* Small arrays in one launch without global partials: one cluster of blocks of B threads whose
  * partials meet in block 0's shared memory (distributed shared memory) after a cluster barrier.
- * Each block reads at most 4 vectors a thread: a full tile when the array is exactly that, as
- * k_fast_block does. */
+ * Each block reads at most 4 vectors a thread (block_tile). */
 template <class Op, int B>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
     k_fast_cluster(Op op, const typename Op::input *__restrict__ x, i64 n, i64 chunk_len,
                    typename Op::State *__restrict__ out)
 {
     namespace cg = cooperative_groups;
-    constexpr int V = 16 / sizeof(typename Op::input);
     cg::cluster_group cluster = cg::this_cluster();
     __shared__ typename Op::State part;
     i64 begin = (i64)cluster.block_rank() * chunk_len;
-    typename Op::State s = n == (i64)CLUSTER * B * 4 * V
-                               ? full_tile<4>(op, x, begin, threadIdx.x, B)
-                               : thread_range<2>(op, x, begin, min(n, begin + chunk_len), threadIdx.x, B);
+    typename Op::State s = block_tile<B>(op, x, begin, max((i64)0, min(n, begin + chunk_len) - begin));
     s = narrow_block_reduce<B, true>(op, s, 0);
     if (threadIdx.x == 0)
         part = s;
@@ -1294,13 +1362,9 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
     if (rows == 1 && cols <= P::block_max) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
-        if (cols <= P::block_small)
-            k_fast_block<Op, 256><<<1, 256, 0, st>>>(op, x, cols, out);
-        else if (cols <= P::block_mid)
-            k_fast_block<Op, 512><<<1, 512, 0, st>>>(op, x, cols, out);
-        else
-            k_fast_block<Op, 1024><<<1, 1024, 0, st>>>(op, x, cols, out);
-        return cudaGetLastError();
+        return cols <= P::block_small ? fast_block<Op, 256>(op, x, cols, out, st)
+               : cols <= P::block_mid ? fast_block<Op, 512>(op, x, cols, out, st)
+                                      : fast_block<Op, 1024>(op, x, cols, out, st);
     }
     if (rows == 1 && cols <= P::cluster_max) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
@@ -1310,6 +1374,14 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
             k_fast_cluster<Op, 256><<<CLUSTER, 256, 0, st>>>(op, x, cols, chunk_len, out);
         else
             k_fast_cluster<Op, 512><<<CLUSTER, 512, 0, st>>>(op, x, cols, chunk_len, out);
+        return cudaGetLastError();
+    }
+    if (rows == 1 && cols <= P::tiles_max) {
+        constexpr i64 T = (i64)P::tile_block * 4 * P::vec;
+        i64 tiles = ceil_div(cols, T);
+        if ((err = need(scratch, bytes, (size_t)tiles * sizeof(State))) != cudaSuccess || !scratch)
+            return err;
+        k_fast_tiles<Op, P::tile_block><<<(unsigned)tiles, P::tile_block, 0, st>>>(op, x, cols, part, tickets, out);
         return cudaGetLastError();
     }
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;

@@ -204,12 +204,16 @@ static void policy_edges(bool small)
                         kase c = {GR_K_FAST, op, dt, 1, last, rows, cols, case_no % 2, case_no % GR_NSPECIALS};
                         run_case(c);
                     }
-    /* whole arrays where the block's shape, the cluster and the split rows take over (16, 32, 64
-     * and 256 KiB, for every dtype) */
+    /* whole arrays where the block's shape, the cluster, the tiles and the split rows take over
+     * (16, 32, 64 and 256 KiB and 64 MiB, for every dtype); 3 vectors a thread, no full tile
+     * (1536, 3072); tiles whose last is one element or a full tile of one or two vectors a thread
+     * (2^18 + 1, 2^18 + 2048) */
     std::set<int64_t> sizes;
-    for (int64_t p : {2048, 4096, 8192, 16384, 32768, 65536, 131072})
+    for (int64_t p : {2048, 4096, 8192, 16384, 32768, 65536, 131072, 1 << 23, 1 << 24})
         if (!small || p == 4096 || p == 16384)
             sizes.insert({p - 1, p, p + 1});
+    if (!small)
+        sizes.insert({1536, 3072, (1 << 18) + 1, (1 << 18) + 2048});
     for (int op = 0; op < GR_NOPS; op++)
         for (int last = 0; last <= gr_op_is_arg(op); last++)
             for (int dt = 0; dt < GR_NDTYPES; dt++)
