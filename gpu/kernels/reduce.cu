@@ -186,23 +186,44 @@ template <class A> struct arg_state {
     A v;
     i64 i;
 };
-/* The narrow state a block's tree passes: the element as read and a 32-bit index from the
- * block's base, ~0u empty; 8 bytes for 4-byte inputs, half the shuffles of arg_state<double>
- * (measured on an H100: argmax at 2^10-2^11 elements 7-12% faster). It is also how a short row's
- * narrow result is written. */
+/* An arg result narrow: the element as read and a 32-bit index from a base, ~0u empty. What a
+ * tree's key is made from and read back to (Arg::key, unkey), and how a short row of a 4-byte
+ * type writes its result (row_out). */
 template <class In> struct arg_wire {
     In v;
     unsigned i;
 };
-/* A 4-byte arg op's tree state: one 64-bit key that the larger wins, so a tree level is one
- * 64-bit max, not the NaN, value and index tests of Arg::better (measured on an H100: float32
- * argmax at 2^10-2^14 5-8% faster). High word: the element mapped to an unsigned that orders as
- * the op ranks (NaN on top, -0.0 as +0.0 so that zeros tie). Low word: the index from the base
- * (below 2^31 - 1), ordered so that the tie rule's choice is larger, shifted left one bit for the
- * sign of a zero. 0: empty (no element's low word is 0). */
+/* An arg op's tree state: a key that the larger wins, so a tree level is a compare of keys,
+ * not the NaN, value and index tests of Arg::better (measured on an H100: float32 argmax at
+ * 2^10-2^14 5-8% faster). Its high part: the element mapped to an unsigned of its width that
+ * orders as the op ranks (NaN on top, -0.0 as +0.0 so that zeros tie). Its low word: the index
+ * from the base (below 2^31 - 1), ordered so that the tie rule's choice is larger, shifted left
+ * one bit for the sign of a zero. A low word of 0: empty (no element's is 0). 4-byte elements
+ * join both in one 64-bit word (a level is one 64-bit max); 8-byte ones keep them apart (a
+ * 64-bit and a 32-bit compare, three shuffles a level). */
 struct arg_key {
     u64 k;
 };
+struct arg_key8 {
+    u64 hi;
+    unsigned lo;
+};
+__device__ inline arg_key make_key(unsigned hi, unsigned lo) { return arg_key{(u64)hi << 32 | lo}; }
+__device__ inline arg_key8 make_key(u64 hi, unsigned lo) { return arg_key8{hi, lo}; }
+__device__ inline unsigned key_hi(arg_key k) { return (unsigned)(k.k >> 32); }
+__device__ inline u64 key_hi(arg_key8 k) { return k.hi; }
+__device__ inline unsigned key_lo(arg_key k) { return (unsigned)k.k; }
+__device__ inline unsigned key_lo(arg_key8 k) { return k.lo; }
+__device__ inline arg_key key_max(arg_key a, arg_key b) { return a.k > b.k ? a : b; }
+__device__ inline arg_key8 key_max(arg_key8 a, arg_key8 b)
+{
+    return (a.hi > b.hi) | ((a.hi == b.hi) & (a.lo > b.lo)) ? a : b;
+}
+/* A float's bits as the unsigned of its width, and back. */
+__device__ inline unsigned to_bits(float v) { return __float_as_uint(v); }
+__device__ inline u64 to_bits(double v) { return (u64)__double_as_longlong(v); }
+__device__ inline float from_bits(unsigned b) { return __uint_as_float(b); }
+__device__ inline double from_bits(u64 b) { return __longlong_as_double((long long)b); }
 template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, arg_state<acc_t<In>>> {
     using Acc = acc_t<In>;
     using S = arg_state<Acc>;
@@ -212,7 +233,7 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
     __host__ __device__ S id() const { return S{0, -1}; }
     __host__ __device__ S from(In x, i64 i) const { return S{(Acc)x, i}; }
     /* Of two states that both hold an element: a NaN wins, then the extreme, then the tie rule. */
-    template <class T> __host__ __device__ T better(T a, T b) const
+    __host__ __device__ S better(S a, S b) const
     {
         bool an = is_nan(a.v), bn = is_nan(b.v);
         if (an != bn)
@@ -245,63 +266,48 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
         return lacc(s, b, first + bk);
     }
     __device__ S done(Local s) const { return S{(Acc)s.v, s.i}; }
-    static constexpr bool keyed = sizeof(In) == 4;
-    using Wire = std::conditional_t<keyed, arg_key, arg_wire<In>>;
+    using Wire = std::conditional_t<sizeof(In) == 4, arg_key, arg_key8>;
     using Out = arg_wire<In>;
     __device__ Wire wire(S s, i64 base) const
     {
-        Out w{(In)s.v, s.i < 0 ? ~0u : (unsigned)(s.i - base)};
-        if constexpr (keyed)
-            return w.i == ~0u ? arg_key{0} : key(w);
-        else
-            return w;
+        return s.i < 0 ? Wire{} : key(Out{(In)s.v, (unsigned)(s.i - base)});
     }
-    __device__ Wire join(Wire a, Wire b) const
-    {
-        if constexpr (keyed)
-            return a.k > b.k ? a : b;
-        else
-            return a.i == ~0u ? b : b.i == ~0u ? a : better(a, b);
-    }
+    __device__ Wire join(Wire a, Wire b) const { return key_max(a, b); }
     __device__ S unwire(Wire w, i64 base) const
     {
         Out o = out(w);
         return S{(Acc)o.v, o.i == ~0u ? -1 : base + (i64)o.i};
     }
-    __device__ Out out(Wire w) const
+    __device__ Out out(Wire w) const { return key_lo(w) ? unkey(w) : Out{0, ~0u}; }
+    /* arg_key's mapping and its inverse (w.i < 2^31 - 1) */
+    using U = std::conditional_t<sizeof(In) == 4, unsigned, u64>;
+    static constexpr U SIGN = (U)1 << (8 * sizeof(U) - 1);
+    __device__ Wire key(Out w) const
     {
-        if constexpr (keyed)
-            return w.k ? unkey(w) : Out{0, ~0u};
-        else
-            return w;
-    }
-    /* arg_key's mapping and its inverse (4-byte In; w.i < 2^31 - 1) */
-    __device__ arg_key key(Out w) const
-    {
-        unsigned b, z = 0;
-        if constexpr (std::is_same<In, float>::value) {
+        U b;
+        unsigned z = 0;
+        if constexpr (std::is_floating_point<In>::value) {
             z = w.v == 0 && signbit(w.v);
-            b = is_nan(w.v) ? ~0u : __float_as_uint(w.v == 0 ? 0.0f : w.v);
-            b = b == ~0u ? b : (b & 0x80000000u) ? ~b : b | 0x80000000u;
-            b = MAX || b == ~0u ? b : ~b;
+            b = is_nan(w.v) ? ~(U)0 : to_bits(w.v == 0 ? (In)0 : w.v);
+            b = b == ~(U)0 ? b : (b & SIGN) ? ~b : b | SIGN;
+            b = MAX || b == ~(U)0 ? b : ~b;
         } else {
-            b = (unsigned)w.v ^ 0x80000000u;
+            b = (U)w.v ^ SIGN;
             b = MAX ? b : ~b;
         }
-        unsigned lo = ((last ? w.i + 1 : 0x7fffffffu - w.i) << 1) | z;
-        return arg_key{(u64)b << 32 | lo};
+        return make_key(b, ((last ? w.i + 1 : 0x7fffffffu - w.i) << 1) | z);
     }
-    __device__ Out unkey(arg_key k) const
+    __device__ Out unkey(Wire k) const
     {
-        unsigned b = (unsigned)(k.k >> 32), lo = (unsigned)k.k, q = lo >> 1;
+        U b = key_hi(k);
+        unsigned lo = key_lo(k), q = lo >> 1;
         Out o;
         o.i = last ? q - 1 : 0x7fffffffu - q;
-        if constexpr (std::is_same<In, float>::value) {
-            b = MAX || b == ~0u ? b : ~b;
-            o.v = b == ~0u ? __uint_as_float(0x7fc00000u)
-                           : (lo & 1) ? -0.0f : __uint_as_float((b & 0x80000000u) ? b & 0x7fffffffu : ~b);
+        if constexpr (std::is_floating_point<In>::value) {
+            b = MAX || b == ~(U)0 ? b : ~b;
+            o.v = b == ~(U)0 ? (In)NAN : (lo & 1) ? (In)-0.0 : from_bits((b & SIGN) ? b & ~SIGN : ~b);
         } else {
-            o.v = (In)((MAX ? b : ~b) ^ 0x80000000u);
+            o.v = (In)((MAX ? b : ~b) ^ SIGN);
         }
         return o;
     }
@@ -368,9 +374,9 @@ __device__ inline double shfl_down(double v, int off, int w) { return __shfl_dow
 __device__ inline int shfl_down(int v, int off, int w) { return __shfl_down_sync(FULL_MASK, v, off, w); }
 __device__ inline float shfl_down(float v, int off, int w) { return __shfl_down_sync(FULL_MASK, v, off, w); }
 __device__ inline arg_key shfl_down(arg_key s, int off, int w) { return arg_key{__shfl_down_sync(FULL_MASK, s.k, off, w)}; }
-template <class In> __device__ arg_wire<In> shfl_down(arg_wire<In> s, int off, int w)
+__device__ inline arg_key8 shfl_down(arg_key8 s, int off, int w)
 {
-    return arg_wire<In>{shfl_down(s.v, off, w), (unsigned)shfl_down((int)s.i, off, w)};
+    return arg_key8{__shfl_down_sync(FULL_MASK, s.hi, off, w), __shfl_down_sync(FULL_MASK, s.lo, off, w)};
 }
 template <class A> __device__ arg_state<A> shfl_down(arg_state<A> s, int off, int w)
 {
@@ -955,15 +961,16 @@ template <class In> struct fast_policy {
 
 constexpr int CLUSTER = 8; /* blocks in the small-array cluster: the portable maximum */
 
-/* A piece's block tree, for pieces whose partials meet again: arg ops and 4-byte min/max narrow
- * (argmax at 2^18-2^22 +4-8% on an H100); a sum's Wire is its State, and the narrow tree here
- * measured 1-2% slower for float32 sums at 2^25-2^30. */
-template <int B, class Op> __device__ typename Op::State piece_tree(const Op &op, typename Op::State s, i64 begin)
+/* A piece's block tree, for pieces whose partials meet again: in the Wire where NARROW (arg ops
+ * and 4-byte min/max: argmax at 2^18-2^22 +4-8% on an H100), else in the State (a sum's Wire is
+ * its State, and the narrow tree here measured 1-2% slower for float32 sums at 2^25-2^30). */
+template <int B, bool NARROW, class Op>
+__device__ typename Op::State piece_tree(const Op &op, typename Op::State s, i64 begin)
 {
-    if constexpr (std::is_same<typename Op::Wire, typename Op::State>::value)
-        return block_reduce<B>(op, s);
-    else
+    if constexpr (NARROW)
         return narrow_block_reduce<B, false>(op, s, begin); /* a piece < 2^31 - 1: fast() checks */
+    else
+        return block_reduce<B>(op, s);
 }
 
 /* Stores piece `piece` of a row's `pieces` partials (s, in thread 0); the block that takes the
@@ -1003,7 +1010,10 @@ __global__ void __launch_bounds__(B, 1024 / B) /* 1024 threads an SM, 64 registe
     for (i64 item = blockIdx.x; item < rows * chunks; item += gridDim.x) {
         i64 row = item / chunks, c = item - row * chunks;
         i64 rb = row * cols, begin = rb + c * chunk_len, end = min(begin + chunk_len, rb + cols);
-        State s = piece_tree<B>(op, thread_range<U>(op, x, begin, end, threadIdx.x, B), begin);
+        /* narrow only where the Wire is smaller: an 8-byte arg op's key (arg_key8) needed one
+         * register more than the 64 this kernel has, and its spill cost float64 argmax 3-4% at
+         * 2^27-2^30 (H100, session 17) */
+        State s = piece_tree<B, narrow_out<Op>>(op, thread_range<U>(op, x, begin, end, threadIdx.x, B), begin);
         if (chunks == 1) {
             if (threadIdx.x == 0)
                 out[row] = rebase(s, rb);
@@ -1256,7 +1266,8 @@ __global__ void __launch_bounds__(B, 2048 / B) /* 2048 threads an SM, 32 registe
 {
     constexpr i64 T = (i64)B * 4 * (16 / sizeof(typename Op::input));
     i64 begin = (i64)blockIdx.x * T;
-    typename Op::State s = piece_tree<B>(op, block_tile<B>(op, x, begin, min(T, n - begin)), begin);
+    constexpr bool narrow = !std::is_same<typename Op::Wire, typename Op::State>::value;
+    typename Op::State s = piece_tree<B, narrow>(op, block_tile<B>(op, x, begin, min(T, n - begin)), begin);
     ticket_finish<B>(op, s, part, (int)blockIdx.x, (int)gridDim.x, tickets, out, 0);
 }
 
