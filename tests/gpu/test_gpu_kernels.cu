@@ -205,12 +205,14 @@ static void policy_edges(bool small)
                         run_case(c);
                     }
     /* whole arrays where the block's shape, the cluster, the tiles and the split rows take over
-     * (16, 32, 64 and 256 KiB and 64 MiB, for every dtype); 3 vectors a thread, no full tile
+     * (16, 32, 64 and 256 KiB and 64 MiB, for every dtype), and the one block's full tiles of 1, 2
+     * and 4 vectors a thread (1024 elements: 1 for 4-byte types, 2 for 8-byte; the sanitizers'
+     * small run keeps these); 3 vectors a thread, no full tile
      * (1536, 3072); tiles whose last is one element or a full tile of one or two vectors a thread
      * (2^18 + 1, 2^18 + 2048) */
     std::set<int64_t> sizes;
-    for (int64_t p : {2048, 4096, 8192, 16384, 32768, 65536, 131072, 1 << 23, 1 << 24})
-        if (!small || p == 4096 || p == 16384)
+    for (int64_t p : {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 1 << 23, 1 << 24})
+        if (!small || p == 1024 || p == 4096 || p == 16384)
             sizes.insert({p - 1, p, p + 1});
     if (!small)
         sizes.insert({1536, 3072, (1 << 18) + 1, (1 << 18) + 2048});
