@@ -12,8 +12,9 @@
  *   redux    __reduce_{add,min,max}_sync (int32); sums split in 24/24/16-bit pieces so none wraps
  *   cub      cub::DeviceReduce / DeviceSegmentedReduce::Reduce with our operators (the reference)
  *   fast     production: 16-byte vector loads, grid sized to the machine, warp shuffles, one launch
- *            (tiny arrays: one block; small: one thread-block cluster meeting in distributed shared
- *            memory; large: partials + last-block-done ticket; short rows: tiles of rows per warp),
+ *            (tiny arrays: one block; to 64 MiB: a block per full tile, partials met by a
+ *            last-block-done ticket; larger: rounds of pieces, the same ticket; short rows: tiles
+ *            of rows per warp),
  *            deterministic; every op, dtype and axis
  *
  * Semantics (same as the CPU backend): integer sum/prod/min/max accumulate in int64 (int64
@@ -22,7 +23,6 @@
  * Kernels leave raw states (float64 sums for mean); gr_k_finish divides on the host. */
 #include "reduce.h"
 
-#include <cooperative_groups.h>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cuda/std/limits>
@@ -947,24 +947,20 @@ template <class In> struct fast_policy {
     static constexpr int waves = 4;            /* many whole rows: block items per resident block */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
     /* Whole arrays of at most 64 KiB are one block's: 256 threads to 16 KiB, 512 to 32 KiB, 1024
-     * to 64 KiB, 4 vectors a thread at most (k_fast_block). Up to 256 KiB, one cluster of 8
-     * blocks, 256 threads to 128 KiB and 512 above, 4 vectors a thread at most (k_fast_cluster);
-     * above, pieces with tickets. From a sweep of block, cluster and ticket
-     * shapes on an H100 (bench/results/kernels-2026-11-26-h100-s16/): one block beat the cluster
-     * by 13-22% at 32 and 64 KiB, and tickets beat it by 7-9% at 512 KiB. */
+     * to 64 KiB, 4 vectors a thread at most (k_fast_block; one block beat an 8-block cluster by
+     * 13-22% at 32 and 64 KiB, bench/results/kernels-2026-11-26-h100-s16/). */
     static constexpr i64 block_small = (16 << 10) / sizeof(In), block_mid = (32 << 10) / sizeof(In);
     static constexpr i64 block_max = (64 << 10) / sizeof(In);
-    static constexpr i64 cluster_max = (256 << 10) / sizeof(In);
-    /* Above, to 64 MiB, a block of 512 threads per tile of 4 vectors a thread (k_fast_tiles): on an
-     * H100 it beat k_fast_rows at every size from 2^18 elements to 64 MiB and lost to it for
-     * float64 argmax at 128 MiB, whose 4096 partials the finishing block reads one by one
-     * (sweep_tiles, bench/results/kernels-2026-11-26-h100-s17/); 256 threads were up to 3%
-     * faster at 1-2 MiB and up to 9% slower at 32-64 MiB. */
-    static constexpr int tile_block = 512;
+    /* Above, to 64 MiB, a block per tile of 4 vectors a thread (k_fast_tiles): 128 threads to
+     * 1 MiB, 512 above. On an H100 (sweep_tiles and sweep_clu, bench/results/kernels-2026-11-26-
+     * h100-s17/) tiles beat k_fast_rows at every size from 2^17 elements to 64 MiB and lost to it
+     * for float64 argmax at 128 MiB, whose 4096 partials the finishing block reads one by one;
+     * 128-thread tiles beat the 8-block cluster that had taken 64-256 KiB by 5-8% for sums and
+     * max (argmax -3% to +5%), and 512-thread tiles by 5-10% at 512 KiB-1 MiB; 512 threads were
+     * the faster from 2 MiB, by up to 9% at 32-64 MiB. */
+    static constexpr i64 tiles_small_max = (1 << 20) / sizeof(In);
     static constexpr i64 tiles_max = (64 << 20) / sizeof(In);
 };
-
-constexpr int CLUSTER = 8; /* blocks in the small-array cluster: the portable maximum */
 
 /* A piece's block tree, for pieces whose partials meet again: in the Wire where NARROW (arg ops
  * and 4-byte min/max: argmax at 2^18-2^22 +4-8% on an H100), else in the State (a sum's Wire is
@@ -1276,6 +1272,20 @@ __global__ void __launch_bounds__(B, 2048 / B) /* 2048 threads an SM, 32 registe
     ticket_finish<B>(op, s, part, (int)blockIdx.x, (int)gridDim.x, tickets, out, 0);
 }
 
+/* k_fast_tiles over n elements: a tile a block, a partial a tile in scratch (need()'s contract) */
+template <class Op, int B>
+cudaError_t fast_tiles(const Op &op, const typename Op::input *x, i64 n, void *scratch, size_t *bytes,
+                       unsigned *tickets, typename Op::State *out, cudaStream_t st)
+{
+    using State = typename Op::State;
+    i64 tiles = ceil_div(n, (i64)B * 4 * (16 / sizeof(typename Op::input)));
+    cudaError_t err = need(scratch, bytes, (size_t)tiles * sizeof(State));
+    if (err != cudaSuccess || !scratch)
+        return err;
+    k_fast_tiles<Op, B><<<(unsigned)tiles, B, 0, st>>>(op, x, n, static_cast<State *>(scratch), tickets, out);
+    return cudaGetLastError();
+}
+
 /* Rows of R = 2^k whole vectors, R <= 32 * tile_unroll: k_fast_tile's shape; 0 when not. */
 template <class In> int tile_vectors(i64 cols)
 {
@@ -1299,32 +1309,6 @@ cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R
     i64 warps = min(ceil_div(rows * R, 32 * U), (i64)sms * occupancy<k>(256) * 8);
     k<<<(unsigned)ceil_div(warps, 8), 256, 0, st>>>(op, x, rows, R, G, out);
     return cudaGetLastError();
-}
-
-/* Small arrays in one launch without global partials: one cluster of blocks of B threads whose
- * partials meet in block 0's shared memory (distributed shared memory) after a cluster barrier.
- * Each block reads at most 4 vectors a thread (block_tile). */
-template <class Op, int B>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(B)
-    k_fast_cluster(Op op, const typename Op::input *__restrict__ x, i64 n, i64 chunk_len,
-                   typename Op::State *__restrict__ out)
-{
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    __shared__ typename Op::State part;
-    i64 begin = (i64)cluster.block_rank() * chunk_len;
-    typename Op::State s = block_tile<B>(op, x, begin, max((i64)0, min(n, begin + chunk_len) - begin));
-    s = narrow_block_reduce<B, true>(op, s, 0);
-    if (threadIdx.x == 0)
-        part = s;
-    cluster.sync();
-    if (cluster.block_rank() == 0 && threadIdx.x < 32) {
-        s = threadIdx.x < CLUSTER ? *cluster.map_shared_rank(&part, threadIdx.x) : op.id();
-        s = group_reduce<CLUSTER>(op, s);
-        if (threadIdx.x == 0)
-            out[0] = s;
-    }
-    cluster.sync(); /* no block may exit while block 0 still reads its shared memory */
 }
 
 /* Pieces per unit (each unit len elements) for `slots` resident blocks: items in whole rounds
@@ -1382,24 +1366,9 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
                : cols <= P::block_mid ? fast_block<Op, 512>(op, x, cols, out, st)
                                       : fast_block<Op, 1024>(op, x, cols, out, st);
     }
-    if (rows == 1 && cols <= P::cluster_max) {
-        if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
-            return err;
-        i64 chunk_len = ceil_div(ceil_div(cols, CLUSTER), P::vec) * P::vec;
-        if (cols <= P::cluster_max / 2)
-            k_fast_cluster<Op, 256><<<CLUSTER, 256, 0, st>>>(op, x, cols, chunk_len, out);
-        else
-            k_fast_cluster<Op, 512><<<CLUSTER, 512, 0, st>>>(op, x, cols, chunk_len, out);
-        return cudaGetLastError();
-    }
-    if (rows == 1 && cols <= P::tiles_max) {
-        constexpr i64 T = (i64)P::tile_block * 4 * P::vec;
-        i64 tiles = ceil_div(cols, T);
-        if ((err = need(scratch, bytes, (size_t)tiles * sizeof(State))) != cudaSuccess || !scratch)
-            return err;
-        k_fast_tiles<Op, P::tile_block><<<(unsigned)tiles, P::tile_block, 0, st>>>(op, x, cols, part, tickets, out);
-        return cudaGetLastError();
-    }
+    if (rows == 1 && cols <= P::tiles_max)
+        return cols <= P::tiles_small_max ? fast_tiles<Op, 128>(op, x, cols, scratch, bytes, tickets, out, st)
+                                          : fast_tiles<Op, 512>(op, x, cols, scratch, bytes, tickets, out, st);
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
     i64 slots = (i64)sms * occupancy<k>(P::block);
     int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, cols, slots, P::min_chunk, P::piece, P::max_rounds);

@@ -185,7 +185,7 @@ static void sweep(int variant, const std::vector<int64_t> &sizes)
 }
 
 /* fast's kernels switch on the row length (lanes per row, the 16-byte vector tile, one block, the
- * cluster, chunks): every power of two up to 2^12 and its neighbours, with a few rows and with a
+ * tiles, chunks): every power of two up to 2^12 and its neighbours, with a few rows and with a
  * partial last tile, and whole arrays around each switch (GR_TEST_SMALL: a few, for the
  * sanitizers). */
 static void policy_edges(bool small)
@@ -204,15 +204,15 @@ static void policy_edges(bool small)
                         kase c = {GR_K_FAST, op, dt, 1, last, rows, cols, case_no % 2, case_no % GR_NSPECIALS};
                         run_case(c);
                     }
-    /* whole arrays where the block's shape, the cluster, the tiles and the split rows take over
-     * (16, 32, 64 and 256 KiB and 64 MiB, for every dtype), and the one block's full tiles of 1, 2
-     * and 4 vectors a thread (1024 elements: 1 for 4-byte types, 2 for 8-byte; the sanitizers'
-     * small run keeps these); 3 vectors a thread, no full tile
-     * (1536, 3072); tiles whose last is one element or a full tile of one or two vectors a thread
+    /* whole arrays where the block's shape, the tiles' and the split rows take over (16, 32 and
+     * 64 KiB, 1 and 64 MiB, for every dtype), and the one block's full tiles of 1, 2 and 4
+     * vectors a thread (1024 elements: 1 for 4-byte types, 2 for 8-byte); the sanitizers' small
+     * run keeps these and both tile sizes (2^18 + 1 elements of 4 bytes: 512 threads); 3 vectors
+     * a thread, no full tile (1536, 3072); tiles whose last is one element or one vector a thread
      * (2^18 + 1, 2^18 + 2048) */
     std::set<int64_t> sizes;
-    for (int64_t p : {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 1 << 23, 1 << 24})
-        if (!small || p == 1024 || p == 4096 || p == 16384)
+    for (int64_t p : {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 1 << 18, 1 << 23, 1 << 24})
+        if (!small || p == 1024 || p == 4096 || p == 16384 || p == 1 << 18)
             sizes.insert({p - 1, p, p + 1});
     if (!small)
         sizes.insert({1536, 3072, (1 << 18) + 1, (1 << 18) + 2048});
