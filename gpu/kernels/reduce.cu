@@ -952,7 +952,7 @@ template <class In> struct fast_policy {
     static constexpr i64 block_small = (16 << 10) / sizeof(In), block_mid = (32 << 10) / sizeof(In);
     static constexpr i64 block_max = (64 << 10) / sizeof(In);
     /* Above, to 64 MiB, a block per tile of 4 vectors a thread (k_fast_tiles): 128 threads to
-     * 1 MiB, 512 above. On an H100 (sweep_tiles and sweep_clu, bench/results/kernels-2026-11-26-
+     * 1 MiB, 512 above. On an H100 (sweep_tiles, both its modes, bench/results/kernels-2026-11-26-
      * h100-s17/) tiles beat k_fast_rows at every size from 2^17 elements to 64 MiB and lost to it
      * for float64 argmax at 128 MiB, whose 4096 partials the finishing block reads one by one;
      * 128-thread tiles beat the 8-block cluster that had taken 64-256 KiB by 5-8% for sums and

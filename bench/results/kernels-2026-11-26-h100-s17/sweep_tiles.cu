@@ -7,12 +7,14 @@
  * max bit for bit, sums to 1e-6). Build (from the repo root):
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Igpu/kernels -Igpu -Icommon -o sweep_tiles \
  *     bench/results/kernels-2026-11-26-h100-s17/sweep_tiles.cu BUILD/libgr_backend.a BUILD/libgr_common.a
- * Usage: sweep_tiles [repeats] */
+ * Usage: sweep_tiles [repeats] [clu]: clu (call J) lets tiles down to 2^13 elements and sweeps
+ * 2^13-2^18, to set tiles against the 8-block cluster that then took 64-256 KiB. */
 #include "../../../gpu/kernels/reduce.cu"
 
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <string.h>
 #include <vector>
 
 #include <stdio.h>
@@ -30,6 +32,7 @@
 namespace {
 
 int repeats = 41, sms;
+bool clu; /* the clu mode: tiles from 2^13, sizes 2^13-2^18 */
 void *d_x, *d_out, *d_ref, *d_idx, *d_flush, *d_scratch;
 unsigned *d_tickets;
 size_t flush_bytes, scratch_bytes = 64 << 20;
@@ -123,7 +126,7 @@ template <class Op> std::vector<variant> variants(Op op)
         constexpr int B = decltype(B_)::value, R = decltype(R_)::value;
         v.push_back({"tile" + std::to_string(B) + "x" + std::to_string(R), [=](i64 n) {
                          i64 t = n / ((i64)B * R * V);
-                         if (n < ((i64)1 << 17) || t * B * R * V != n || t > (1 << 20))
+                         if (n < ((i64)1 << (clu ? 13 : 17)) || t < 2 || t * B * R * V != n || t > (1 << 20))
                              return cudaErrorInvalidValue;
                          k_tiles<Op, B, R><<<(unsigned)t, B>>>(op, x, (int)t, part, d_tickets, out);
                          return cudaGetLastError();
@@ -207,7 +210,7 @@ template <class Op> void sweep(const char *dtype, const char *opname, int op, Op
     using In = typename Op::input;
     using State = typename Op::State;
     auto vs = variants(o);
-    for (int lg : {10, 11, 12, 18, 19, 20, 21, 22, 23, 24}) {
+    for (int lg : clu ? std::vector<int>{13, 14, 15, 16, 17, 18} : std::vector<int>{10, 11, 12, 18, 19, 20, 21, 22, 23, 24}) {
         i64 n = (i64)1 << lg;
         k_fill<In><<<sms * 8, 256>>>(static_cast<In *>(d_x), n, 0x1234567ull + n);
         DIE(cudaDeviceSynchronize());
@@ -252,6 +255,7 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         repeats = atoi(argv[1]) | 1;
+    clu = argc > 2 && strcmp(argv[2], "clu") == 0;
     cudaDeviceProp prop;
     DIE(cudaGetDeviceProperties(&prop, 0));
     sms = prop.multiProcessorCount;
