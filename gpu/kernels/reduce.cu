@@ -975,8 +975,11 @@ __device__ typename Op::State piece_tree(const Op &op, typename Op::State s, i64
 }
 
 /* Stores piece `piece` of a row's `pieces` partials (s, in thread 0); the block that takes the
- * row's last ticket folds them in a fixed order (deterministic), writes *out and zeroes the ticket. */
-template <int B, class Op>
+ * row's last ticket folds them in a fixed order (deterministic), writes *out and zeroes the ticket.
+ * Its tree is piece_tree's, NARROW where the caller knows the row's indices from rb fit in 31 bits
+ * (a whole array in tiles: an arg op's last tree as keys, not arg_state's four shuffles a level;
+ * H100: int32 argmax at 2^15 6.08 -> 5.54 us, float64 argmax at 2^16 6.56 -> 6.11). */
+template <int B, bool NARROW, class Op>
 __device__ void ticket_finish(const Op &op, typename Op::State s, typename Op::State *__restrict__ part, int piece,
                               int pieces, unsigned *__restrict__ ticket, typename Op::State *__restrict__ out, i64 rb)
 {
@@ -991,7 +994,7 @@ __device__ void ticket_finish(const Op &op, typename Op::State s, typename Op::S
         s = op.id();
         for (int k = threadIdx.x; k < pieces; k += B)
             s = op(s, load_cg(part + k));
-        s = block_reduce<B>(op, s);
+        s = piece_tree<B, NARROW>(op, s, rb);
         if (threadIdx.x == 0) {
             *out = rebase(s, rb);
             *ticket = 0;
@@ -1020,7 +1023,7 @@ __global__ void __launch_bounds__(B, 1024 / B) /* 1024 threads an SM, 64 registe
                 out[row] = rebase(s, rb);
             continue;
         }
-        ticket_finish<B>(op, s, part + row * chunks, (int)c, chunks, tickets + row, out + row, rb);
+        ticket_finish<B, false>(op, s, part + row * chunks, (int)c, chunks, tickets + row, out + row, rb);
     }
 }
 
@@ -1269,7 +1272,7 @@ __global__ void __launch_bounds__(B, 2048 / B) /* 2048 threads an SM, 32 registe
     i64 begin = (i64)blockIdx.x * T;
     constexpr bool narrow = !std::is_same<typename Op::Wire, typename Op::State>::value;
     typename Op::State s = piece_tree<B, narrow>(op, block_tile<B>(op, x, begin, min(T, n - begin)), begin);
-    ticket_finish<B>(op, s, part, (int)blockIdx.x, (int)gridDim.x, tickets, out, 0);
+    ticket_finish<B, narrow>(op, s, part, (int)blockIdx.x, (int)gridDim.x, tickets, out, 0);
 }
 
 /* k_fast_tiles over n elements: a tile a block, a partial a tile in scratch (need()'s contract) */
