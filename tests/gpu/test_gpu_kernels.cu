@@ -205,7 +205,7 @@ static void policy_edges(bool small)
                         run_case(c);
                     }
     /* whole arrays where the block's shape, the tiles' and the split rows take over (16, 32 and
-     * 64 KiB, 1 and 64 MiB, for every dtype), and the one block's full tiles of 1, 2 and 4
+     * 64 KiB, 1 MiB, and arg ops' 64 MiB, for every dtype; the others' 2^30 is in the big cases), and the one block's full tiles of 1, 2 and 4
      * vectors a thread (1024 elements: 1 for 4-byte types, 2 for 8-byte); the sanitizers' small
      * run keeps these and both tile sizes (2^18 + 1 elements of 4 bytes: 512 threads); 3 vectors
      * a thread, no full tile (1536, 3072); tiles whose last is one element or one vector a thread
@@ -301,7 +301,8 @@ int main(void)
                per_variant[v].fail, (gr_mono_ms() - t0) / 1e3);
         fflush(stdout);
     }
-    if (!small && !(only && *only)) { /* a few 2^27-element jobs, and one row of 2^28 */
+    if (!small && !(only && *only)) { /* a few 2^27-element jobs, one row of 2^28, and the tiles'
+                                          upper edge for all but arg ops (2^30 in tiles, 2^30 + 1 not) */
         const int64_t big = 1 << 27;
         const kase bigs[] = {
             {GR_K_FAST, GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, big, GR_FILL_REAL, GR_SPECIAL_NONE},
@@ -312,6 +313,8 @@ int main(void)
             {GR_K_FAST, GR_SUM, GR_FLOAT32, 0, 0, big / 9, 9, GR_FILL_EXACT, GR_SPECIAL_NONE},
             {GR_K_FAST, GR_ARGMIN, GR_INT32, 0, 0, big / 9, 9, GR_FILL_EXACT, GR_SPECIAL_NONE},
             {GR_K_FAST, GR_SUM, GR_INT32, 1, 0, 1, 2 * big, GR_FILL_REAL, GR_SPECIAL_NONE},
+            {GR_K_FAST, GR_MAX, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 8 * big, GR_FILL_EXACT, GR_SPECIAL_NAN},
+            {GR_K_FAST, GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 8 * big + 1, GR_FILL_REAL, GR_SPECIAL_NONE},
             /* short rows: more tiles than the grid has warps, so each warp takes several */
             {GR_K_FAST, GR_ARGMAX, GR_FLOAT32, 1, 0, big / 16, 16, GR_FILL_EXACT, GR_SPECIAL_NAN},
             {GR_K_FAST, GR_SUM, GR_FLOAT64, 1, 0, big / 64, 64, GR_FILL_REAL, GR_SPECIAL_NONE},
