@@ -12,9 +12,9 @@
  *   redux    __reduce_{add,min,max}_sync (int32); sums split in 24/24/16-bit pieces so none wraps
  *   cub      cub::DeviceReduce / DeviceSegmentedReduce::Reduce with our operators (the reference)
  *   fast     production: 16-byte vector loads, grid sized to the machine, warp shuffles, one launch
- *            (tiny arrays: one block; to 2^30 elements, 64 MiB for arg ops: a block per full
- *            tile, partials met by a last-block-done ticket; larger: rounds of pieces, the same
- *            ticket; short rows: tiles of rows per warp),
+ *            (tiny arrays: one block; to 64 MiB: a block per full tile, partials met by a
+ *            last-block-done ticket; larger: rounds of pieces, the same ticket; short rows: tiles
+ *            of rows per warp),
  *            deterministic; every op, dtype and axis
  *
  * Semantics (same as the CPU backend): integer sum/prod/min/max accumulate in int64 (int64
@@ -951,17 +951,18 @@ template <class In> struct fast_policy {
      * 13-22% at 32 and 64 KiB, bench/results/kernels-2026-11-26-h100-s16/). */
     static constexpr i64 block_small = (16 << 10) / sizeof(In), block_mid = (32 << 10) / sizeof(In);
     static constexpr i64 block_max = (64 << 10) / sizeof(In);
-    /* Above, a block per tile of 4 vectors a thread (k_fast_tiles): 128 threads to 1 MiB, 512
-     * above; to 2^30 elements, or 64 MiB for arg ops, whose tree costs a tile more (H100, session
-     * 18, call D: in tiles, sums and max at 2^25-2^30 ran at 1.01-1.05 of CUB, where k_fast_rows
-     * had 0.99-1.02, and int32 and float64 argmax from 2^26 at 0.95-0.99). On an H100 (sweep_tiles, both its modes, bench/results/kernels-2026-11-26-
+    /* Above, to 64 MiB, a block per tile of 4 vectors a thread (k_fast_tiles): 128 threads to
+     * 1 MiB, 512 above. On an H100 (sweep_tiles, both its modes, bench/results/kernels-2026-11-26-
      * h100-s17/) tiles beat k_fast_rows at every size from 2^17 elements to 64 MiB and lost to it
      * for float64 argmax at 128 MiB, whose 4096 partials the finishing block reads one by one;
      * 128-thread tiles beat the 8-block cluster that had taken 64-256 KiB by 5-8% for sums and
      * max (argmax -3% to +5%), and 512-thread tiles by 5-10% at 512 KiB-1 MiB; 512 threads were
-     * the faster from 2 MiB, by up to 9% at 32-64 MiB. */
+     * the faster from 2 MiB, by up to 9% at 32-64 MiB. Not further: from 2^25 to 2^30 elements,
+     * sums and max in tiles ran at 1.01-1.05 of CUB on an H100 (k_fast_rows 0.99-1.02) but on an
+     * H200 fell below 1.00 from 2^26, to 0.85, and arg ops at 0.95-0.99 on both (session 18,
+     * calls D and F). */
     static constexpr i64 tiles_small_max = (1 << 20) / sizeof(In);
-    static constexpr i64 tiles_max = (i64)1 << 30, tiles_max_arg = (64 << 20) / sizeof(In);
+    static constexpr i64 tiles_max = (64 << 20) / sizeof(In);
 };
 
 /* A piece's block tree, for pieces whose partials meet again: in the Wire where NARROW (arg ops
@@ -1258,7 +1259,7 @@ cudaError_t fast_block(const Op &op, const typename Op::input *x, i64 n, typenam
     return cudaGetLastError();
 }
 
-/* A mid-size or large array (fast_policy::tiles_max, tiles_max_arg): a block per tile of B threads x 4 vectors, all but
+/* A mid-size array (fast_policy::tiles_max): a block per tile of B threads x 4 vectors, all but
  * the last full tiles, the partials met by ticket. It keeps more loads in flight than
  * k_fast_rows's one round of resident-block pieces: each thread's 4 loads are issued at once, and
  * an SM holds twice the threads. On an H100, 4-byte sums and max 4-13% faster at 2^17-2^24
@@ -1371,7 +1372,7 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
                : cols <= P::block_mid ? fast_block<Op, 512>(op, x, cols, out, st)
                                       : fast_block<Op, 1024>(op, x, cols, out, st);
     }
-    if (rows == 1 && cols <= (gr_op_is_arg(j->op) ? P::tiles_max_arg : P::tiles_max))
+    if (rows == 1 && cols <= P::tiles_max)
         return cols <= P::tiles_small_max ? fast_tiles<Op, 128>(op, x, cols, scratch, bytes, tickets, out, st)
                                           : fast_tiles<Op, 512>(op, x, cols, scratch, bytes, tickets, out, st);
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;

@@ -205,7 +205,7 @@ static void policy_edges(bool small)
                         run_case(c);
                     }
     /* whole arrays where the block's shape, the tiles' and the split rows take over (16, 32 and
-     * 64 KiB, 1 MiB, and arg ops' 64 MiB, for every dtype; the others' 2^30 is in the big cases), and the one block's full tiles of 1, 2 and 4
+     * 64 KiB, 1 and 64 MiB, for every dtype), and the one block's full tiles of 1, 2 and 4
      * vectors a thread (1024 elements: 1 for 4-byte types, 2 for 8-byte); the sanitizers' small
      * run keeps these and both tile sizes (2^18 + 1 elements of 4 bytes: 512 threads); 3 vectors
      * a thread, no full tile (1536, 3072); tiles whose last is one element or one vector a thread
@@ -301,8 +301,7 @@ int main(void)
                per_variant[v].fail, (gr_mono_ms() - t0) / 1e3);
         fflush(stdout);
     }
-    if (!small && !(only && *only)) { /* a few 2^27-element jobs, one row of 2^28, and the tiles'
-                                          upper edge for all but arg ops (2^30 in tiles, 2^30 + 1 not) */
+    if (!small && !(only && *only)) { /* a few 2^27-element jobs, one row of 2^28, 2^30 and 2^30 + 1 */
         const int64_t big = 1 << 27;
         const kase bigs[] = {
             {GR_K_FAST, GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, big, GR_FILL_REAL, GR_SPECIAL_NONE},
