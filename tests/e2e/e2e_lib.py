@@ -3,6 +3,7 @@
 # HTTP through the real curl binary, a plain-Python reduction reference, checks of the job
 # resource. Single-threaded except for the reader threads that drain each server's output.
 import atexit
+import faulthandler
 import json
 import math
 import os
@@ -102,9 +103,35 @@ class Checker:
 CHECK = Checker()
 
 
+# A suite still running this long (ctest stops it at 900 s, and then prints only what it wrote)
+# reports where it is and fails on its own.
+WATCHDOG_S = float(os.environ.get("GPURED_TEST_WATCHDOG", "840"))
+
+
+def _watchdog():
+    print("WATCHDOG: the suite has run %g s; every thread's stack, then the servers" % WATCHDOG_S, flush=True)
+    faulthandler.dump_traceback(file=sys.stdout, all_threads=True)
+    for s in _servers:
+        if s.alive():
+            with open("/proc/%d/status" % s.proc.pid) as f:
+                state = next((ln.strip() for ln in f if ln.startswith("State:")), "?")
+            print("%s pid %d is alive (%s); its threads:" % (s.name, s.proc.pid, state), flush=True)
+            if shutil.which("gdb"):
+                subprocess.run(["gdb", "-p", str(s.proc.pid), "-batch", "-ex", "thread apply all bt"],
+                               stdin=subprocess.DEVNULL, timeout=60)
+        s.print_log()
+    _stop_all()
+    if _cluster is not None:
+        _cluster.remove()
+    os._exit(1)
+
+
 def run_suite(body):
     """Run body(), print a summary and exit 0 / 1 / 77. Server logs are printed on failure."""
     code = 0
+    watchdog = threading.Timer(WATCHDOG_S, _watchdog)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         body()
     except Skip as s:
