@@ -1164,13 +1164,24 @@ static int render_new(struct gr_job **js, char **docs, int n)
     return c.failed ? GR_ENOMEM : GR_OK;
 }
 
-static void log_submitted(struct gr_job **js, int n)
+/* A batch's first hundred are logged: the log is no list of a million. */
+#define LOGGED 100
+
+/* The backends the first jobs of js were queued for, read under mu (a worker moves a job off a
+ * broken GPU under mu once it is queued): NULL for one offered to the store. */
+static void queued_for(struct gr_job **js, int n, const char *name[LOGGED])
 {
-    for (int k = 0; k < n && k < 100; k++) /* a batch's first hundred: the log is no list of a million */
-        if (js[k]->offered)
+    for (int k = 0; k < n && k < LOGGED; k++)
+        name[k] = js[k]->offered ? NULL : js[k]->backend->name;
+}
+
+static void log_submitted(struct gr_job **js, int n, const char *const name[LOGGED])
+{
+    for (int k = 0; k < n && k < LOGGED; k++)
+        if (!name[k])
             gr_log(GR_LOG_INFO, "job %s offered to %s", js[k]->id, js[k]->offer[0] ? js[k]->offer : "any replica");
         else
-            gr_log(GR_LOG_INFO, "job %s queued for %s", js[k]->id, js[k]->backend->name);
+            gr_log(GR_LOG_INFO, "job %s queued for %s", js[k]->id, name[k]);
 }
 
 int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr_err *e)
@@ -1223,10 +1234,13 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr
             table_add(j);
         }
     }
+    const char *name[LOGGED];
+    if (direct)
+        queued_for(js, n, name);
     pthread_mutex_unlock(&mu);
     if (direct) {
         free(docs); /* none rendered: deferred */
-        log_submitted(js, n);
+        log_submitted(js, n, name);
         return GR_OK;
     }
     for (int k = 0; k < n; k++) /* deferred no more (a shutdown began): not queued yet, so unchanged */
@@ -1252,8 +1266,9 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr
             gr_job_ref(js[k]);
             push(q, js[k]);
         }
+    queued_for(js, n, name);
     pthread_mutex_unlock(&mu);
-    log_submitted(js, n);
+    log_submitted(js, n, name);
     return GR_OK;
 }
 
