@@ -242,7 +242,16 @@ def http_batch(base, reqs, parallel=0, timeout=60):
         cmd = ["curl", "-s", "-S", "-K", cfgpath]
         if parallel:
             cmd += ["--parallel", "--parallel-max", str(parallel)]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # each transfer ends by its max-time; a curl still running well past all of them has hung
+        # itself (its process, not the server: a server that never answers is what max-time ends)
+        limits = [r.get("timeout", timeout) for r in reqs]
+        bound = (sum(limits) / parallel + max(limits) if parallel else sum(limits)) + 30
+        try:
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=bound)
+        except subprocess.TimeoutExpired as t:
+            print("curl was still running %.0f s after its %d transfers' max-times allowed; killed" % (bound, len(reqs)),
+                  flush=True)
+            p = subprocess.CompletedProcess(cmd, -9, t.stdout, t.stderr or b"")
         out = []
         for i in range(len(reqs)):
             raw = _read(os.path.join(tmp, "h%d" % i))
