@@ -1,7 +1,8 @@
 # e2e_lib.py: shared by the end-to-end suites: start and stop the real gpured binary (on SQLite,
 # or with GPURED_TEST_STORE=postgresql on a throwaway PostgreSQL cluster, a database per server),
 # HTTP through the real curl binary, a plain-Python reduction reference, checks of the job
-# resource. Single-threaded except for the reader threads that drain each server's output.
+# resource. Single-threaded except for the reader threads that drain each server's output and
+# the watchdog timer that ends a suite still running at GPURED_TEST_WATCHDOG seconds.
 import atexit
 import faulthandler
 import json
@@ -111,19 +112,24 @@ WATCHDOG_S = float(os.environ.get("GPURED_TEST_WATCHDOG", "840"))
 def _watchdog():
     print("WATCHDOG: the suite has run %g s; every thread's stack, then the servers" % WATCHDOG_S, flush=True)
     faulthandler.dump_traceback(file=sys.stdout, all_threads=True)
-    for s in _servers:
-        if s.alive():
-            with open("/proc/%d/status" % s.proc.pid) as f:
-                state = next((ln.strip() for ln in f if ln.startswith("State:")), "?")
-            print("%s pid %d is alive (%s); its threads:" % (s.name, s.proc.pid, state), flush=True)
-            if shutil.which("gdb"):
-                subprocess.run(["gdb", "-p", str(s.proc.pid), "-batch", "-ex", "thread apply all bt"],
-                               stdin=subprocess.DEVNULL, timeout=60)
-        s.print_log()
-    _stop_all()
-    if _cluster is not None:
-        _cluster.remove()
-    os._exit(1)
+    try:  # a server that exits meanwhile, or a gdb that hangs, must not keep the suite from failing
+        for s in _servers:
+            if s.alive():
+                with open("/proc/%d/status" % s.proc.pid) as f:
+                    state = next((ln.strip() for ln in f if ln.startswith("State:")), "?")
+                print("%s pid %d is alive (%s); its threads:" % (s.name, s.proc.pid, state), flush=True)
+                if shutil.which("gdb"):
+                    subprocess.run(["gdb", "-p", str(s.proc.pid), "-batch", "-ex", "thread apply all bt"],
+                                   stdin=subprocess.DEVNULL, timeout=60)
+            s.print_log()
+        _stop_all()
+        if _cluster is not None:
+            _cluster.remove()
+    except Exception:
+        traceback.print_exc(file=sys.stdout)
+    finally:
+        sys.stdout.flush()
+        os._exit(1)
 
 
 def run_suite(body):
