@@ -929,7 +929,14 @@ template <class Op> __device__ row_out<Op> row_fold(const Op &op, typename Op::S
  * 16-byte vectors in flight per thread, and the row lengths where the kernel shape changes. */
 template <class In> struct fast_policy {
     static constexpr int block = 256;
-    static constexpr int tile_unroll = 8;      /* short rows: 16-byte loads in flight per lane */
+    /* Short rows of whole vectors in tiles (k_fast_tile): to tile_ahead_max vectors a row, 4 loads a
+     * lane and the next tile's loads issued ahead; to tile_max, 8 loads a lane, not ahead (more
+     * lanes a row would cost arg ops a shuffle level: -3 to -6 points of the ceiling at rows of
+     * 64 and 128 vectors); longer rows a warp each (k_fast_group, +1 to +1.5 points at 256).
+     * H100, session 20, bench/results/s20-tiles: ahead took rows of 8-32 vectors from 86-91% of
+     * the ceiling to 89-96%. */
+    static constexpr int tile_ahead_unroll = 4, tile_unroll = 8;
+    static constexpr int tile_ahead_max = 32, tile_max = 128;
     static constexpr int unroll = 4;                                 /* 64 bytes in flight per thread */
     static constexpr int vec = 16 / sizeof(In);                      /* elements per 16-byte load */
     /* A split row's pieces are whole multiples of 512 bytes, a warp's 32 loads, so that every
@@ -1057,8 +1064,11 @@ __global__ void __launch_bounds__(256)
  * lane / G of each pass, so a load covers G * 16 contiguous bytes of 32 / G rows. The lane folds
  * its K vectors, then the G lanes combine by shuffles. Few lanes per row means few shuffle
  * levels per byte, which is what limited short rows (they were instruction-bound, the arg ops
- * most of all, with their 16-byte states); G >= 4 keeps every load 64-byte contiguous. */
-template <class Op, int U>
+ * most of all, with their 16-byte states); G >= 4 keeps every load 64-byte contiguous.
+ * AHEAD: a warp issues its next tile's loads before it folds this one, in a second buffer, so
+ * its loads stay in flight while it computes; without, they are issued just before their fold
+ * (two buffers of U vectors are what fit a third block's 85 registers for U = 4, not U = 8). */
+template <class Op, int U, bool AHEAD>
 __global__ void __launch_bounds__(256, 3)
     k_fast_tile(Op op, const typename Op::input *__restrict__ x, i64 rows, int R, int G,
                 row_out<Op> *__restrict__ out)
@@ -1069,18 +1079,20 @@ __global__ void __launch_bounds__(256, 3)
     int lane = threadIdx.x & 31, K = R / G, gb = __ffs(G) - 1, kb = __ffs(K) - 1;
     i64 cols = (i64)R * V, tile_rows = (32 * U) >> (gb + kb);
     i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    i64 step = (((i64)gridDim.x * blockDim.x) >> 5) * tile_rows;
     /* a vector's row and offset within the tile: 32-bit arithmetic, one 64-bit base per tile */
     auto row_of = [&](int u) { return ((u >> kb) << (5 - gb)) + (lane >> gb); };
     auto at = [&](int u) { return row_of(u) * R + (lane & (G - 1)) + ((u & (K - 1)) << gb); };
-    for (i64 t = warp * tile_rows; t < rows; t += nwarps * tile_rows) {
+    auto load = [&](i64 t, vec16<In>(&r)[U]) {
         const vec16<In> *__restrict__ p = xv + t * R;
         int left = (int)min(rows - t, tile_rows);
-        vec16<In> r[U];
 #pragma unroll
         for (int u = 0; u < U; u++)
             if (row_of(u) < left)
                 r[u] = p[at(u)];
+    };
+    auto fold = [&](i64 t, const vec16<In>(&r)[U]) {
+        int left = (int)min(rows - t, tile_rows);
         auto l = op.lid();
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -1092,6 +1104,28 @@ __global__ void __launch_bounds__(256, 3)
                     out[t + row_of(u)] = w;
                 l = op.lid();
             }
+        }
+    };
+    vec16<In> a[U];
+    i64 t = warp * tile_rows;
+    if constexpr (!AHEAD) {
+        for (; t < rows; t += step) {
+            load(t, a);
+            fold(t, a);
+        }
+    } else { /* two tiles a round, a and b by turns (a buffer chosen at run time would live in memory) */
+        vec16<In> b[U];
+        if (t < rows)
+            load(t, a);
+        for (; t < rows; t += 2 * step) {
+            if (t + step < rows)
+                load(t + step, b);
+            fold(t, a);
+            if (t + step >= rows)
+                break;
+            if (t + 2 * step < rows)
+                load(t + 2 * step, a);
+            fold(t + step, b);
         }
     }
 }
@@ -1292,20 +1326,21 @@ cudaError_t fast_tiles(const Op &op, const typename Op::input *x, i64 n, void *s
     return cudaGetLastError();
 }
 
-/* Rows of R = 2^k whole vectors, R <= 32 * tile_unroll: k_fast_tile's shape; 0 when not. */
+/* Rows of R = 2^k whole vectors, R <= tile_max: k_fast_tile's shape; 0 when not. */
 template <class In> int tile_vectors(i64 cols)
 {
     using P = fast_policy<In>;
     i64 R = cols / P::vec;
-    return cols % P::vec == 0 && R <= 32 * P::tile_unroll && (R & (R - 1)) == 0 ? (int)R : 0;
+    return cols % P::vec == 0 && R <= P::tile_max && (R & (R - 1)) == 0 ? (int)R : 0;
 }
 
-template <class Op>
+template <class Op, int U, bool AHEAD>
 cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, row_out<Op> *out, int sms,
                       cudaStream_t st)
 {
-    constexpr int U = fast_policy<typename Op::input>::tile_unroll;
-    constexpr auto k = k_fast_tile<Op, U>;
+    constexpr auto k = k_fast_tile<Op, U, AHEAD>;
+    using P = fast_policy<typename Op::input>;
+    static_assert(32 * U >= (AHEAD ? P::tile_ahead_max : P::tile_max), "a row's lanes fit in a warp");
     /* lanes per row: as few as keep loads 64-byte contiguous and a row within one pass. A row of
      * at most 4 vectors is one lane's: its loads are not contiguous within one instruction, but
      * the warp's next ones read the rest of each sector from L1, and the row needs no shuffles
@@ -1358,7 +1393,8 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
             return err;
         auto *wout = static_cast<row_out<Op> *>(j->out);
         if (int R = tile_vectors<In>(cols))
-            return fast_tile(op, x, rows, R, wout, sms, st);
+            return R <= P::tile_ahead_max ? fast_tile<Op, P::tile_ahead_unroll, true>(op, x, rows, R, wout, sms, st)
+                                          : fast_tile<Op, P::tile_unroll, false>(op, x, rows, R, wout, sms, st);
         if (cols <= 2)
             return fast_group<Op, 1, 2>(op, x, rows, cols, wout, sms, st);
         if (cols <= P::group4_max)

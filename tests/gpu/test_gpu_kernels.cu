@@ -184,15 +184,16 @@ static void sweep(int variant, const std::vector<int64_t> &sizes)
                 }
 }
 
-/* fast's kernels switch on the row length (lanes per row, the 16-byte vector tile, one block, the
- * tiles, chunks): every power of two up to 2^12 and its neighbours, with a few rows and with a
- * partial last tile, and whole arrays around each switch (GR_TEST_SMALL: a few, for the
- * sanitizers). */
+/* fast's kernels switch on the row length (lanes per row, the 16-byte vector tiles with loads
+ * ahead and without, one block, the tiles, chunks): every power of two up to 2^12 and its
+ * neighbours, with a few rows and with a partial last tile, and whole arrays around each switch
+ * (GR_TEST_SMALL: a few, for the sanitizers: rows of 16 take the tiles ahead, of 256 the tiles
+ * without, 1024 a warp each). */
 static void policy_edges(bool small)
 {
     std::set<int64_t> lengths;
     for (int64_t p = 1; p <= 4096; p *= 2)
-        if (!small || p == 16 || p == 1024)
+        if (!small || p == 16 || p == 256 || p == 1024)
             lengths.insert({p - 1, p, p + 1});
     lengths.erase(0);
     for (int op = 0; op < GR_NOPS; op++)
@@ -314,9 +315,13 @@ int main(void)
             {GR_K_FAST, GR_SUM, GR_INT32, 1, 0, 1, 2 * big, GR_FILL_REAL, GR_SPECIAL_NONE},
             {GR_K_FAST, GR_MAX, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 8 * big, GR_FILL_EXACT, GR_SPECIAL_NAN},
             {GR_K_FAST, GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 8 * big + 1, GR_FILL_REAL, GR_SPECIAL_NONE},
-            /* short rows: more tiles than the grid has warps, so each warp takes several */
+            /* short rows: more tiles than the grid has warps, so each warp takes several, its
+             * loads ahead (rows to 32 vectors) or not, and a last tile that is partial */
             {GR_K_FAST, GR_ARGMAX, GR_FLOAT32, 1, 0, big / 16, 16, GR_FILL_EXACT, GR_SPECIAL_NAN},
             {GR_K_FAST, GR_SUM, GR_FLOAT64, 1, 0, big / 64, 64, GR_FILL_REAL, GR_SPECIAL_NONE},
+            {GR_K_FAST, GR_ARGMIN, GR_FLOAT32, 1, 1, big / 32 + 7, 32, GR_FILL_EXACT, GR_SPECIAL_NAN},
+            {GR_K_FAST, GR_ARGMAX, GR_FLOAT64, 1, 0, big / 128 + 3, 128, GR_FILL_EXACT, GR_SPECIAL_NONE},
+            {GR_K_FAST, GR_MAX, GR_INT32, 1, 0, big / 512 + 1, 512, GR_FILL_REAL, GR_SPECIAL_NONE},
             {GR_K_CUB, GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, big, GR_FILL_EXACT, GR_SPECIAL_NONE},
             {GR_K_HARRIS7, GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, big, GR_FILL_REAL, GR_SPECIAL_NONE},
             {GR_K_HARRIS1, GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, big, GR_FILL_EXACT, GR_SPECIAL_NONE},
