@@ -906,6 +906,9 @@ static bool short_rows(const gr_kjob *j)
  * the Wire is as wide (8-byte types) the State stays: float64 argmax as Wire lost 2-7 points of
  * the ceiling at rows of 2^4-2^6 on an H100. narrow_rows() is the host's side of the same rule. */
 template <class Op> constexpr bool narrow_out = sizeof(typename Op::Wire) < sizeof(typename Op::State);
+template <class S> constexpr bool is_arg_state = false;
+template <class A> constexpr bool is_arg_state<arg_state<A>> = true;
+template <class Op> constexpr bool arg_op = is_arg_state<typename Op::State>; /* argmin, argmax */
 template <class Op>
 using row_out = std::conditional_t<narrow_out<Op>, typename Op::Out, typename Op::State>;
 /* The G lanes (a power of two) that share a row fold their states into the first one's: the
@@ -929,14 +932,16 @@ template <class Op> __device__ row_out<Op> row_fold(const Op &op, typename Op::S
  * 16-byte vectors in flight per thread, and the row lengths where the kernel shape changes. */
 template <class In> struct fast_policy {
     static constexpr int block = 256;
-    /* Short rows of whole vectors in tiles (k_fast_tile): to tile_ahead_max vectors a row, 4 loads a
-     * lane and the next tile's loads issued ahead; to tile_max, 8 loads a lane, not ahead (more
-     * lanes a row would cost arg ops a shuffle level: -3 to -6 points of the ceiling at rows of
-     * 64 and 128 vectors); longer rows a warp each (k_fast_group, +1 to +1.5 points at 256).
-     * H100, session 20, bench/results/s20-tiles: ahead took rows of 8-32 vectors from 86-91% of
-     * the ceiling to 89-96%. */
+    /* Short rows of whole vectors in tiles (k_fast_tile), measured on an H200 and an H100 in
+     * session 20 (bench/results/s20-tiles). Sums, min and max to tile_ahead_max vectors a row: 4
+     * loads a lane, the next tile's issued ahead (+3 to +10 points of the ceiling on the H200,
+     * +1 to +8 on the H100). Arg ops only at tile_arg_ahead vectors, with 2 lanes a row (one row
+     * a lane a tile, one shuffle level: float64 argmax at rows of 16 on the H200, 71 -> 81%);
+     * elsewhere ahead lost them 3-11 points on the H200. The rest to tile_max: 8 loads a lane,
+     * not ahead (4 loads would take 16-32 lanes a row at 64-128 vectors, a shuffle level more).
+     * Longer rows a warp each (k_fast_group: +1 to +5 points at 256 vectors). */
     static constexpr int tile_ahead_unroll = 4, tile_unroll = 8;
-    static constexpr int tile_ahead_max = 32, tile_max = 128;
+    static constexpr int tile_ahead_max = 32, tile_arg_ahead = 8, tile_max = 128;
     static constexpr int unroll = 4;                                 /* 64 bytes in flight per thread */
     static constexpr int vec = 16 / sizeof(In);                      /* elements per 16-byte load */
     /* A split row's pieces are whole multiples of 512 bytes, a warp's 32 loads, so that every
@@ -1340,13 +1345,15 @@ cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R
 {
     constexpr auto k = k_fast_tile<Op, U, AHEAD>;
     using P = fast_policy<typename Op::input>;
-    static_assert(32 * U >= (AHEAD ? P::tile_ahead_max : P::tile_max), "a row's lanes fit in a warp");
+    static_assert(32 * U >= (AHEAD ? P::tile_ahead_max : P::tile_max) && (!AHEAD || P::tile_arg_ahead == 2 * U),
+                  "a row's lanes fit in a warp; an arg row ahead is 2 lanes of U vectors");
     /* lanes per row: as few as keep loads 64-byte contiguous and a row within one pass. A row of
      * at most 4 vectors is one lane's: its loads are not contiguous within one instruction, but
      * the warp's next ones read the rest of each sector from L1, and the row needs no shuffles
      * (H100, rows of 16: float32 argmax 74 -> 86% of the ceiling, the other ops within +-1;
-     * one lane per row at 8 vectors took float32 argmax from 85 to 64%). */
-    int G = R <= 4 ? 1 : max(4, R / U);
+     * one lane per row at 8 vectors took float32 argmax from 85 to 64%). An arg op's rows with
+     * loads ahead take 2 lanes (fast_policy::tile_arg_ahead). */
+    int G = R <= 4 ? 1 : arg_op<Op> && AHEAD ? 2 : max(4, R / U);
     i64 warps = min(ceil_div(rows * R, 32 * U), (i64)sms * occupancy<k>(256) * 8);
     k<<<(unsigned)ceil_div(warps, 8), 256, 0, st>>>(op, x, rows, R, G, out);
     return cudaGetLastError();
@@ -1393,8 +1400,9 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
             return err;
         auto *wout = static_cast<row_out<Op> *>(j->out);
         if (int R = tile_vectors<In>(cols))
-            return R <= P::tile_ahead_max ? fast_tile<Op, P::tile_ahead_unroll, true>(op, x, rows, R, wout, sms, st)
-                                          : fast_tile<Op, P::tile_unroll, false>(op, x, rows, R, wout, sms, st);
+            return (arg_op<Op> ? R == P::tile_arg_ahead : R <= P::tile_ahead_max)
+                       ? fast_tile<Op, P::tile_ahead_unroll, true>(op, x, rows, R, wout, sms, st)
+                       : fast_tile<Op, P::tile_unroll, false>(op, x, rows, R, wout, sms, st);
         if (cols <= 2)
             return fast_group<Op, 1, 2>(op, x, rows, cols, wout, sms, st);
         if (cols <= P::group4_max)
