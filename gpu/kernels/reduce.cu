@@ -244,26 +244,48 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
     }
     __host__ __device__ S operator()(S a, S b) const { return a.i < 0 ? b : b.i < 0 ? a : better(a, b); }
     /* Does x, at a later index, replace the extreme b: strictly better, or equal with ties last;
-     * a NaN beats any number. Bitwise on bools: predicates, no branches in the scan. */
-    __device__ bool takes(In x, In b) const
+     * a NaN beats any number. Bitwise on bools: predicates, no branches in the scan. NUM: neither
+     * is a NaN, so two compares, not four. */
+    template <bool NUM = false> __device__ bool takes(In x, In b) const
     {
-        bool xn = is_nan(x), bn = is_nan(b), gt = beats(x, b) | ((last != 0) & (x == b));
+        bool gt = beats(x, b) | ((last != 0) & (x == b));
+        if constexpr (NUM)
+            return gt;
+        bool xn = is_nan(x), bn = is_nan(b);
         return (xn & ((last != 0) | !bn)) | (!xn & !bn & gt);
     }
     __device__ Local lid() const { return Local{0, -1}; }
-    __device__ Local lacc(Local s, In x, i64 i) const { return ((s.i < 0) | takes(x, s.v)) ? Local{x, i} : s; }
-    /* The vector's own extreme first, with a small index: one 64-bit select per vector. */
+    template <bool NUM = false> __device__ Local lacc(Local s, In x, i64 i) const
+    {
+        return ((s.i < 0) | takes<NUM>(x, s.v)) ? Local{x, i} : s;
+    }
+    /* The vector's own extreme first, with a small index: one 64-bit select per vector. A vector
+     * of 4 floats without NaNs, folded into a state that is not one (nearly every vector),
+     * takes the compares without NaN tests: float32 argmax on an H200 was bound by the SMs'
+     * work (session 19), and this took its short rows up 3-8 points of the ceiling (session
+     * 20, call K). A float64 vector is 2 elements: there the branch cost more than the tests
+     * it saves (-3 points at rows of 32-64). */
     template <int V> __device__ Local lvec(Local s, const In (&e)[V], i64 first) const
+    {
+        if constexpr (V < 4)
+            return lscan<false>(s, e, first);
+        bool nan = is_nan(s.v);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            nan |= is_nan(e[k]);
+        return nan ? lscan<false>(s, e, first) : lscan<true>(s, e, first);
+    }
+    template <bool NUM, int V> __device__ Local lscan(Local s, const In (&e)[V], i64 first) const
     {
         In b = e[0];
         int bk = 0;
 #pragma unroll
         for (int k = 1; k < V; k++)
-            if (takes(e[k], b)) {
+            if (takes<NUM>(e[k], b)) {
                 b = e[k];
                 bk = k;
             }
-        return lacc(s, b, first + bk);
+        return lacc<NUM>(s, b, first + bk);
     }
     __device__ S done(Local s) const { return S{(Acc)s.v, s.i}; }
     using Wire = std::conditional_t<sizeof(In) == 4, arg_key, arg_key8>;
