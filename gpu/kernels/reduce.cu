@@ -262,9 +262,9 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
     /* The vector's own extreme first, with a small index: one 64-bit select per vector. A vector
      * of 4 floats without NaNs, folded into a state that is not one (nearly every vector),
      * takes the compares without NaN tests: float32 argmax on an H200 was bound by the SMs'
-     * work (session 19), and this took its short rows up 3-8 points of the ceiling (session
-     * 20, call K). A float64 vector is 2 elements: there the branch cost more than the tests
-     * it saves (-3 points at rows of 32-64). */
+     * work (session 19), and this took its rows up 1-12 points of the ceiling there (session
+     * 20, call L). A float64 vector is 2 elements: there the branch cost more than the tests
+     * it saves (-3 points at rows of 32-64, call K). */
     template <int V> __device__ Local lvec(Local s, const In (&e)[V], i64 first) const
     {
         if constexpr (V < 4)

@@ -187,8 +187,8 @@ static void sweep(int variant, const std::vector<int64_t> &sizes)
 /* fast's kernels switch on the row length (lanes per row, the 16-byte vector tiles with loads
  * ahead and without, one block, the tiles, chunks): every power of two up to 2^12 and its
  * neighbours, with a few rows and with a partial last tile, and whole arrays around each switch
- * (GR_TEST_SMALL: a few, for the sanitizers: rows of 16 take the tiles ahead, of 256 the tiles
- * without, 1024 a warp each). */
+ * (GR_TEST_SMALL: a few, for the sanitizers: rows of 16 take the tiles ahead for sums, and for
+ * float64 arg ops, of 256 the tiles without, 1024 a warp each). */
 static void policy_edges(bool small)
 {
     std::set<int64_t> lengths;
@@ -316,7 +316,8 @@ int main(void)
             {GR_K_FAST, GR_MAX, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 8 * big, GR_FILL_EXACT, GR_SPECIAL_NAN},
             {GR_K_FAST, GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 8 * big + 1, GR_FILL_REAL, GR_SPECIAL_NONE},
             /* short rows: more tiles than the grid has warps, so each warp takes several, its
-             * loads ahead (rows to 32 vectors) or not, and a last tile that is partial */
+             * loads ahead (sums to 32 vectors a row, arg ops at 8) or not, and a last tile that
+             * is partial */
             {GR_K_FAST, GR_ARGMAX, GR_FLOAT32, 1, 0, big / 16, 16, GR_FILL_EXACT, GR_SPECIAL_NAN},
             {GR_K_FAST, GR_SUM, GR_FLOAT64, 1, 0, big / 64, 64, GR_FILL_REAL, GR_SPECIAL_NONE},
             {GR_K_FAST, GR_ARGMIN, GR_FLOAT32, 1, 1, big / 32 + 7, 32, GR_FILL_EXACT, GR_SPECIAL_NAN},
