@@ -246,6 +246,24 @@ static void measure_ceiling()
     printf("ceiling: CUB float32 sum over %lld elements, %.1f GB/s\n", (long long)n, hbm_ceiling);
 }
 
+/* The least one launch takes here: a block that writes one word, timed as every variant is. CUB's
+ * single-tile path (whole arrays to about 2^12) is one launch too, so a one-launch `fast` can
+ * beat it by no more than its time over this. */
+static double launch_floor_ms;
+__global__ void k_one_word(int *out)
+{
+    if (threadIdx.x == 0)
+        *out = 1;
+}
+static void measure_launch_floor()
+{
+    launch_floor_ms = time_ms([] {
+        k_one_word<<<1, 32>>>(static_cast<int *>(d_out));
+        return cudaGetLastError();
+    });
+    printf("launch floor: one block writing one word, %.2f us\n", launch_floor_ms * 1e3);
+}
+
 static void whole_arrays()
 {
     for (int d = 0; d < 3; d++) {
@@ -306,7 +324,8 @@ static void write_json(const char *path, const char *device, const char *date)
     fprintf(f, "{\n  \"device\": \"%s\",\n  \"date\": \"%s\",\n  \"sms\": %d,\n  \"repeats\": %d,\n", device, date, sms,
             repeats);
     fprintf(f, "  \"timing\": \"median of CUDA-event times, L2 flushed before each run\",\n");
-    fprintf(f, "  \"hbm_ceiling_gbps\": %.1f,\n  \"results\": [\n", hbm_ceiling);
+    fprintf(f, "  \"hbm_ceiling_gbps\": %.1f,\n  \"launch_floor_ms\": %.5f,\n  \"results\": [\n", hbm_ceiling,
+            launch_floor_ms);
     for (size_t k = 0; k < rows_out.size(); k++) {
         const row &w = rows_out[k];
         fprintf(f,
@@ -423,6 +442,7 @@ int main(int argc, char **argv)
            prop.l2CacheSize >> 20, date, repeats, flush_bytes >> 20);
 
     measure_ceiling();
+    measure_launch_floor();
     if (strstr(sections, "whole"))
         whole_arrays();
     rows_and_columns(strstr(sections, "axis1") != nullptr, strstr(sections, "axis0") != nullptr);

@@ -185,14 +185,14 @@ static void sweep(int variant, const std::vector<int64_t> &sizes)
 }
 
 /* fast's kernels switch on the row length (lanes per row, the 16-byte vector tiles with loads
- * ahead and without, one block, the tiles, chunks): every power of two up to 2^12 and its
- * neighbours, with a few rows and with a partial last tile, and whole arrays around each switch
- * (GR_TEST_SMALL: a few, for the sanitizers: rows of 16 take the tiles ahead for sums, and for
- * float64 arg ops, of 256 the tiles without, 1024 a warp each). */
+ * ahead and without, one block, the tiles, chunks): every power of two up to 2^13 (a 4-byte arg
+ * op's last warp-a-row length) and its neighbours, with a few rows and with a partial last tile,
+ * and whole arrays around each switch (GR_TEST_SMALL: a few, for the sanitizers: rows of 16 take
+ * the tiles ahead for sums, and for float64 arg ops, of 256 the tiles without, 1024 a warp each). */
 static void policy_edges(bool small)
 {
     std::set<int64_t> lengths;
-    for (int64_t p = 1; p <= 4096; p *= 2)
+    for (int64_t p = 1; p <= 8192; p *= 2)
         if (!small || p == 16 || p == 256 || p == 1024)
             lengths.insert({p - 1, p, p + 1});
     lengths.erase(0);
