@@ -916,8 +916,8 @@ template <class Op> cudaError_t cub_run(const Op &op, const gr_kjob *j, void *sc
  * (fast_group, fast_tile). An arg op's to 32 KiB, a warp a row: a block a row there (k_fast_rows,
  * two passes of 256 threads, then a tree of arg states) ran float64 argmax at rows of 4096 at
  * 87% of the ceiling on an H200, a warp a row at 102%; float32 argmax at 8192 95 -> 99%, int32
- * 97.6 -> 99.6%. Sums, min and max gained nothing there (float64 sum at 4096 103.6 -> 102.8%).
- * Session 21, call A (bench/results/s21-tickets). */
+ * 97.6 -> 99.6% (on an H100 these lost 0.4-1.0, to 99-101%). Sums, min and max gained nothing
+ * there (float64 sum at 4096 103.6 -> 102.8%). Session 21, calls A-C (bench/results/s21-tickets). */
 static i64 short_row_max_bytes(const gr_kjob *j)
 {
     return gr_op_is_arg(j->op) ? 32 << 10 : 16 << 10;
