@@ -984,6 +984,12 @@ template <class In> struct fast_policy {
      * resident blocks: on an H200, 2 MiB pieces leave a tail behind the slowest blocks (-4% at
      * 4 GiB) and 256 KiB pieces pay each block's start-up and finish too often (-2%). */
     static constexpr i64 piece = (512 << 10) / sizeof(In);
+    /* An arg op's pieces are twice as long: each piece ends in a tree of 16-byte states and a
+     * ticket. At 1 MiB argmax of every dtype at 2^26-2^30 rose 0.6-1.6% on an H200 (float64
+     * 0.983-0.994 -> 0.996-1.004 of CUB; sums and max lost up to 1.7% at 2^27 there) and held on
+     * an H100, whose arg rows of 2^18-2^20 lost 0.5-1.2 points, to 98.9-102.3% of the ceiling
+     * (session 21, calls E and F). */
+    static constexpr i64 arg_piece = 2 * piece;
     static constexpr int max_rounds = 64;      /* bounds the partials the finishing block reads */
     static constexpr int waves = 4;            /* many whole rows: block items per resident block */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
@@ -1450,7 +1456,9 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
                                           : fast_tiles<Op, 512>(op, x, cols, scratch, bytes, tickets, out, st);
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
     i64 slots = (i64)sms * occupancy<k>(P::block);
-    int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, cols, slots, P::min_chunk, P::piece, P::max_rounds);
+    int chunks = rows > GR_K_COUNTERS ? 1
+                                      : (int)split(rows, cols, slots, P::min_chunk, arg_op<Op> ? P::arg_piece : P::piece,
+                                                   P::max_rounds);
     i64 chunk_len = ceil_div(ceil_div(cols, chunks), P::align) * P::align;
     chunks = (int)ceil_div(cols, chunk_len);
     /* a block's tree indexes its piece in 31 bits (arg_key): a piece that long would need whole

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# s21b.sh BINS TESTED (session 21, calls B and C): bench_reduce_<b> for each b in BINS, axis 1 and
+# s21b.sh BINS TESTED [no] (session 21, calls B, C, D and F): bench_reduce_<b> for each b in BINS, axis 1 and
 # whole arrays, two alternating rounds (5 runs a point); whole arrays to 2^17 at 25 runs a point,
 # one round each; then test_gpu_kernels_<t> for each t in TESTED and compute-sanitizer memcheck
-# and racecheck over the first one's small run, as the time left allows. M = main before the session (ef602cd's kernels),
+# and racecheck over the first one's small run (unless the third argument is "no"), as the time
+# left allows. M = main before the session (ef602cd's kernels),
 # F = db96174 (an arg op's short rows to 32 KiB), V = F with the arg scan's tie rule a compile-time
 # choice (one uniform branch a vector, not a compare and an AND an element), V1 = V for float32
-# vectors without NaNs only.
+# vectors without NaNs only, P2 = F with an arg op's k_fast_rows pieces of 1 MiB (call F).
 set -uo pipefail
-BINS=$1; T=$2
+BINS=$1; T=$2; SAN=${3:-yes}
 F=$OUT; O=/tmp/s21b; rm -rf $O; mkdir -p $O
 save() { tar czf $F/s21b.tgz -C /tmp s21b; }
 cp $0 $O/
@@ -61,6 +62,7 @@ for t in $T; do
 done
 T=${T%% *}
 for tool in memcheck racecheck; do
+  [ "$SAN" = yes ] || break
   left=$(( 585 - SECONDS ))
   [ $left -gt 40 ] || { echo "no time for $tool"; continue; }
   GR_TEST_SMALL=1 GR_TEST_VARIANTS=fast timeout $left compute-sanitizer --tool $tool $B/test_gpu_kernels_$T > $O/sanitizer_${tool}_$T.txt 2>&1
