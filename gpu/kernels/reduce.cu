@@ -1456,9 +1456,8 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
                                           : fast_tiles<Op, 512>(op, x, cols, scratch, bytes, tickets, out, st);
     constexpr auto k = k_fast_rows<Op, P::block, P::unroll>;
     i64 slots = (i64)sms * occupancy<k>(P::block);
-    int chunks = rows > GR_K_COUNTERS ? 1
-                                      : (int)split(rows, cols, slots, P::min_chunk, arg_op<Op> ? P::arg_piece : P::piece,
-                                                   P::max_rounds);
+    i64 piece = arg_op<Op> ? P::arg_piece : P::piece;
+    int chunks = rows > GR_K_COUNTERS ? 1 : (int)split(rows, cols, slots, P::min_chunk, piece, P::max_rounds);
     i64 chunk_len = ceil_div(ceil_div(cols, chunks), P::align) * P::align;
     chunks = (int)ceil_div(cols, chunk_len);
     /* a block's tree indexes its piece in 31 bits (arg_key): a piece that long would need whole
