@@ -46,28 +46,34 @@ def load(urls, ds):
     return store_load.load([(u, body) for u in urls], SECS, CONNS, threads=4)
 
 
-def run(name, envs):
+def run(name, envs, through_one=False):
+    """through_one: all the load goes to the first replica, as a sticky balancer would send it."""
     with store_load.serving(BIN, envs) as (urls, _):
         ds = upload(urls[0])
         load(urls, ds)  # warm: every GPU caches the dataset
-        r = load(urls, ds)
+        r = load(urls[:1] if through_one else urls, ds)
+        r["ran_on"] = store_load.ran_on(urls[0], len(urls))
     r.update(setup=name, replicas=len(envs))
-    print("%-34s %9.0f %9.3f %9.3f %7d" % (name, r["jobs_per_s"], r["p50_ms"], r["p99_ms"], r["errors"]), flush=True)
+    print("%-34s %9.0f %9.3f %9.3f %7d  %s" % (name, r["jobs_per_s"], r["p50_ms"], r["p99_ms"], r["errors"],
+                                             r["ran_on"]), flush=True)
     return r
 
 
 def main():
     names = gpus()
     print("GPUs: %s" % names)
-    print("%-34s %9s %9s %9s %7s" % ("setup", "jobs/s", "p50_ms", "p99_ms", "errors"))
+    print("%-34s %9s %9s %9s %7s  %s" % ("setup", "jobs/s", "p50_ms", "p99_ms", "errors", "ran on (last 1000)"))
     rows = [run("1 replica, %d GPUs, SQLite" % len(names), [{}])]
     cluster = pg_cluster.Cluster().start()
     try:
         url = cluster.create_db("replicas")
         rows.append(run("1 replica, %d GPUs, PostgreSQL" % len(names), [{"GPURED_STORE": url}]))
         url = cluster.create_db("replicas2")
-        rows.append(run("%d replicas, 1 GPU each, PostgreSQL" % len(names),
-                        [{"GPURED_STORE": url, "CUDA_VISIBLE_DEVICES": str(k)} for k in range(len(names))]))
+        each = [{"CUDA_VISIBLE_DEVICES": str(k)} for k in range(len(names))]
+        rows.append(run("%d replicas, 1 GPU each, PostgreSQL" % len(names), [dict(e, GPURED_STORE=url) for e in each]))
+        url = cluster.create_db("replicas3")
+        rows.append(run("%d replicas, fed through one" % len(names), [dict(e, GPURED_STORE=url) for e in each],
+                        through_one=True))
     finally:
         cluster.remove()
     store_load.save("replicas_gpu", {"gpus": names, "seconds": SECS, "connections": CONNS, "dataset_mib": MIB,

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
@@ -88,15 +89,30 @@ def load(targets, secs, conns, threads=2):
             "each": [{k: r[k] for k in ("jobs_per_s", "p50_ms", "p99_ms")} for r in rs]}
 
 
-def run(store, n, cluster=None):
+def ran_on(url, replicas):
+    """Which replica ran each of the newest 1000 jobs listed through url: {replica: count}, or {}
+    for one gpured (its jobs name no replica)."""
+    if replicas < 2:
+        return {}
+    page = json.loads(urllib.request.urlopen(url + "/v1/jobs?status=succeeded&limit=1000", timeout=60).read())
+    count = {}
+    for j in page["jobs"]:
+        count[j.get("replica", "?")] = count.get(j.get("replica", "?"), 0) + 1
+    return count
+
+
+def run(store, n, cluster=None, through_one=False):
+    """through_one: all the load goes to the first replica, as a sticky balancer would send it."""
     env = {}
     if cluster:
-        env["GPURED_STORE"] = cluster.create_db("load_%d_%d" % (n, os.getpid()))
+        env["GPURED_STORE"] = cluster.create_db("load_%d_%d_%d" % (n, through_one, os.getpid()))
     with serving(BIN, [env] * n) as (urls, _):
-        r = load([(u, {"GPURED_DEVICE": "cpu"}) for u in urls], SECS, CONNS)
-    r.update(store=store, replicas=n)
-    print("%-10s %8d %10.0f %9.3f %9.3f %7d" % (store, n, r["jobs_per_s"], r["p50_ms"], r["p99_ms"], r["errors"]),
-          flush=True)
+        r = load([(u, {"GPURED_DEVICE": "cpu"}) for u in (urls[:1] if through_one else urls)], SECS, CONNS)
+        r["ran_on"] = ran_on(urls[0], n)
+    r.update(store=store, replicas=n, through_one=through_one)
+    print("%-10s %8s %10.0f %9.3f %9.3f %7d  %s" % (store, "%d%s" % (n, " via 1" if through_one else ""),
+                                                    r["jobs_per_s"], r["p50_ms"], r["p99_ms"], r["errors"],
+                                                    sorted(r["ran_on"].values(), reverse=True)), flush=True)
     return r
 
 
@@ -105,11 +121,13 @@ def main():
     BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "build", "gpured")
     SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 48
-    print("%-10s %8s %10s %9s %9s %7s" % ("store", "replicas", "jobs/s", "p50_ms", "p99_ms", "errors"))
+    print("%-10s %8s %10s %9s %9s %7s  %s" % ("store", "replicas", "jobs/s", "p50_ms", "p99_ms", "errors",
+                                              "ran on (newest 1000 jobs)"))
     rows = [run("sqlite", 1)]
     cluster = pg_cluster.Cluster().start()
     try:
         rows += [run("postgresql", n, cluster) for n in (1, 2, 3)]
+        rows.append(run("postgresql", 2, cluster, through_one=True))
     finally:
         cluster.remove()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")

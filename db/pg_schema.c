@@ -96,6 +96,37 @@ const char *const gr_pg_schema_steps[] = {
     "DROP INDEX jobs_op, jobs_op_status;",
     /* Every job index leads with the tenant and names an op or a status, as in SQLite. */
     "DROP INDEX jobs_status, jobs_tenant;",
+    /* A statement's rows are told once, not a row at a time: the writer stores a batch's jobs in
+     * one statement (GR_SQL_INSERT_MANY, _UPDATE_MANY), and per-row triggers had made each job a
+     * plpgsql call, an advisory lock request and a NOTIFY of its own. The jobs changed go in a
+     * notice's payload, space-separated, at most 300 a notice (a payload is at most 8000 bytes). */
+    "DROP TRIGGER job_inputs_done ON jobs; DROP TRIGGER jobs_changed ON jobs; DROP TRIGGER jobs_offered ON jobs;"
+    "DROP TRIGGER jobs_let_go ON jobs; DROP TRIGGER events_job_new ON jobs; DROP TRIGGER events_job_status ON jobs;"
+    "DROP FUNCTION gpured_input_done(), gpured_job_changed(), gpured_job_offered();"
+    "CREATE FUNCTION gpured_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+    " PERFORM pg_advisory_xact_lock(747576);"
+    " INSERT INTO events(kind, id, status, tenant, at) SELECT 'job', id, status, tenant, " NOW " FROM n ORDER BY id;"
+    " PERFORM pg_notify('gpured_offers', p) FROM (SELECT DISTINCT CASE WHEN lease > " NOW " THEN prefer ELSE '' END p"
+    "  FROM n WHERE owner = '') o;"
+    " RETURN NULL; END$$;"
+    "CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs REFERENCING NEW TABLE AS n FOR EACH STATEMENT"
+    " EXECUTE FUNCTION gpured_jobs_inserted();"
+    "CREATE FUNCTION gpured_jobs_updated() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+    " IF EXISTS (SELECT 1 FROM n JOIN o USING (id) WHERE n.status <> o.status) THEN"
+    "  PERFORM pg_advisory_xact_lock(747576);"
+    "  INSERT INTO events(kind, id, status, tenant, at) SELECT 'job', n.id, n.status, n.tenant, " NOW
+    "   FROM n JOIN o USING (id) WHERE n.status <> o.status ORDER BY n.id;"
+    "  DELETE FROM job_inputs i USING n JOIN o USING (id) WHERE i.id = n.id AND n.status <> o.status"
+    "   AND n.status IN ('succeeded', 'failed', 'canceled');"
+    "  PERFORM pg_notify('gpured_jobs', string_agg(id, ' ')) FROM (SELECT n.id, (row_number() OVER ()) / 300 g"
+    "   FROM n JOIN o USING (id) WHERE n.status <> o.status) c GROUP BY g;"
+    " END IF;"
+    " IF EXISTS (SELECT 1 FROM n JOIN o USING (id) WHERE n.owner = '' AND o.owner <> '' AND n.status = 'queued') THEN"
+    "  PERFORM pg_notify('gpured_offers', '');"
+    " END IF;"
+    " RETURN NULL; END$$;"
+    "CREATE TRIGGER jobs_updated AFTER UPDATE ON jobs REFERENCING OLD TABLE AS o NEW TABLE AS n FOR EACH STATEMENT"
+    " EXECUTE FUNCTION gpured_jobs_updated();",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -178,6 +209,17 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                          " WHERE id = $1",
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
                            " (SELECT tenant, key FROM idempotency WHERE created < $5::float8 LIMIT 1000)",
+    [GR_SQL_INSERT_MANY] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease, prefer)"
+                           " SELECT id, st, doc, op, cr, te, ow, CASE WHEN le < 0 THEN 0 ELSE " NOW " + le END, pr"
+                           " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::text[],"
+                           " $7::text[], $8::float8[], $9::text[]) AS u(id, st, doc, op, cr, te, ow, le, pr)",
+    /* fenced as GR_SQL_UPDATE */
+    [GR_SQL_UPDATE_MANY] = "UPDATE jobs j SET status = u.st, doc = u.doc FROM unnest($1::text[], $2::text[], $3::text[],"
+                           " $4::bigint[]) WITH ORDINALITY AS u(id, st, doc, ep, k) WHERE j.id = u.id AND j.epoch = u.ep"
+                           " AND j.status IN ('queued', 'running') RETURNING u.k",
+    /* a row another replica marks later is left alone, not locked and written again */
+    [GR_SQL_DS_USED_MANY] = "UPDATE datasets d SET last_used = u.at FROM unnest($1::text[], $2::float8[]) AS u(id, at)"
+                            " WHERE d.id = u.id AND (d.last_used IS NULL OR d.last_used < u.at)",
     [GR_SQL_BEGIN] = "BEGIN",
     [GR_SQL_COMMIT] = "COMMIT",
     [GR_SQL_ROLLBACK] = "ROLLBACK",

@@ -4,6 +4,7 @@
  * (a restart) is reset on its next use. */
 #include "store_backend.h"
 
+#include "buf.h"
 #include "readers.h"
 #include "schema.h"
 
@@ -33,6 +34,7 @@ struct pg {
     gr_store_told changed, offered;
     void *told_ctx;
     PGconn *wdb; /* the writer thread's */
+    int committed; /* the writer's last apply committed its transaction */
     char state[6], msg[256]; /* the writer's last failure: SQLSTATE and text */
     struct gr_readers readers; /* each reading thread's PGconn */
 };
@@ -59,15 +61,16 @@ static int nparams(int sql)
 }
 
 /* Prepare the statements a reader (from 0) or the writer (from GR_SQL_NREAD) runs, as "s<N>",
- * every parameter text but GR_SQL_INPUT's bytes. */
+ * every parameter text but GR_SQL_INPUT's bytes and the arrays of the _MANY ones. */
 static int prepare_all(PGconn *db, int from, int to, struct gr_err *e)
 {
     for (int i = from; i < to; i++) {
         if (!gr_pg_sql[i] || i == GR_SQL_BEGIN || i == GR_SQL_COMMIT || i == GR_SQL_ROLLBACK)
             continue;
         Oid types[NPARAMS];
+        int arrays = i == GR_SQL_INSERT_MANY || i == GR_SQL_UPDATE_MANY || i == GR_SQL_DS_USED_MANY;
         for (int k = 0; k < NPARAMS; k++)
-            types[k] = TEXTOID;
+            types[k] = arrays ? 0 : TEXTOID; /* 0: as the statement casts it */
         if (i == GR_SQL_INPUT)
             types[1] = BYTEAOID;
         char name[16];
@@ -290,6 +293,25 @@ static int pg_ping(void *impl, struct gr_err *e)
     return r ? GR_OK : GR_EIO;
 }
 
+/* A notice: an offer (its payload the replica offered to first, or ""), or the ids of jobs whose
+ * status changed, space-separated. */
+static void told(struct pg *s, PGnotify *n)
+{
+    if (!strcmp(n->relname, "gpured_offers")) {
+        s->offered(s->told_ctx, n->extra);
+        return;
+    }
+    for (char *p = n->extra, *end; *p; p = *end ? end + 1 : end) {
+        end = p + strcspn(p, " ");
+        char id[32];
+        if (end - p < (long)sizeof id) {
+            memcpy(id, p, (size_t)(end - p));
+            id[end - p] = '\0';
+            s->changed(s->told_ctx, id);
+        }
+    }
+}
+
 /* LISTEN on a connection of its own; a lost one is opened again after a second. Each wait on
  * the socket is at most half a second, so that close is never kept waiting long. */
 static void *listener_main(void *arg)
@@ -309,7 +331,7 @@ static void *listener_main(void *arg)
         if (poll(&p, 1, 500) > 0 && !PQconsumeInput(db))
             continue; /* the connection is gone: the next round opens another */
         for (PGnotify *n; (n = PQnotifies(db)); PQfreemem(n))
-            (strcmp(n->relname, "gpured_offers") ? s->changed : s->offered)(s->told_ctx, n->extra);
+            told(s, n);
     }
     PQfinish(db);
     return NULL;
@@ -399,87 +421,269 @@ static int send_op(struct pg *s, int sql, const struct gr_store_op *o)
     return PQsendQueryPrepared(s->wdb, name, nparams(sql), v, lengths, formats, 0);
 }
 
-/* The statements of o, in order: its own, then its input's and its key's. */
-static int statements(const struct gr_store_op *o, int sql[3])
+/* --- a batch's like writes as one statement: its parameters are arrays, as text literals --- */
+
+/* The most writes one such statement carries: its arrays stay a few megabytes. */
+#define MANY_MAX 1024
+
+struct arrays {
+    struct gr_buf a[9];
+};
+
+/* Append one element (text, NULL for SQL NULL) to array literal b. */
+static void element(struct gr_buf *b, const char *v)
 {
-    int n = 0;
-    sql[n++] = o->sql;
-    if (o->sql == GR_SQL_INSERT && o->input)
-        sql[n++] = GR_SQL_INPUT;
-    if ((o->sql == GR_SQL_INSERT || o->sql == GR_SQL_DS_INSERT) && o->key)
-        sql[n++] = GR_SQL_KEY_INSERT;
-    return n;
+    gr_buf_add(b, b->len ? "," : "{", 1);
+    if (!v) {
+        gr_buf_add(b, "NULL", 4);
+        return;
+    }
+    gr_buf_add(b, "\"", 1);
+    for (const char *p = v;; p++) {
+        size_t n = strcspn(p, "\"\\");
+        gr_buf_add(b, p, n);
+        if (!p[n])
+            break;
+        p += n;
+        gr_buf_add(b, "\\", 1);
+        gr_buf_add(b, p, 1);
+    }
+    gr_buf_add(b, "\"", 1);
 }
 
-/* One statement's answer in pipeline mode (its result, then the NULL that ends it): 1 if it
- * ran, *changed the rows it touched. */
-static int take(struct pg *s, long *changed)
+static void element_real(struct gr_buf *b, double x)
 {
-    PGresult *r = PQgetResult(s->wdb);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (ok)
-        *changed = strtol(PQcmdTuples(r), NULL, 10);
-    else if (PQresultStatus(r) != PGRES_PIPELINE_ABORTED) /* the first failure is the one to tell */
-        writer_failed(s, r);
-    PQclear(r);
-    PQclear(PQgetResult(s->wdb));
+    char t[32];
+    snprintf(t, sizeof t, "%.17g", x);
+    element(b, t);
+}
+
+/* Send statement sql with the first n arrays of a (closed here, then freed). 1 if sent. */
+static int send_arrays(struct pg *s, int sql, struct arrays *a, int n)
+{
+    const char *v[9];
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        gr_buf_add(&a->a[i], a->a[i].len ? "}" : "{}", a->a[i].len ? 1 : 2);
+        ok = ok && !a->a[i].oom;
+        v[i] = a->a[i].p;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "s%d", sql);
+    ok = ok && PQsendQueryPrepared(s->wdb, name, n, v, NULL, NULL, 0);
+    for (int i = 0; i < n; i++)
+        free(a->a[i].p);
+    memset(a, 0, sizeof *a);
     return ok;
 }
 
-/* Up to this many ops' statements are sent before their answers are read: what the server has
- * to write back stays far below what a socket holds, so neither side waits on the other. */
-#define PIPELINE_OPS 256
+static int send_inserts(struct pg *s, struct gr_store_op **o, int n)
+{
+    struct arrays a = {0};
+    for (int i = 0; i < n; i++) {
+        element(&a.a[0], o[i]->id), element(&a.a[1], o[i]->status), element(&a.a[2], o[i]->doc);
+        element(&a.a[3], o[i]->opname), element_real(&a.a[4], o[i]->created), element(&a.a[5], o[i]->tenant);
+        element(&a.a[6], o[i]->owner), element_real(&a.a[7], o[i]->lease_s), element(&a.a[8], o[i]->prefer);
+    }
+    return send_arrays(s, GR_SQL_INSERT_MANY, &a, 9);
+}
 
-/* The batch's statements go out back to back and their answers are read after (libpq's pipeline
- * mode): one round trip per PIPELINE_OPS ops, not one per statement. Any error aborts the
- * transaction, so -1 then (the batch is retried op by op). */
+static int send_updates(struct pg *s, struct gr_store_op **o, int n)
+{
+    struct arrays a = {0};
+    char epoch[24];
+    for (int i = 0; i < n; i++) {
+        snprintf(epoch, sizeof epoch, "%lld", (long long)o[i]->epoch);
+        element(&a.a[0], o[i]->id), element(&a.a[1], o[i]->status), element(&a.a[2], o[i]->doc);
+        element(&a.a[3], epoch);
+    }
+    return send_arrays(s, GR_SQL_UPDATE_MANY, &a, 4);
+}
+
+static int by_id(const void *x, const void *y)
+{
+    return strcmp((*(struct gr_store_op *const *)x)->id, (*(struct gr_store_op *const *)y)->id);
+}
+
+/* The datasets' marks, one a dataset (its latest), in id order: replicas that mark the same
+ * datasets lock their rows in one order. o is sorted here. */
+static int send_used(struct pg *s, struct gr_store_op **o, int n)
+{
+    qsort(o, (size_t)n, sizeof *o, by_id);
+    struct arrays a = {0};
+    for (int i = 0; i < n;) {
+        double at = o[i]->created;
+        int k = i + 1;
+        for (; k < n && !strcmp(o[k]->id, o[i]->id); k++)
+            at = o[k]->created > at ? o[k]->created : at;
+        element(&a.a[0], o[i]->id), element_real(&a.a[1], at);
+        i = k;
+    }
+    return send_arrays(s, GR_SQL_DS_USED_MANY, &a, 2);
+}
+
+/* --- the writer's batch: one pipeline, one round trip --- */
+
+/* A statement sent and not yet answered: what its answer says of the n ops from o. */
+enum sent_kind { SENT_TX, SENT_MANY, SENT_UPDATES, SENT_OP, SENT_PART };
+struct sent {
+    enum sent_kind kind;
+    struct gr_store_op **o; /* SENT_MANY, _UPDATES: the ops it carries */
+    int n;
+    struct gr_store_op *op; /* SENT_OP: the op whose own statement it is; _PART: its input or key */
+};
+
+struct batch {
+    struct pg *s;
+    struct sent *sent;
+    int nsent, read, ok;
+};
+
+/* Read the answers of every statement sent so far (a sync ends them). */
+static void read_answers(struct batch *b)
+{
+    PGconn *db = b->s->wdb;
+    if (!PQpipelineSync(db)) {
+        writer_failed(b->s, NULL);
+        b->ok = 0;
+        b->read = b->nsent;
+        return;
+    }
+    for (; b->read < b->nsent; b->read++) {
+        struct sent *t = &b->sent[b->read];
+        PGresult *r = PQgetResult(db);
+        ExecStatusType st = PQresultStatus(r);
+        int ran = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+        if (!ran && st != PGRES_PIPELINE_ABORTED) /* the first failure is the one to tell */
+            writer_failed(b->s, r);
+        b->ok = b->ok && ran;
+        if (ran && t->kind == SENT_TX && !strcmp(PQcmdStatus(r), "ROLLBACK"))
+            b->ok = 0; /* a COMMIT of an aborted transaction answers ROLLBACK: it did not commit */
+        if (ran && t->kind == SENT_OP) {
+            int changes_row = t->op->sql == GR_SQL_DS_DELETE || t->op->sql == GR_SQL_JOB_DELETE;
+            t->op->code = changes_row && !strcmp(PQcmdTuples(r), "0") ? GR_ENOTFOUND : GR_OK;
+        } else if (ran && t->kind == SENT_MANY) {
+            for (int i = 0; i < t->n; i++)
+                t->o[i]->code = GR_OK;
+        } else if (ran && t->kind == SENT_UPDATES) {
+            for (int i = 0; i < t->n; i++)
+                t->o[i]->code = GR_ENOTFOUND; /* fenced, unless the statement names it below */
+            for (int i = 0; i < PQntuples(r); i++) {
+                long k = strtol(PQgetvalue(r, i, 0), NULL, 10);
+                if (k >= 1 && k <= t->n)
+                    t->o[k - 1]->code = GR_OK;
+            }
+        }
+        PQclear(r);
+        PQclear(PQgetResult(db)); /* the NULL that ends a statement's answer */
+    }
+    PGresult *r = PQgetResult(db); /* the sync's */
+    b->ok = b->ok && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    PQclear(r);
+}
+
+/* Up to this many statements are sent before their answers are read: what the server has to
+ * write back stays far below what a socket holds, so neither side waits on the other. */
+#define PIPELINE_STATEMENTS 256
+
+/* Note a statement sent (sent: what sending returned), reading the answers every
+ * PIPELINE_STATEMENTS of them. */
+static void sent(struct batch *b, int sent, struct sent t)
+{
+    if (!b->ok)
+        return;
+    if (!sent) {
+        writer_failed(b->s, NULL);
+        b->ok = 0;
+        return;
+    }
+    b->sent[b->nsent++] = t;
+    if (b->nsent - b->read >= PIPELINE_STATEMENTS)
+        read_answers(b);
+}
+
+static int send_tx(struct pg *s, const char *sql) { return PQsendQueryParams(s->wdb, sql, 0, NULL, NULL, NULL, NULL, 0); }
+
+/* Each kind of op of ops (n of them), in chunks of MANY_MAX, through send. */
+static void send_chunks(struct batch *b, struct gr_store_op **ops, int n, enum sent_kind kind,
+                        int (*send)(struct pg *, struct gr_store_op **, int))
+{
+    for (int i = 0; i < n && b->ok; i += MANY_MAX) {
+        int k = n - i < MANY_MAX ? n - i : MANY_MAX;
+        sent(b, send(b->s, ops + i, k), (struct sent){kind, ops + i, k, NULL});
+    }
+}
+
+/* The whole transaction in one pipeline: BEGIN, the batch's statements, COMMIT; one round trip
+ * for all of it (and one more every PIPELINE_STATEMENTS statements). Like writes go as one
+ * statement each kind, in an order that keeps every dependency a batch can hold: new jobs
+ * first (their inputs and keys after them), then the writes that are one statement an op in
+ * the order queued (datasets, deletes, keys expired), then jobs' final states, then the
+ * datasets' marks of use. Nothing outside the transaction sees its order. Any error aborts the
+ * transaction: -1 then (the batch is retried op by op). */
 static int pg_apply(void *impl, struct gr_store_op *o, int n)
 {
     struct pg *s = impl;
-    if (!PQenterPipelineMode(s->wdb))
+    struct gr_store_op **by = malloc(sizeof *by * ((size_t)n * 3 + 1));
+    struct batch b = {s, malloc(sizeof *b.sent * ((size_t)n * 3 + 4)), 0, 0, 1};
+    s->committed = 0;
+    if (!by || !b.sent || !PQenterPipelineMode(s->wdb)) {
+        free(by);
+        free(b.sent);
         return writer_failed(s, NULL);
-    int ok = 1;
-    while (ok && n > 0) {
-        struct gr_store_op *first = o;
-        int k = 0, sql[3];
-        for (; ok && k < n && k < PIPELINE_OPS; k++, o = o->next) {
-            o->code = GR_EIO;
-            if (o->input_bytes > INT32_MAX) /* more than one bytea parameter carries: refused alone */
-                continue;
-            for (int i = 0, m = statements(o, sql); ok && i < m; i++)
-                ok = send_op(s, sql[i], o);
-        }
-        if (!ok || !PQpipelineSync(s->wdb)) { /* nothing is read: the connection is made anew below */
-            writer_failed(s, NULL);
-            ok = 0;
-            break;
-        }
-        struct gr_store_op *p = first;
-        for (int j = 0; j < k; j++, p = p->next) {
-            if (p->input_bytes > INT32_MAX)
-                continue;
-            long changed = 1, ignored;
-            int m = statements(p, sql), ran = take(s, &changed);
-            for (int i = 1; i < m; i++)
-                ran = take(s, &ignored) && ran;
-            int changes_row = p->sql == GR_SQL_UPDATE || p->sql == GR_SQL_DS_DELETE || p->sql == GR_SQL_JOB_DELETE;
-            p->code = !ran ? GR_EIO : changes_row && changed == 0 ? GR_ENOTFOUND : GR_OK;
-            ok = ok && ran;
-        }
-        PGresult *r = PQgetResult(s->wdb); /* the sync's */
-        ok = ok && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
-        PQclear(r);
-        n -= k;
     }
+    struct gr_store_op **ins = by, **upd = by + n, **used = by + 2 * n;
+    int nins = 0, nupd = 0, nused = 0;
+    struct gr_store_op *x = o;
+    for (int k = 0; k < n && x; k++, x = x->next) {
+        x->code = GR_EIO;
+        if (x->sql == GR_SQL_INSERT)
+            ins[nins++] = x;
+        else if (x->sql == GR_SQL_UPDATE)
+            upd[nupd++] = x;
+        else if (x->sql == GR_SQL_DS_USED)
+            used[nused++] = x;
+    }
+    sent(&b, send_tx(s, "BEGIN"), (struct sent){SENT_TX});
+    send_chunks(&b, ins, nins, SENT_MANY, send_inserts);
+    x = o;
+    for (int k = 0; k < n && b.ok; k++, x = x->next) {
+        int own = x->sql != GR_SQL_INSERT && x->sql != GR_SQL_UPDATE && x->sql != GR_SQL_DS_USED;
+        if (own && b.ok)
+            sent(&b, send_op(s, x->sql, x), (struct sent){SENT_OP, .op = x});
+        if (x->sql == GR_SQL_INSERT && x->input && x->input_bytes > INT32_MAX) { /* more than a bytea carries */
+            snprintf(s->state, sizeof s->state, "54000");
+            snprintf(s->msg, sizeof s->msg, "job %s: an input of %zu bytes is more than one write carries", x->id,
+                     x->input_bytes);
+            b.ok = 0;
+        }
+        if (b.ok && x->sql == GR_SQL_INSERT && x->input)
+            sent(&b, send_op(s, GR_SQL_INPUT, x), (struct sent){SENT_PART, .op = x});
+        if (b.ok && (x->sql == GR_SQL_INSERT || x->sql == GR_SQL_DS_INSERT) && x->key)
+            sent(&b, send_op(s, GR_SQL_KEY_INSERT, x), (struct sent){SENT_PART, .op = x});
+    }
+    send_chunks(&b, upd, nupd, SENT_UPDATES, send_updates);
+    send_chunks(&b, used, nused, SENT_MANY, send_used);
+    if (b.ok)
+        sent(&b, send_tx(s, "COMMIT"), (struct sent){SENT_TX});
+    if (b.read < b.nsent || !b.ok)
+        read_answers(&b);
+    s->committed = b.ok;
+    free(by);
+    free(b.sent);
     if (!PQexitPipelineMode(s->wdb)) { /* answers left unread: a connection in a known state instead */
         writer_failed(s, NULL);
         PQreset(s->wdb);
         prepare_all(s->wdb, GR_SQL_NREAD, GR_SQL_N, NULL);
-        ok = 0;
+        s->committed = 0;
     }
-    return ok ? 0 : -1;
+    if (!s->committed)
+        for (x = o; n-- > 0 && x; x = x->next)
+            x->code = GR_EIO;
+    return s->committed ? 0 : -1;
 }
 
+/* The transaction is begun and committed in apply's pipeline; here the connection is checked. */
 static int pg_begin(void *impl)
 {
     struct pg *s = impl;
@@ -488,25 +692,10 @@ static int pg_begin(void *impl)
         writer_failed(s, NULL);
         return 0;
     }
-    PGresult *r = PQexec(s->wdb, "BEGIN");
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-        writer_failed(s, r);
-    PQclear(r);
-    return ok;
+    return 1;
 }
 
-static int pg_commit(void *impl)
-{
-    struct pg *s = impl;
-    PGresult *r = PQexec(s->wdb, "COMMIT");
-    /* a COMMIT of an aborted transaction answers OK with ROLLBACK: it did not commit */
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT");
-    if (!ok)
-        writer_failed(s, r);
-    PQclear(r);
-    return ok;
-}
+static int pg_commit(void *impl) { return ((struct pg *)impl)->committed; }
 
 static void pg_rollback(void *impl)
 {

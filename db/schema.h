@@ -72,6 +72,13 @@ enum gr_sql_id {
     GR_SQL_EVENT_DS,              /* ?1 dataset id, ?2 created or deleted (before the delete) */
     GR_SQL_EVENTS_PRUNE,          /* all but the newest 1,000,000 */
     GR_SQL_INPUT_DONE,            /* ?1 a job stored as ended: its input goes */
+    /* PostgreSQL's writer stores a batch's like writes in one statement each (NULL in SQLite),
+     * its parameters arrays (text literals), one element a write: */
+    GR_SQL_INSERT_MANY,           /* $1 ids, $2 statuses, $3 docs, $4 ops, $5 created, $6 tenants,
+                                   * $7 owners, $8 lease seconds, $9 prefers */
+    GR_SQL_UPDATE_MANY,           /* $1 ids, $2 statuses, $3 docs, $4 epochs -> the place in them of
+                                   * each job changed (from 1) */
+    GR_SQL_DS_USED_MANY,          /* $1 dataset ids, $2 when a job that read each last ended */
     GR_SQL_BEGIN,
     GR_SQL_COMMIT,
     GR_SQL_ROLLBACK,

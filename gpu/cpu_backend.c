@@ -36,7 +36,7 @@ static const struct gr_algo cpu_algos[] = {
  * joining a team costs 3-5 us, one core reduces at 1-3 ns an element, so threads break even
  * near 4-8K elements; 16K leaves a margin for the cores the team's spin-wait takes from the
  * HTTP and other worker threads after every region. */
-#define AUTO_PARALLEL_MIN (1 << 14)
+#define AUTO_PARALLEL_MIN (1 << 18)
 /* Outputs per stack block of accumulators: bounds the extra memory whatever the shape
  * (a 1 x n axis-0 job has n outputs). */
 #define OUT_BLOCK 256

@@ -22,7 +22,7 @@ static char replica[96]; /* this one's id */
 static pthread_t thread;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t claim_mu = PTHREAD_MUTEX_INITIALIZER; /* held over a claim; leaving waits for it */
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t cv; /* on the monotonic clock: a step of the wall clock must not stall renewals */
 static int started, stopping, leaving;
 
 /* Replicas started one after another get distinct ids while fewer than this many started since
@@ -57,6 +57,11 @@ void gr_cluster_join(struct gr_store *s, int64_t lease_s)
     lease = lease_s;
     if (!gr_store_shared(s))
         return;
+    pthread_condattr_t ca; /* before the store's listener may signal it */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&cv, &ca);
+    pthread_condattr_destroy(&ca);
     /* host-pid-random: readable in the store's owner column, never reused by a restart */
     char host[64] = "gpured";
     gethostname(host, sizeof host - 1);
@@ -289,7 +294,7 @@ static void *cluster_main(void *arg)
             mine |= was_mine;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         /* while offers wait, look at the queues often (no store round trip unless they are short) */
         long ns = ts.tv_nsec + (long)((offers ? 5 : claim_every) * 1e6);
         ts.tv_sec += ns / 1000000000L;
