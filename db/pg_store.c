@@ -604,12 +604,30 @@ static void sent(struct batch *b, int sent, struct sent t)
 
 static int send_tx(struct pg *s, const char *sql) { return PQsendQueryParams(s->wdb, sql, 0, NULL, NULL, NULL, NULL, 0); }
 
-/* Each kind of op of ops (n of them), in chunks of MANY_MAX, through send. */
+/* Whether two of the n ops name one id (an UPDATE ... FROM changes a row once, whichever of its
+ * matches it takes). */
+static int repeats_id(struct gr_store_op **ops, int n)
+{
+    struct gr_store_op **v = malloc(sizeof *v * (size_t)n);
+    int dup = !v;
+    if (v) {
+        memcpy(v, ops, sizeof *v * (size_t)n);
+        qsort(v, (size_t)n, sizeof *v, by_id);
+        for (int i = 1; i < n && !dup; i++)
+            dup = !strcmp(v[i - 1]->id, v[i]->id);
+    }
+    free(v);
+    return dup;
+}
+
+/* Each kind of op of ops (n of them), in chunks of MANY_MAX, through send; updates one a
+ * statement, in order, where one job has two. */
 static void send_chunks(struct batch *b, struct gr_store_op **ops, int n, enum sent_kind kind,
                         int (*send)(struct pg *, struct gr_store_op **, int))
 {
-    for (int i = 0; i < n && b->ok; i += MANY_MAX) {
-        int k = n - i < MANY_MAX ? n - i : MANY_MAX;
+    int most = kind == SENT_UPDATES && repeats_id(ops, n) ? 1 : MANY_MAX;
+    for (int i = 0; i < n && b->ok; i += most) {
+        int k = n - i < most ? n - i : most;
         sent(b, send(b->s, ops + i, k), (struct sent){kind, ops + i, k, NULL});
     }
 }

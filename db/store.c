@@ -15,22 +15,46 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct gr_store_op op_t;
 
-struct gr_store {
-    const struct gr_store_backend *b;
-    void *impl;
-    char *dir;
-    pthread_t writer;
-    int have_writer;
-    pthread_mutex_t mu; /* queue and closing; never taken by reads */
+/* PostgreSQL's writers: each commits on a connection of its own, so that a replica's commits
+ * overlap in the server (one connection's backend process had been what limits a replica). */
+#define MAX_WRITERS GR_STORE_WRITERS_MAX
+/* Ids with writes queued, or in a batch not yet committed, and the writer they went to: a later
+ * write of the same id goes to that writer too, and so commits after them. */
+#define ROUTE_BUCKETS 4096
+
+struct route {
+    struct route *next;
+    int writer, pending;
+    char id[];
+};
+
+struct writer {
+    struct gr_store *s;
+    void *impl; /* its backend connection: the store's own for the first writer */
+    pthread_t thread;
+    int started;
     pthread_cond_t cv;
     op_t *head, **tail;
     unsigned pushed; /* lists queued so far (__atomic): watched by the writer before it sleeps */
+    uint64_t batch;  /* the number of the batch it commits now, 0 between batches (told_mu) */
+};
+
+struct gr_store {
+    const struct gr_store_backend *b;
+    void *impl; /* reads, and the first writer's writes */
+    char *dir;
+    struct writer w[MAX_WRITERS];
+    int nwriters;
+    pthread_mutex_t mu; /* the writers' queues, routes and closing; never taken by reads */
+    struct route *routes[ROUTE_BUCKETS];
     int closing;
-    /* batches the writer has taken, and those whose done callbacks have all run: an events read
-     * waits for the second to reach the first, so no event is seen before its write is told */
+    /* batches the writers have taken, and the number below which all have had their done
+     * callbacks run: an events read waits for the second to reach the first, so no event is seen
+     * before its write is told */
     pthread_mutex_t told_mu;
     pthread_cond_t told_cv;
     uint64_t begun, told;
@@ -44,21 +68,21 @@ struct gr_store {
 
 /* Commit the n writes from o (one, or a group that stands or falls together) in a transaction of
  * their own; on failure each gets the first failure's code. */
-static void commit_alone(struct gr_store *s, op_t *o, int n)
+static void commit_alone(struct writer *w, op_t *o, int n)
 {
-    const struct gr_store_backend *b = s->b;
+    const struct gr_store_backend *b = w->s->b;
     int code = GR_OK;
-    if (!b->begin(s->impl)) {
-        code = b->failed(s->impl);
+    if (!b->begin(w->impl)) {
+        code = b->failed(w->impl);
     } else {
-        b->apply(s->impl, o, n);
+        b->apply(w->impl, o, n);
         op_t *x = o;
         for (int k = 0; k < n && code == GR_OK; k++, x = x->next)
             code = x->code;
-        if (code != GR_OK || !b->commit(s->impl)) {
+        if (code != GR_OK || !b->commit(w->impl)) {
             if (code == GR_OK || code == GR_EIO)
-                code = b->failed(s->impl);
-            b->rollback(s->impl);
+                code = b->failed(w->impl);
+            b->rollback(w->impl);
         }
     }
     for (int k = 0; k < n; k++, o = o->next)
@@ -89,41 +113,99 @@ static int groups_whole(op_t *o)
 
 /* One transaction for the whole batch: this is what keeps many small jobs from costing a
  * transaction each. 1 if it committed. */
-static int try_batch(struct gr_store *s, op_t *batch)
+static int try_batch(struct writer *w, op_t *batch)
 {
-    const struct gr_store_backend *b = s->b;
+    const struct gr_store_backend *b = w->s->b;
     int n = 0;
     for (op_t *o = batch; o; o = o->next)
         n++;
-    return b->begin(s->impl) && b->apply(s->impl, batch, n) == 0 && groups_whole(batch) && b->commit(s->impl);
+    return b->begin(w->impl) && b->apply(w->impl, batch, n) == 0 && groups_whole(batch) && b->commit(w->impl);
 }
 
-static void commit_batch(struct gr_store *s, op_t *batch)
+static unsigned route_hash(const char *id)
 {
+    unsigned h = 2166136261u;
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 16777619u;
+    return h;
+}
+
+static struct route **route_slot(struct gr_store *s, const char *id)
+{
+    struct route **r = &s->routes[route_hash(id) % ROUTE_BUCKETS];
+    while (*r && strcmp((*r)->id, id))
+        r = &(*r)->next;
+    return r;
+}
+
+/* The writer for the writes of list head (mu held): the one that has a write of one of their ids
+ * still to commit, else one by the first id. Each id is noted as routed there. */
+static struct writer *route(struct gr_store *s, op_t *head)
+{
+    if (s->nwriters == 1)
+        return &s->w[0];
+    int k = -1;
+    for (op_t *o = head; o && k < 0; o = o->next) {
+        struct route *r = *route_slot(s, o->id);
+        k = r ? r->writer : -1;
+    }
+    if (k < 0)
+        k = (int)(route_hash(head->id) % (unsigned)s->nwriters);
+    for (op_t *o = head; o; o = o->next) {
+        struct route **r = route_slot(s, o->id);
+        if (!*r && (*r = calloc(1, sizeof **r + strlen(o->id) + 1))) {
+            (*r)->writer = k;
+            memcpy((*r)->id, o->id, strlen(o->id) + 1);
+        }
+        if (*r)
+            (*r)->pending++;
+    }
+    return &s->w[k];
+}
+
+/* The writes of batch are committed (or failed): their ids no longer hold a writer. */
+static void unroute(struct gr_store *s, op_t *batch)
+{
+    if (s->nwriters == 1)
+        return;
+    pthread_mutex_lock(&s->mu);
+    for (op_t *o = batch; o; o = o->next) {
+        struct route **r = route_slot(s, o->id), *dead = *r;
+        if (dead && --dead->pending <= 0) {
+            *r = dead->next;
+            free(dead);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void commit_batch(struct writer *w, op_t *batch)
+{
+    struct gr_store *s = w->s;
     const struct gr_store_backend *b = s->b;
     double t0 = gr_mono_ms();
-    if (b->usable(s->impl, NULL) != GR_OK) { /* nothing is written: every write of the batch fails */
+    if (b->usable(w->impl, NULL) != GR_OK) { /* nothing is written: every write of the batch fails */
         for (op_t *o = batch; o; o = o->next)
             o->code = GR_EIO;
         goto done;
     }
-    int ok = try_batch(s, batch);
+    int ok = try_batch(w, batch);
     /* A store out of reach (a PostgreSQL restart) comes back: its writes wait for it rather than
      * fail, so a job's final state is not lost to a failover. Until gpured stops. */
-    for (int ms = 50; !ok && b->failed(s->impl) == GR_EUNAVAIL && !closing(s); ms = ms < 1000 ? 2 * ms : ms) {
+    for (int ms = 50; !ok && b->failed(w->impl) == GR_EUNAVAIL && !closing(s); ms = ms < 1000 ? 2 * ms : ms) {
         if (ms == 50)
-            fprintf(stderr, "gpured: store: out of reach (%s); writes wait for it\n", b->message(s->impl));
-        b->rollback(s->impl);
+            fprintf(stderr, "gpured: store: out of reach (%s); writes wait for it\n", b->message(w->impl));
+        b->rollback(w->impl);
         struct timespec t = {0, ms * 1000000L};
         nanosleep(&t, NULL);
-        ok = try_batch(s, batch);
+        ok = try_batch(w, batch);
     }
     if (!ok) {
-        fprintf(stderr, "gpured: store: batch commit failed (%s); retrying each write alone\n", b->message(s->impl));
-        b->rollback(s->impl);
+        fprintf(stderr, "gpured: store: batch commit failed (%s); retrying each write alone\n", b->message(w->impl));
+        b->rollback(w->impl);
         for (op_t *o = batch; o;) {
             int n = o->group > 1 ? o->group : 1;
-            commit_alone(s, o, n);
+            commit_alone(w, o, n);
             while (n-- && o)
                 o = o->next;
         }
@@ -137,6 +219,7 @@ done:
             n++;
         observer(gr_mono_ms() - t0, n);
     }
+    unroute(s, batch);
     while (batch) {
         op_t *next = batch->next;
         if (batch->done)
@@ -151,25 +234,37 @@ done:
         after();
 }
 
+/* The number below which every batch has had its callbacks run (told_mu held). */
+static uint64_t told_below(struct gr_store *s)
+{
+    uint64_t n = s->begun + 1;
+    for (int k = 0; k < s->nwriters; k++)
+        if (s->w[k].batch && s->w[k].batch < n)
+            n = s->w[k].batch;
+    return n;
+}
+
 static void *writer_main(void *arg)
 {
-    struct gr_store *s = arg;
+    struct writer *w = arg;
+    struct gr_store *s = w->s;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        for (int spun = 0; !s->head && !s->closing;) /* a small job's end is often a moment away */
-            gr_idle_wait(&s->cv, &s->mu, &s->pushed, &spun);
-        op_t *batch = s->head;
+        for (int spun = 0; !w->head && !s->closing;) /* a small job's end is often a moment away */
+            gr_idle_wait(&w->cv, &s->mu, &w->pushed, &spun);
+        op_t *batch = w->head;
         if (!batch)
             break;
-        s->head = NULL;
-        s->tail = &s->head;
+        w->head = NULL;
+        w->tail = &w->head;
         pthread_mutex_unlock(&s->mu);
         pthread_mutex_lock(&s->told_mu);
-        uint64_t n = ++s->begun;
+        w->batch = ++s->begun;
         pthread_mutex_unlock(&s->told_mu);
-        commit_batch(s, batch);
+        commit_batch(w, batch);
         pthread_mutex_lock(&s->told_mu);
-        s->told = n;
+        w->batch = 0;
+        s->told = told_below(s) - 1;
         pthread_cond_broadcast(&s->told_cv);
         pthread_mutex_unlock(&s->told_mu);
         pthread_mutex_lock(&s->mu);
@@ -178,19 +273,29 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* The writer commits what is queued and ends; then the backend closes. */
+/* The writers commit what is queued and end; then the backend closes. */
 static void free_store(struct gr_store *s)
 {
     pthread_mutex_lock(&s->mu);
     s->closing = 1;
-    pthread_cond_signal(&s->cv);
+    for (int k = 0; k < s->nwriters; k++)
+        pthread_cond_signal(&s->w[k].cv);
     pthread_mutex_unlock(&s->mu);
-    if (s->have_writer)
-        pthread_join(s->writer, NULL);
+    for (int k = 0; k < s->nwriters; k++) {
+        if (s->w[k].started)
+            pthread_join(s->w[k].thread, NULL);
+        if (k > 0 && s->w[k].impl)
+            s->b->close(s->w[k].impl);
+        pthread_cond_destroy(&s->w[k].cv);
+    }
     if (s->impl)
         s->b->close(s->impl);
+    for (int k = 0; k < ROUTE_BUCKETS; k++)
+        for (struct route *r = s->routes[k], *next; r; r = next) {
+            next = r->next;
+            free(r);
+        }
     pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->told_mu);
     pthread_cond_destroy(&s->told_cv);
     free(s->dir);
@@ -210,6 +315,19 @@ static int has_dataset(void *ctx, const char *id)
 
 int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, struct gr_err *e)
 {
+    return gr_store_open_with(out, url, data_dir, 0, e);
+}
+
+/* A writer for each four cores, up to four: on a small machine more writers only make smaller
+ * commits that compete for the same cores with the server and the HTTP threads. */
+static int auto_writers(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores >= 16 ? 4 : cores >= 4 ? (int)(cores / 4) : 1;
+}
+
+int gr_store_open_with(struct gr_store **out, const char *url, const char *data_dir, int writers, struct gr_err *e)
+{
     *out = NULL;
     int pg = url && (!strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11));
     if (url && *url && !pg && strncmp(url, "sqlite:", 7))
@@ -218,10 +336,18 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
     if (!s)
         return gr_fail(e, GR_EIO, NULL, "store: out of memory");
     gr_mutex_init(&s->mu);
-    pthread_cond_init(&s->cv, NULL);
     pthread_mutex_init(&s->told_mu, NULL);
     pthread_cond_init(&s->told_cv, NULL);
-    s->tail = &s->head;
+    if (writers < 0 || writers > MAX_WRITERS) {
+        free(s);
+        return gr_fail(e, GR_EINVAL, NULL, "store: %d writers: 0 (as the cores allow) to %d", writers, MAX_WRITERS);
+    }
+    s->nwriters = !pg ? 1 : writers ? writers : auto_writers(); /* SQLite's file has one writer at a time */
+    for (int k = 0; k < s->nwriters; k++) {
+        s->w[k].s = s;
+        s->w[k].tail = &s->w[k].head;
+        pthread_cond_init(&s->w[k].cv, NULL);
+    }
     s->b = pg ? &gr_pg_store : &gr_sqlite_store;
     int code = GR_OK;
     if (mkdir(data_dir, 0750) != 0 && errno != EEXIST)
@@ -237,10 +363,16 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
     s->file_age_s = pg ? 3600 : 0;
     if (code == GR_OK)
         code = gr_dsfile_init(data_dir, has_dataset, s, s->file_age_s, e);
-    if (code == GR_OK && !(s->have_writer = pthread_create(&s->writer, NULL, writer_main, s) == 0))
-        code = gr_fail(e, GR_EIO, NULL, "store: cannot start the writer thread");
-    if (s->have_writer)
-        pthread_setname_np(s->writer, "gr-store-writer");
+    s->w[0].impl = s->impl;
+    for (int k = 1; code == GR_OK && k < s->nwriters; k++)
+        code = gr_pg_store_open(url, &s->w[k].impl, e);
+    for (int k = 0; code == GR_OK && k < s->nwriters; k++) {
+        struct writer *w = &s->w[k];
+        if (!(w->started = pthread_create(&w->thread, NULL, writer_main, w) == 0))
+            code = gr_fail(e, GR_EIO, NULL, "store: cannot start a writer thread");
+        else
+            pthread_setname_np(w->thread, "gr-store-writer");
+    }
     if (code != GR_OK) {
         free_store(s);
         return code;
@@ -323,10 +455,11 @@ static int push_list(struct gr_store *s, op_t *head, op_t **last, int bad)
     pthread_mutex_lock(&s->mu);
     int closing = s->closing;
     if (!closing && !bad) {
-        *s->tail = head;
-        s->tail = last;
-        __atomic_fetch_add(&s->pushed, 1, __ATOMIC_RELEASE);
-        pthread_cond_signal(&s->cv);
+        struct writer *w = route(s, head);
+        *w->tail = head;
+        w->tail = last;
+        __atomic_fetch_add(&w->pushed, 1, __ATOMIC_RELEASE);
+        pthread_cond_signal(&w->cv);
     }
     pthread_mutex_unlock(&s->mu);
     if (closing || bad) {

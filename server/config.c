@@ -1,7 +1,8 @@
 /* config.c: flags and environment into struct gr_config; runs on the main thread at start-up. */
 #include "config.h"
 
-#include "jobs.h" /* GR_JOBS_GROUP_MAX */
+#include "jobs.h"  /* GR_JOBS_GROUP_MAX */
+#include "store.h" /* GR_STORE_WRITERS_MAX */
 #include "log.h"
 
 #include <errno.h>
@@ -50,6 +51,8 @@ static const struct opt {
     {"--store", "GPURED_STORE", K_STR, offsetof(struct gr_config, store), sizeof((struct gr_config *)0)->store, 0, 0,
      "sqlite:DIR (default: the data dir's gpured.db) or postgresql://USER@HOST/DB (PG* variables and "
      "sslmode work as in psql)"},
+    {"--store-writers", "GPURED_STORE_WRITERS", K_INT, offsetof(struct gr_config, store_writers), 0, 0,
+     GR_STORE_WRITERS_MAX, "PostgreSQL: connections that commit side by side (0: one for each four cores, up to 4)"},
     {"--tokens-file", "GPURED_TOKENS_FILE", K_STR, offsetof(struct gr_config, tokens_file),
      sizeof((struct gr_config *)0)->tokens_file, 0, 0, "bearer tokens, one 'TENANT TOKEN [admin]' per line"},
     {"--insecure-no-auth", "GPURED_INSECURE_NO_AUTH", K_FLAG, offsetof(struct gr_config, insecure_no_auth), 0, 0, 1,

@@ -27,6 +27,7 @@ struct gr_config {
     size_t tenant_max_bytes; /* datasets and kept results per tenant; 0: no limit */
     int64_t result_ttl_s;    /* finished jobs and their results are deleted after this; 0: never */
     int64_t idempotency_ttl_s;
+    int store_writers;       /* PostgreSQL's writer connections (0: as the cores allow) */
     int64_t lease_s;         /* replicas on PostgreSQL: a job's holder keeps it this long per renewal */
     int max_connections;        /* open at once, in all */
     int max_connections_per_ip; /* open at once from one client address */

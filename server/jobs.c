@@ -1,8 +1,8 @@
 /* jobs.c: routing, bounded per-device queues, one worker thread per backend lane, the in-flight
  * table and parked waiters with their timer thread. One mutex (`mu`) guards all of it, held
  * only for short bookkeeping: never across a kernel, a store call or a waiter's wake. The store's
- * writer thread alone owns `told`, a commit's answers, which it hands in under mu at the commit's
- * end. A big batch's render threads touch only its new jobs, and are joined before it is queued. */
+ * writer threads each own their `told`, a commit's answers, which they hand in under mu at the
+ * commit's end. A big batch's render threads touch only its new jobs, and are joined before it is queued. */
 #include "jobs.h"
 
 #include "backend.h"
@@ -426,8 +426,9 @@ struct commit {
     struct commit *next;
 };
 
-/* The store's answers on_commit has gathered in this commit, oldest first (the writer's alone). */
-static struct commit *told, **told_tail = &told;
+/* The store's answers on_commit has gathered in this commit, oldest first: each writer thread's
+ * own (a store may have several). */
+static _Thread_local struct commit *told, **told_tail;
 
 /* Record that the store has (code GR_OK) or has not kept j at status; what waits on it goes on
  * *fired (mu held). */
@@ -488,6 +489,8 @@ static void on_commit(void *ctx, int code)
     struct commit *c = ctx;
     c->code = code;
     c->next = NULL;
+    if (!told_tail)
+        told_tail = &told;
     *told_tail = c;
     told_tail = &c->next;
 }

@@ -100,7 +100,7 @@ static int serve(struct gr_config *cfg)
     fit_connections(cfg);
     struct gr_err e = {0};
     struct gr_store *store;
-    if (gr_store_open(&store, cfg->store, cfg->data_dir, &e) != GR_OK)
+    if (gr_store_open_with(&store, cfg->store, cfg->data_dir, cfg->store_writers, &e) != GR_OK)
         return die("cannot open the store", &e);
     gr_tenants_limits(cfg->tenant_max_queued, (int64_t)cfg->tenant_max_bytes);
     if (gr_store_tenant_bytes(store, count_bytes, NULL, &e) != GR_OK) {
