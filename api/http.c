@@ -143,7 +143,7 @@ void gr_respond_problem(struct gr_req *r, const struct gr_err *e)
         return;
     char allow[64] = "";
     const char *hdrs[5] = {NULL}, **h = hdrs;
-    if (code == GR_EFULL) {
+    if (code == GR_EFULL || code == GR_EUNAVAIL) {
         *h++ = "Retry-After";
         *h++ = "1";
     }

@@ -167,13 +167,31 @@ static PGconn *reader(struct pg *s, struct gr_err *e)
     return gr_readers_add(&s->readers, db, e) == GR_OK ? db : NULL;
 }
 
+/* A read's failure for its client: a store out of reach (a lost connection, a server stopping or
+ * starting) is GR_EUNAVAIL, a 503 to try again; any other is GR_EIO. Neither names the SQL. */
+static int read_failed(struct gr_err *e, PGconn *db, PGresult *r)
+{
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (PQstatus(db) != CONNECTION_OK || (st && (!strncmp(st, "08", 2) || !strncmp(st, "57P0", 4))))
+        return gr_fail(e, GR_EUNAVAIL, NULL, "the store (PostgreSQL) is out of reach for now; try again");
+    const char *m = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    return gr_fail(e, GR_EIO, NULL, "store: a read failed (SQLSTATE %s): %s", st ? st : "?",
+                   m ? m : "no message");
+}
+
+/* What a read that failed returns: the code its e was filled with. */
+static int failed_code(const struct gr_err *e) { return e && e->code == GR_EUNAVAIL ? GR_EUNAVAIL : GR_EIO; }
+
 /* Run read statement sql with the first of params it takes (text, NULL for SQL NULL); the result
  * (caller clears) or NULL with e filled. */
 static PGresult *run(struct pg *s, int sql, const char *const *params, int binary, int again, struct gr_err *e)
 {
     PGconn *db = reader(s, e);
-    if (!db)
+    if (!db) {
+        if (e)
+            gr_fail(e, GR_EUNAVAIL, NULL, "the store (PostgreSQL) is out of reach for now; try again");
         return NULL;
+    }
     char name[16];
     snprintf(name, sizeof name, "s%d", sql);
     PGresult *r = PQexecPrepared(db, name, nparams(sql), params, NULL, NULL, binary);
@@ -184,8 +202,8 @@ static PGresult *run(struct pg *s, int sql, const char *const *params, int binar
     }
     if (PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK)
         return r;
+    read_failed(e, db, r);
     PQclear(r);
-    db_fail(e, db, gr_pg_sql[sql]);
     return NULL;
 }
 
@@ -202,7 +220,7 @@ static int pg_get(void *impl, int sql, const char *id, const char *scope, char *
     const char *params[] = {id, scope};
     PGresult *r = query(impl, sql, params, 0, e);
     if (!r)
-        return GR_EIO;
+        return failed_code(e);
     int code;
     if (PQntuples(r) == 0)
         code = gr_fail(e, GR_ENOTFOUND, NULL, "no %s %s", sql == GR_SQL_GET ? "job" : "dataset", id ? id : "");
@@ -224,7 +242,7 @@ static int pg_get_key(void *impl, const char *tenant, const char *key, double si
     const char *params[] = {tenant, key, t};
     PGresult *r = query(impl, GR_SQL_KEY_GET, params, 0, e);
     if (!r)
-        return GR_EIO;
+        return failed_code(e);
     int code = PQntuples(r) ? GR_OK : GR_ENOTFOUND;
     if (code == GR_OK) {
         snprintf(fingerprint, 65, "%s", PQgetvalue(r, 0, 0));
@@ -244,7 +262,7 @@ static int pg_list(void *impl, int sql, const char *before, int limit, const cha
     const char *params[] = {before ? before : no_cursor, n, status, op, tenant};
     PGresult *r = query(impl, sql, params, 0, e);
     if (!r)
-        return GR_EIO;
+        return failed_code(e);
     for (int i = 0; i < PQntuples(r); i++)
         row(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
     PQclear(r);
@@ -255,7 +273,7 @@ static int pg_tenant_bytes(void *impl, gr_store_tenant tenant, void *ctx, struct
 {
     PGresult *r = query(impl, GR_SQL_TENANT_BYTES, NULL, 0, e);
     if (!r)
-        return GR_EIO;
+        return failed_code(e);
     for (int i = 0; i < PQntuples(r); i++) {
         long long bytes = strtoll(PQgetvalue(r, i, 1), NULL, 10);
         if (bytes > 0)
@@ -283,14 +301,14 @@ static int pg_lease(void *impl, int sql, const char *owner, double lease_s, int 
                 none ? 0 : (size_t)PQgetlength(r, i, 2), strtoll(PQgetvalue(r, i, 3), NULL, 10));
     }
     PQclear(r);
-    return r ? GR_OK : GR_EIO;
+    return r ? GR_OK : failed_code(e);
 }
 
 static int pg_ping(void *impl, struct gr_err *e)
 {
     PGresult *r = query(impl, GR_SQL_PING, NULL, 0, e);
     PQclear(r);
-    return r ? GR_OK : GR_EIO;
+    return r ? GR_OK : failed_code(e);
 }
 
 /* A notice: an offer (its payload the replica offered to first, or ""), or the ids of jobs whose
@@ -362,14 +380,14 @@ static int pg_replica(void *impl, int sql, const char *owner, double lease_s, co
     for (int i = 0; r && row && i < PQntuples(r); i++)
         row(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
     PQclear(r);
-    return r ? GR_OK : GR_EIO;
+    return r ? GR_OK : failed_code(e);
 }
 
 static int pg_slot(void *impl, long long *n, struct gr_err *e)
 {
     PGresult *r = query(impl, GR_SQL_SLOT, NULL, 0, e);
     if (!r)
-        return GR_EIO;
+        return failed_code(e);
     *n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
     return GR_OK;
@@ -381,7 +399,7 @@ static int pg_cancel(void *impl, const char *id, const char *scope, const char *
     const char *params[] = {id, scope, now};
     PGresult *r = query(impl, GR_SQL_CANCEL, params, 0, e);
     if (!r)
-        return GR_EIO;
+        return failed_code(e);
     int code = PQntuples(r) == 0 ? GR_ENOTFOUND : (*doc = strdup(PQgetvalue(r, 0, 0))) ? GR_OK
                                                  : gr_fail(e, GR_EIO, NULL, "store: out of memory");
     PQclear(r);

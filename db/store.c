@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 typedef struct gr_store_op op_t;
 
@@ -318,14 +317,6 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
     return gr_store_open_with(out, url, data_dir, 0, e);
 }
 
-/* A writer for each four cores, up to four: on a small machine more writers only make smaller
- * commits that compete for the same cores with the server and the HTTP threads. */
-static int auto_writers(void)
-{
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores >= 16 ? 4 : cores >= 4 ? (int)(cores / 4) : 1;
-}
-
 int gr_store_open_with(struct gr_store **out, const char *url, const char *data_dir, int writers, struct gr_err *e)
 {
     *out = NULL;
@@ -342,7 +333,7 @@ int gr_store_open_with(struct gr_store **out, const char *url, const char *data_
         free(s);
         return gr_fail(e, GR_EINVAL, NULL, "store: %d writers: 0 (as the cores allow) to %d", writers, MAX_WRITERS);
     }
-    s->nwriters = !pg ? 1 : writers ? writers : auto_writers(); /* SQLite's file has one writer at a time */
+    s->nwriters = pg && writers ? writers : 1; /* SQLite's file has one writer at a time */
     for (int k = 0; k < s->nwriters; k++) {
         s->w[k].s = s;
         s->w[k].tail = &s->w[k].head;

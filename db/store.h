@@ -19,8 +19,9 @@ struct gr_store;
  * missing. Starts the writer thread. Returns GR_OK, or GR_EINVAL (url) or GR_EIO with e filled
  * and *out NULL. */
 int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, struct gr_err *e);
-/* The same with this many writer threads, each on a connection of its own, on PostgreSQL (0: one
- * for each four cores, up to four; SQLite has one). A later write of an id goes to the writer
+/* The same with this many writer threads, each on a connection of its own, on PostgreSQL (0: one;
+ * SQLite has one). One replica alone gains a little from more; replicas side by side lose, since
+ * every commit that writes an event waits for the events' lock (docs/PERFORMANCE.md). A later write of an id goes to the writer
  * that has one of it to commit still, so each id's writes commit in the order queued; writes of
  * different ids may commit in either order. GR_EINVAL beyond GR_STORE_WRITERS_MAX. */
 #define GR_STORE_WRITERS_MAX 8
