@@ -220,7 +220,7 @@ static void check_req(struct gr_backend *b, const struct gr_reduce_req *q, const
         assert_string_equal(used, q->algorithm);
     else if (q->rows * q->cols <= 1000)
         assert_string_equal(used, "cpu_seq");
-    else if (q->rows * q->cols >= 100000)
+    else if (q->rows * q->cols >= (1 << 18)) /* AUTO_PARALLEL_MIN */
         assert_string_equal(used, "cpu_omp_chunked");
 
     for (int64_t o = 0; o < nout; o++) {

@@ -159,14 +159,10 @@ static int teardown(void **state)
     return rc;
 }
 
-#define PG_WRITERS 3
-
 static void open_store(struct fixture *fx)
 {
     struct gr_err e = {0};
-    /* PostgreSQL with several writers, whatever the machine's cores: each id's writes must still
-     * commit in the order queued (test_update, test_inputs_kept_until_the_end) */
-    int rc = gr_store_open_with(&fx->s, fx->url, fx->data, fx->pg[0] ? PG_WRITERS : 0, &e);
+    int rc = gr_store_open(&fx->s, fx->url, fx->data, &e);
     if (rc != GR_OK)
         fail_msg("gr_store_open: %s", e.msg);
     assert_non_null(fx->s);
@@ -1373,8 +1369,8 @@ static void test_concurrent_acked(void **state)
     free(pr.seen);
 }
 
-/* With the write lock held elsewhere each writer is stuck on its first batch, so all 100
- * writes queued meanwhile must go in at most two commits a writer. */
+/* With the write lock held elsewhere the writer is stuck on its first batch, so all 100
+ * writes queued meanwhile must go in at most two commits. */
 static void test_group_commit(void **state)
 {
     struct fixture *fx = *state;
@@ -1389,7 +1385,7 @@ static void test_group_commit(void **state)
     wait_done(100);
     uint64_t commits = gr_store_version(fx->s) - v0;
     print_message("group commit: 100 writes in %llu commits\n", (unsigned long long)commits);
-    assert_true(commits >= 1 && commits <= (fx->pg[0] ? 2 * PG_WRITERS : 2));
+    assert_true(commits >= 1 && commits <= 2);
     for (int n = 0; n < 100; n++)
         assert_int_equal(r[n].code, GR_OK);
     raw_close(db);
