@@ -104,7 +104,6 @@ const char *const gr_pg_schema_steps[] = {
     "DROP TRIGGER jobs_let_go ON jobs; DROP TRIGGER events_job_new ON jobs; DROP TRIGGER events_job_status ON jobs;"
     "DROP FUNCTION gpured_input_done(), gpured_job_changed(), gpured_job_offered();"
     "CREATE FUNCTION gpured_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
-    " PERFORM pg_advisory_xact_lock(747576);"
     " INSERT INTO events(kind, id, status, tenant, at) SELECT 'job', id, status, tenant, " NOW " FROM n ORDER BY id;"
     " PERFORM pg_notify('gpured_offers', p) FROM (SELECT DISTINCT CASE WHEN lease > " NOW " THEN prefer ELSE '' END p"
     "  FROM n WHERE owner = '') o;"
@@ -113,7 +112,6 @@ const char *const gr_pg_schema_steps[] = {
     " EXECUTE FUNCTION gpured_jobs_inserted();"
     "CREATE FUNCTION gpured_jobs_updated() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
     " IF EXISTS (SELECT 1 FROM n JOIN o USING (id) WHERE n.status <> o.status) THEN"
-    "  PERFORM pg_advisory_xact_lock(747576);"
     "  INSERT INTO events(kind, id, status, tenant, at) SELECT 'job', n.id, n.status, n.tenant, " NOW
     "   FROM n JOIN o USING (id) WHERE n.status <> o.status ORDER BY n.id;"
     "  DELETE FROM job_inputs i USING n JOIN o USING (id) WHERE i.id = n.id AND n.status <> o.status"
@@ -126,7 +124,38 @@ const char *const gr_pg_schema_steps[] = {
     " END IF;"
     " RETURN NULL; END$$;"
     "CREATE TRIGGER jobs_updated AFTER UPDATE ON jobs REFERENCING OLD TABLE AS o NEW TABLE AS n FOR EACH STATEMENT"
-    " EXECUTE FUNCTION gpured_jobs_updated();",
+    " EXECUTE FUNCTION gpured_jobs_updated();"
+    /* Events are numbered after their commit, by whoever reads them (gpured_events_number), no
+     * longer by the writers under one advisory lock held to their commit: that lock made every
+     * commit of every replica take turns. Numbering under the lock, in one transaction that sees
+     * only what is committed, still gives seqs in an order no reader sees go back: a row committed
+     * later is numbered later. */
+    "ALTER TABLE events DROP CONSTRAINT events_pkey;"
+    "ALTER TABLE events ALTER COLUMN seq DROP DEFAULT, ALTER COLUMN seq DROP NOT NULL;"
+    "CREATE UNIQUE INDEX events_seq ON events(seq);"
+    "CREATE INDEX events_unnumbered ON events(at) WHERE seq IS NULL;"
+    "DROP TRIGGER events_pruned ON events; DROP FUNCTION gpured_events_pruned();"
+    "CREATE OR REPLACE FUNCTION gpured_event() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+    " IF TG_OP = 'INSERT' THEN"
+    "  INSERT INTO events(kind, id, status, tenant, at) VALUES ('dataset', NEW.id, 'created', NEW.tenant, " NOW ");"
+    " ELSE"
+    "  INSERT INTO events(kind, id, status, tenant, at) VALUES ('dataset', OLD.id, 'deleted', OLD.tenant, " NOW ");"
+    " END IF;"
+    " RETURN NULL; END$$;"
+    /* the oldest first (a job's events in the order they were written), at most 10,000 a call:
+     * few enough that the planner walks events_unnumbered in order rather than sorting a bitmap
+     * scan of it, which also reads the entries of rows numbered since; the newest 1,000,000 are
+     * kept */
+    "CREATE FUNCTION gpured_events_number() RETURNS void LANGUAGE plpgsql AS $$"
+    "DECLARE first bigint; last bigint; BEGIN"
+    " IF NOT EXISTS (SELECT 1 FROM events WHERE seq IS NULL) THEN RETURN; END IF;"
+    " PERFORM pg_advisory_xact_lock(747576);" /* any constant: only the numbering takes it */
+    " SELECT last_value INTO first FROM events_seq_seq;"
+    " UPDATE events e SET seq = n.s FROM (SELECT c, nextval('events_seq_seq') s FROM"
+    "  (SELECT ctid c FROM events WHERE seq IS NULL ORDER BY at LIMIT 10000) p) n WHERE e.ctid = n.c;"
+    " SELECT last_value INTO last FROM events_seq_seq;"
+    " IF last / 1000 > first / 1000 THEN DELETE FROM events WHERE seq <= last - 1000000; END IF;"
+    " END$$;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -150,6 +179,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_GET] = "SELECT doc, status FROM jobs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     /* GR_SQL_PENDING: none; a replica claims what is left (GR_SQL_CLAIM) */
     [GR_SQL_PING] = "SELECT 1",
+    [GR_SQL_EVENTS_NUMBER] = "SELECT gpured_events_number()",
     [GR_SQL_DS_LIST] = "SELECT id, " DS_DOC " FROM datasets WHERE id < $1 ORDER BY id DESC LIMIT $2::int",
     [GR_SQL_DS_LIST_TENANT] = "SELECT id, " DS_DOC " FROM datasets WHERE tenant = $5 AND id < $1 ORDER BY id DESC"
                               " LIMIT $2::int",

@@ -54,6 +54,7 @@ enum gr_sql_id {
     GR_SQL_ANNOUNCE, /* $11 the replica, $3 its devices (JSON), $12 lease seconds: kept until then */
     GR_SQL_REPLICAS, /* the replicas whose lease runs -> id, doc */
     GR_SQL_LEAVE,    /* $11 the replica gone */
+    GR_SQL_EVENTS_NUMBER, /* PostgreSQL: number the events committed since the last call (NULL in SQLite) */
     GR_SQL_NREAD,
     GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant
                                    * (PostgreSQL: $11 owner, $12 lease, $13 prefer) */
