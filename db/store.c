@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct gr_store_op op_t;
 
@@ -137,6 +138,9 @@ static struct route **route_slot(struct gr_store *s, const char *id)
     return r;
 }
 
+/* What a write is routed by: its id, or the job it must not commit after (a dataset's mark). */
+static const char *key(const op_t *o) { return o->via[0] ? o->via : o->id; }
+
 /* The writer for the writes of list head (mu held): the one that has a write of one of their ids
  * still to commit, else one by the first id. Each id is noted as routed there. */
 static struct writer *route(struct gr_store *s, op_t *head)
@@ -145,16 +149,16 @@ static struct writer *route(struct gr_store *s, op_t *head)
         return &s->w[0];
     int k = -1;
     for (op_t *o = head; o && k < 0; o = o->next) {
-        struct route *r = *route_slot(s, o->id);
+        struct route *r = *route_slot(s, key(o));
         k = r ? r->writer : -1;
     }
     if (k < 0)
-        k = (int)(route_hash(head->id) % (unsigned)s->nwriters);
+        k = (int)(route_hash(key(head)) % (unsigned)s->nwriters);
     for (op_t *o = head; o; o = o->next) {
-        struct route **r = route_slot(s, o->id);
-        if (!*r && (*r = calloc(1, sizeof **r + strlen(o->id) + 1))) {
+        struct route **r = route_slot(s, key(o));
+        if (!*r && (*r = calloc(1, sizeof **r + strlen(key(o)) + 1))) {
             (*r)->writer = k;
-            memcpy((*r)->id, o->id, strlen(o->id) + 1);
+            memcpy((*r)->id, key(o), strlen(key(o)) + 1);
         }
         if (*r)
             (*r)->pending++;
@@ -169,7 +173,7 @@ static void unroute(struct gr_store *s, op_t *batch)
         return;
     pthread_mutex_lock(&s->mu);
     for (op_t *o = batch; o; o = o->next) {
-        struct route **r = route_slot(s, o->id), *dead = *r;
+        struct route **r = route_slot(s, key(o)), *dead = *r;
         if (dead && --dead->pending <= 0) {
             *r = dead->next;
             free(dead);
@@ -317,6 +321,14 @@ int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, 
     return gr_store_open_with(out, url, data_dir, 0, e);
 }
 
+/* A writer for each four cores, up to four: on a small machine more writers only make smaller
+ * commits that compete for the same cores with the database, the workers and the HTTP threads. */
+static int auto_writers(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores >= 16 ? 4 : cores >= 8 ? (int)(cores / 4) : 1;
+}
+
 int gr_store_open_with(struct gr_store **out, const char *url, const char *data_dir, int writers, struct gr_err *e)
 {
     *out = NULL;
@@ -333,7 +345,7 @@ int gr_store_open_with(struct gr_store **out, const char *url, const char *data_
         free(s);
         return gr_fail(e, GR_EINVAL, NULL, "store: %d writers: 0 (as the cores allow) to %d", writers, MAX_WRITERS);
     }
-    s->nwriters = pg && writers ? writers : 1; /* SQLite's file has one writer at a time */
+    s->nwriters = !pg ? 1 : writers ? writers : auto_writers(); /* SQLite's file has one writer at a time */
     for (int k = 0; k < s->nwriters; k++) {
         s->w[k].s = s;
         s->w[k].tail = &s->w[k].head;
@@ -533,11 +545,13 @@ int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done do
     return s ? push(s, new_op(GR_SQL_DS_DELETE, id, "", NULL, done, ctx)) : GR_EINVAL;
 }
 
-int gr_store_dataset_used(struct gr_store *s, const char *id, double at)
+int gr_store_dataset_used(struct gr_store *s, const char *id, double at, const char *job)
 {
     op_t *o = s ? new_op(GR_SQL_DS_USED, id, "", NULL, NULL, NULL) : NULL;
     if (o)
         o->created = at;
+    if (o && job) /* the job's writer: its write queued next commits with the mark or after it */
+        snprintf(o->via, sizeof o->via, "%s", job);
     return s ? push(s, o) : GR_EINVAL;
 }
 

@@ -19,9 +19,8 @@ struct gr_store;
  * missing. Starts the writer thread. Returns GR_OK, or GR_EINVAL (url) or GR_EIO with e filled
  * and *out NULL. */
 int gr_store_open(struct gr_store **out, const char *url, const char *data_dir, struct gr_err *e);
-/* The same with this many writer threads, each on a connection of its own, on PostgreSQL (0: one;
- * SQLite has one). One replica alone gains a little from more; replicas side by side lose, since
- * every commit that writes an event waits for the events' lock (docs/PERFORMANCE.md). A later write of an id goes to the writer
+/* The same with this many writer threads, each on a connection of its own, on PostgreSQL (0: one
+ * for each four cores, up to four; SQLite has one). A later write of an id goes to the writer
  * that has one of it to commit still, so each id's writes commit in the order queued; writes of
  * different ids may commit in either order. GR_EINVAL beyond GR_STORE_WRITERS_MAX. */
 #define GR_STORE_WRITERS_MAX 8
@@ -154,8 +153,9 @@ int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_
                             char *doc, gr_store_done done, void *ctx);
 int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx);
 /* Mark dataset id used at (epoch seconds; its resource's last_used_at), unless it is already
- * marked later; nothing is told (a dataset gone meanwhile is no error). */
-int gr_store_dataset_used(struct gr_store *s, const char *id, double at);
+ * marked later; nothing is told (a dataset gone meanwhile is no error). job (or NULL): the job
+ * whose write queued next must not commit before the mark. */
+int gr_store_dataset_used(struct gr_store *s, const char *id, double at, const char *job);
 /* The sha256 (hex) of a dataset's values, stored after its row named it null. Queued like
  * dataset_used; a dataset deleted since is left alone. */
 int gr_store_dataset_digest(struct gr_store *s, const char *id, const char *hex);

@@ -30,6 +30,7 @@ struct gr_store_op {
     int group;         /* on the first op of writes committed together or not at all: their count */
     char *key; /* Idempotency-Key (malloc'd) or NULL */
     char fingerprint[65];
+    char via[24]; /* routed as the writes of this id (store.c), if set */
     char id[];
 };
 

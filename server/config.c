@@ -52,7 +52,7 @@ static const struct opt {
      "sqlite:DIR (default: the data dir's gpured.db) or postgresql://USER@HOST/DB (PG* variables and "
      "sslmode work as in psql)"},
     {"--store-writers", "GPURED_STORE_WRITERS", K_INT, offsetof(struct gr_config, store_writers), 0, 0,
-     GR_STORE_WRITERS_MAX, "PostgreSQL: connections that commit side by side (0: one); more help one replica alone, not several"},
+     GR_STORE_WRITERS_MAX, "PostgreSQL: connections that commit side by side (0: one for each four cores, up to 4)"},
     {"--tokens-file", "GPURED_TOKENS_FILE", K_STR, offsetof(struct gr_config, tokens_file),
      sizeof((struct gr_config *)0)->tokens_file, 0, 0, "bearer tokens, one 'TENANT TOKEN [admin]' per line"},
     {"--insecure-no-auth", "GPURED_INSECURE_NO_AUTH", K_FLAG, offsetof(struct gr_config, insecure_no_auth), 0, 0, 1,

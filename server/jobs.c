@@ -591,10 +591,10 @@ static void store_used(const struct gr_job *j)
         return;
     double now = gr_now();
     if (j->dataset[0])
-        gr_store_dataset_used(store, j->dataset, now);
+        gr_store_dataset_used(store, j->dataset, now, j->id);
     for (int k = 0; k < GR_MM_OPERANDS; k++)
         if (j->mm[k].dataset[0])
-            gr_store_dataset_used(store, j->mm[k].dataset, now);
+            gr_store_dataset_used(store, j->mm[k].dataset, now, j->id);
 }
 
 /* Queue the write of j's final state (doc ours now): its first write, an insert, if it is still

@@ -431,6 +431,42 @@ static void test_update(void **state)
     assert_int_equal(gr_store_get_job(fx->s, id, NULL, &doc, st, NULL), GR_ENOTFOUND);
 }
 
+/* On PostgreSQL with several writers, each id's writes commit in the order queued: a job inserted
+ * in a group and ended at once is ended after its insert, whichever writer its own id would get.
+ * The writers are held on the jobs table's lock until everything is queued. */
+static void test_writers_keep_each_ids_order(void **state)
+{
+    struct fixture *fx = *state;
+    struct gr_err e = {0};
+    if (gr_store_open_with(&fx->s, fx->url, fx->data, 3, &e) != GR_OK)
+        fail_msg("gr_store_open_with: %s", e.msg);
+    enum { N = 24 };
+    static struct gr_store_job v[N];
+    static char id[N][24];
+    struct rec r[2 * N] = {{0}};
+    struct raw db = raw_open(fx);
+    raw_hold_writer(db);
+    for (int k = 0; k < N; k++) {
+        make_id(id[k], 100 + (unsigned long long)k);
+        v[k] = (struct gr_store_job){id[k], GR_SUM, "queued", make_doc(100 + (unsigned long long)k, "queued"),
+                                     NULL, 0, {0}, &r[k]};
+    }
+    assert_int_equal(gr_store_insert_jobs(fx->s, v, N, on_done), GR_OK);
+    for (int k = 0; k < N; k++) {
+        assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1700000000.0, id[k]), GR_OK);
+        assert_int_equal(gr_store_update_job(fx->s, id[k], NULL, "succeeded", make_doc(100 + (unsigned long long)k,
+                                             "final"), 1, on_done, &r[N + k]),
+                         GR_OK);
+    }
+    raw_exec(db, "COMMIT");
+    wait_done(2 * N);
+    for (int k = 0; k < 2 * N; k++)
+        assert_int_equal(r[k].code, GR_OK);
+    for (int k = 0; k < N; k++)
+        expect_job(fx, 100 + (unsigned long long)k, "succeeded", "final");
+    raw_close(db);
+}
+
 static void test_duplicate_insert_fails_alone(void **state)
 {
     struct fixture *fx = *state;
@@ -1517,9 +1553,9 @@ static void test_datasets(void **state)
     char *used = strdup("{\"id\":\"d_00000000000000aa\",\"last_used_at\":null}");
     struct rec u[2] = {{0}};
     assert_int_equal(gr_store_insert_dataset(fx->s, "d_00000000000000aa", NULL, 0, used, on_done, &u[0]), GR_OK);
-    assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1700000000.5), GR_OK);
-    assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1600000000.0), GR_OK);
-    assert_int_equal(gr_store_dataset_used(fx->s, "d_ffffffffffffffff", 1700000000.0), GR_OK); /* gone: no error */
+    assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1700000000.5, NULL), GR_OK);
+    assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1600000000.0, NULL), GR_OK);
+    assert_int_equal(gr_store_dataset_used(fx->s, "d_ffffffffffffffff", 1700000000.0, NULL), GR_OK); /* gone: no error */
     assert_int_equal(gr_store_delete_dataset(fx->s, "d_ffffffffffffffff", on_done, &u[1]), GR_OK); /* after them */
     wait_done(7);
     assert_int_equal(gr_store_get_dataset(fx->s, "d_00000000000000aa", NULL, &doc, &e), GR_OK);
@@ -1618,6 +1654,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_duplicate_insert_fails_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_all_or_none, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writers_keep_each_ids_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_isolated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_paging_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_pending, setup, teardown),
