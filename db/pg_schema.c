@@ -140,8 +140,16 @@ const char *const gr_pg_schema_steps[] = {
     "  INSERT INTO events(kind, id, status, tenant, at) VALUES ('dataset', NEW.id, 'created', NEW.tenant, " NOW ");"
     " ELSE"
     "  INSERT INTO events(kind, id, status, tenant, at) VALUES ('dataset', OLD.id, 'deleted', OLD.tenant, " NOW ");"
+    "  DELETE FROM dataset_uses WHERE dataset = OLD.id;"
     " END IF;"
     " RETURN NULL; END$$;"
+    /* A dataset's last use is a row per writer connection (its backend's pid), the latest of them
+     * read: marks of one dataset's use by every writer of every replica had all waited on its one
+     * row's lock, each until the commit before it was durable. */
+    "CREATE TABLE dataset_uses(dataset text COLLATE \"C\" NOT NULL, writer integer NOT NULL,"
+    "                          at double precision NOT NULL, PRIMARY KEY (dataset, writer));"
+    "INSERT INTO dataset_uses SELECT id, 0, last_used FROM datasets WHERE last_used IS NOT NULL;"
+    "ALTER TABLE datasets DROP COLUMN last_used;"
     /* the oldest first (a job's events in the order they were written), at most 10,000 a call:
      * few enough that the planner walks events_unnumbered in order rather than sorting a bitmap
      * scan of it, which also reads the entries of rows numbered since; the newest 1,000,000 are
@@ -162,8 +170,10 @@ const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_s
 /* A dataset's resource as read: its stored doc with last_used_at, which changes apart from it
  * (text replaced, not jsonb: the members keep their order, as SQLite's json_set keeps them). */
 #define DS_DOC                                                                                                     \
-    "CASE WHEN last_used IS NULL THEN doc ELSE replace(doc, '\"last_used_at\":null', '\"last_used_at\":\"' ||"          \
-    " to_char(to_timestamp(last_used) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || '\"') END"
+    "CASE WHEN lu IS NULL THEN doc ELSE replace(doc, '\"last_used_at\":null', '\"last_used_at\":\"' ||"                \
+    " to_char(to_timestamp(lu) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || '\"') END"
+/* lu: the latest of the dataset's uses (NULL: none) */
+#define DS_FROM "datasets CROSS JOIN LATERAL (SELECT max(at) lu FROM dataset_uses u WHERE u.dataset = datasets.id) m"
 #define LIST_SQL(where) "SELECT id, doc FROM jobs WHERE " where "id < $1 ORDER BY id DESC LIMIT $2::int"
 #define FINAL "('succeeded', 'failed', 'canceled')"
 
@@ -180,10 +190,10 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     /* GR_SQL_PENDING: none; a replica claims what is left (GR_SQL_CLAIM) */
     [GR_SQL_PING] = "SELECT 1",
     [GR_SQL_EVENTS_NUMBER] = "SELECT gpured_events_number()",
-    [GR_SQL_DS_LIST] = "SELECT id, " DS_DOC " FROM datasets WHERE id < $1 ORDER BY id DESC LIMIT $2::int",
-    [GR_SQL_DS_LIST_TENANT] = "SELECT id, " DS_DOC " FROM datasets WHERE tenant = $5 AND id < $1 ORDER BY id DESC"
+    [GR_SQL_DS_LIST] = "SELECT id, " DS_DOC " FROM " DS_FROM " WHERE id < $1 ORDER BY id DESC LIMIT $2::int",
+    [GR_SQL_DS_LIST_TENANT] = "SELECT id, " DS_DOC " FROM " DS_FROM " WHERE tenant = $5 AND id < $1 ORDER BY id DESC"
                               " LIMIT $2::int",
-    [GR_SQL_DS_GET] = "SELECT " DS_DOC " FROM datasets WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+    [GR_SQL_DS_GET] = "SELECT " DS_DOC " FROM " DS_FROM " WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [GR_SQL_KEY_GET] = "SELECT fingerprint, resource FROM idempotency WHERE tenant = $1 AND key = $2"
                        " AND created >= $3::float8",
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
@@ -234,7 +244,8 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = $1",
     [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = $1",
     /* never back in time: replicas store their jobs' ends side by side */
-    [GR_SQL_DS_USED] = "UPDATE datasets SET last_used = greatest(last_used, $5::float8) WHERE id = $1",
+    [GR_SQL_DS_USED] = "INSERT INTO dataset_uses(dataset, writer, at) VALUES ($1, pg_backend_pid(), $5::float8)"
+                       " ON CONFLICT (dataset, writer) DO UPDATE SET at = greatest(dataset_uses.at, EXCLUDED.at)",
     [GR_SQL_DS_DIGEST] = "UPDATE datasets SET doc = replace(doc, '\"sha256\":null', '\"sha256\":\"' || $3 || '\"')"
                          " WHERE id = $1",
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
@@ -247,9 +258,10 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_UPDATE_MANY] = "UPDATE jobs j SET status = u.st, doc = u.doc FROM unnest($1::text[], $2::text[], $3::text[],"
                            " $4::bigint[]) WITH ORDINALITY AS u(id, st, doc, ep, k) WHERE j.id = u.id AND j.epoch = u.ep"
                            " AND j.status IN ('queued', 'running') RETURNING u.k",
-    /* a row another replica marks later is left alone, not locked and written again */
-    [GR_SQL_DS_USED_MANY] = "UPDATE datasets d SET last_used = u.at FROM unnest($1::text[], $2::float8[]) AS u(id, at)"
-                            " WHERE d.id = u.id AND (d.last_used IS NULL OR d.last_used < u.at)",
+    /* this writer's row of each dataset; never back in time */
+    [GR_SQL_DS_USED_MANY] = "INSERT INTO dataset_uses(dataset, writer, at) SELECT id, pg_backend_pid(), at"
+                            " FROM unnest($1::text[], $2::float8[]) AS u(id, at) ON CONFLICT (dataset, writer)"
+                            " DO UPDATE SET at = greatest(dataset_uses.at, EXCLUDED.at)",
     [GR_SQL_BEGIN] = "BEGIN",
     [GR_SQL_COMMIT] = "COMMIT",
     [GR_SQL_ROLLBACK] = "ROLLBACK",

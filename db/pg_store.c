@@ -529,8 +529,8 @@ static int by_id(const void *x, const void *y)
     return strcmp((*(struct gr_store_op *const *)x)->id, (*(struct gr_store_op *const *)y)->id);
 }
 
-/* The datasets' marks, one a dataset (its latest), in id order: replicas that mark the same
- * datasets lock their rows in one order. o is sorted here. */
+/* The datasets' marks, one a dataset (its latest: a statement may write a row once). o is sorted
+ * here. */
 static int send_used(struct pg *s, struct gr_store_op **o, int n)
 {
     qsort(o, (size_t)n, sizeof *o, by_id);

@@ -70,6 +70,8 @@ struct gr_job {
     int committed; /* last status the store has committed; -1: not yet stored; -2: refused; -3: another
                     * replica claimed it (its lease ran out here) */
     int refused;   /* why the store refused it (GR_ENOMEM: the disk is full) */
+    int final_tries; /* writes of its final state the store refused so far */
+    struct gr_job *retry_next; /* on a list of final states to write again (jobs.c) */
     int64_t epoch; /* this replica's claim on it (store.h: fences a late final state), 1 at submit */
     double started_at, finished_at;
     char replica[96]; /* shared store: the replica that ran it */

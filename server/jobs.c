@@ -430,9 +430,16 @@ struct commit {
  * own (a store may have several). */
 static _Thread_local struct commit *told, **told_tail;
 
+/* A final state the store refused for a passing reason (a deadlock, a timeout, a full disk) is
+ * written again this many times before the job is given up. Given up, it leaves this replica's
+ * table: on a shared store the stored row is still this replica's, queued, which reconcile
+ * (cluster.c) then lets go for a replica to run again; SQLite runs it again at the next start. */
+#define FINAL_TRIES 3
+
 /* Record that the store has (code GR_OK) or has not kept j at status; what waits on it goes on
- * *fired (mu held). */
-static void committed_locked(struct gr_job *j, int status, int code, struct gr_waiter **fired)
+ * *fired, a final state to write again on *retry (referenced) (mu held). */
+static void committed_locked(struct gr_job *j, int status, int code, struct gr_waiter **fired,
+                             struct gr_job **retry)
 {
     if (code == GR_OK) {
         if (status > j->committed && j->committed != -3) /* an offer's end may be told before its insert's commit */
@@ -446,10 +453,17 @@ static void committed_locked(struct gr_job *j, int status, int code, struct gr_w
         j->committed = -3;
         orphan(j->result_dataset);
         orphan(j->indices_dataset);
+    } else if (GR_TERMINAL(status) && j->committed >= 0 && j->final_doc && j->final_tries < FINAL_TRIES) {
+        j->final_tries++;
+        gr_log(GR_LOG_WARN, "job %s: the store did not keep status %s%s; writing it again (%d of %d)", j->id,
+               gr_status_name(status), code == GR_ENOMEM ? " (the disk is full)" : "", j->final_tries, FINAL_TRIES);
+        gr_job_ref(j);
+        j->retry_next = *retry;
+        *retry = j;
     } else {
         gr_log(GR_LOG_ERROR, "job %s: the store did not keep status %s%s", j->id, gr_status_name(status),
                code == GR_ENOMEM ? " (the disk is full)" : "");
-        if (j->committed == -1) { /* the first refusal says why: later writes fail for want of the row */
+        if (j->committed == -1 || GR_TERMINAL(status)) { /* the first refusal says why: later writes fail for want of the row */
             j->committed = -2;
             j->refused = code;
         }
@@ -473,13 +487,32 @@ static void committed_locked(struct gr_job *j, int status, int code, struct gr_w
     }
 }
 
+static void store_write(struct gr_job *j, char *doc, int status);
+
+/* Queue again the final states of list retry, each as it was first written (mu not held). */
+static void write_again(struct gr_job *retry)
+{
+    while (retry) {
+        struct gr_job *j = retry, *next = j->retry_next;
+        pthread_mutex_lock(&mu);
+        char *doc = j->final_doc ? strdup(j->final_doc) : NULL;
+        int status = j->status;
+        pthread_mutex_unlock(&mu);
+        store_write(j, doc, status);
+        gr_job_unref(j);
+        retry = next;
+    }
+}
+
 static void committed(struct gr_job *j, int status, int code)
 {
     struct gr_waiter *fired = NULL;
+    struct gr_job *retry = NULL;
     pthread_mutex_lock(&mu);
-    committed_locked(j, status, code, &fired);
+    committed_locked(j, status, code, &fired, &retry);
     pthread_mutex_unlock(&mu);
     wake_list(fired);
+    write_again(retry);
 }
 
 /* Runs on the store's writer thread once a job's write is committed (or refused): kept for
@@ -505,12 +538,14 @@ static void commit_told(void)
     told_tail = &told;
     while (list) {
         struct gr_waiter *fired = NULL;
+        struct gr_job *retry = NULL;
         struct commit *c = list;
         pthread_mutex_lock(&mu);
         for (int k = 0; c && k < TOLD_HOLD; k++, c = c->next)
-            committed_locked(c->job, c->status, c->code, &fired);
+            committed_locked(c->job, c->status, c->code, &fired, &retry);
         pthread_mutex_unlock(&mu);
         wake_list(fired);
+        write_again(retry);
         while (list != c) {
             struct commit *next = list->next;
             gr_job_unref(list->job);

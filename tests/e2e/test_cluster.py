@@ -205,6 +205,25 @@ def stray(rs, rng):
     a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
 
 
+def refused_twice(rs, rng):
+    """A final state the store refuses for a passing reason (a deadlock, a timeout) is written
+    again: the job ends succeeded, where it had stayed queued in the store and held for ever. Two
+    refusals: its batch's, then its write's alone."""
+    a = rs[0]
+    blocker = L.blocker(a, 3)
+    body, want = small_jobs(rng, 1)[0]
+    jid = a.req("POST", "/v1/jobs", body).json()["id"]
+    L.store_rows(a, "CREATE SEQUENCE refusals; CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$BEGIN IF nextval('refusals') <= 2 THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+                    "RETURN NEW; END$$; CREATE TRIGGER refuse BEFORE UPDATE OF status ON jobs FOR EACH ROW WHEN "
+                    "(NEW.id = '%s' AND NEW.status = 'succeeded') EXECUTE FUNCTION refuse()" % jid)
+    finish_through(a, {jid: want}, "a final state the store refused twice")
+    CHECK.eq(L.store_rows(a, "SELECT status, (SELECT last_value FROM refusals) FROM jobs WHERE id = '%s'" % jid),
+             [("succeeded", "3")], "stored succeeded at the third write")
+    L.store_rows(a, "DROP TRIGGER refuse ON jobs; DROP FUNCTION refuse(); DROP SEQUENCE refusals")
+    a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
+
+
 def killed(rs, rng):
     a, b, c = rs
     blocker = L.blocker(a, 6)
@@ -268,6 +287,7 @@ def main():
     canceled_elsewhere(rs, rng)
     waited_elsewhere(rs, rng)
     stray(rs, rng)
+    refused_twice(rs, rng)
     killed(rs, rng)
     handed_back(rs, rng)
     no_orphans(rs[2])
