@@ -588,6 +588,50 @@ static void get_job(struct gr_req *r)
     get_job_answer(r, 1);
 }
 
+/* How long a cancel through another replica waits for the job's holder to cancel it: a holder
+ * that has it queued answers within a commit; one that runs it does not answer. */
+#define CANCEL_ASK_MS 2000
+
+/* The answer to a cancel the job's holder was asked for (parked until the job changed, or
+ * CANCEL_ASK_MS): what the store has now. */
+static void cancel_asked(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    char *doc = NULL, status[16] = "";
+    int rc = gr_store_get_job(gr_api_store, r->id, gr_scope(r), &doc, status, &e);
+    if (rc == GR_OK && !strcmp(status, "canceled")) {
+        gr_respond(r, 200, "application/json", doc, strlen(doc), NULL); /* doc is the answer's now */
+        return;
+    }
+    free(doc);
+    if (rc == GR_OK && !strcmp(status, "queued"))
+        gr_fail(&e, GR_ECONFLICT, NULL, "job %s is running on the replica that holds it (the store shows it queued "
+                                        "until it ends); only queued jobs can be canceled", r->id);
+    else if (rc == GR_OK)
+        gr_fail(&e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled", r->id, status);
+    else if (rc == GR_ENOTFOUND)
+        gr_fail(&e, rc, NULL, "no job with id %s", r->id);
+    gr_respond_problem(r, &e);
+}
+
+/* Ask the live replica that holds queued job r->id to cancel it, and park until the job changes
+ * or the holder has had its time; GR_OK if parked. */
+static int ask_holder(struct gr_req *r, struct gr_err *e)
+{
+    struct gr_job *w = gr_jobs_watch(r->id, GR_QUEUED);
+    if (!w)
+        return gr_fail(e, GR_ENOMEM, NULL, "out of memory");
+    int rc = gr_store_ask_cancel(gr_api_store, r->id, e);
+    if (rc != GR_OK) {
+        gr_job_unref(w);
+        return rc;
+    }
+    r->w = (struct gr_waiter){.job = w, .until = GR_UNTIL_CHANGED, .seen = GR_QUEUED,
+                              .deadline_ms = gr_mono_ms() + CANCEL_ASK_MS};
+    gr_park(r, cancel_asked);
+    return GR_OK;
+}
+
 static void cancel_job(struct gr_req *r)
 {
     if (!gr_id_valid(r->id, 'j')) {
@@ -615,6 +659,9 @@ static void cancel_job(struct gr_req *r)
         if (rc == GR_ENOTFOUND)
             rc = gr_store_get_job(gr_api_store, r->id, gr_scope(r), &doc, status, &e);
         free(doc);
+        if (rc == GR_OK && !strcmp(status, "queued") && gr_store_shared(gr_api_store) &&
+            (rc = ask_holder(r, &e)) == GR_OK) /* a live replica holds it: only it knows if it runs it */
+            return;
         if (rc == GR_OK)
             gr_fail(&e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled", r->id, status);
         else if (rc == GR_ENOTFOUND)

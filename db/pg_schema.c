@@ -220,10 +220,14 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                        " AND NOT id = ANY ($2::text[])",
     [GR_SQL_HELD] = "SELECT id, doc FROM jobs WHERE owner = $11 AND status IN ('queued', 'running')",
     [GR_SQL_LET_GO] = "UPDATE jobs SET lease = 0, owner = '' WHERE owner = $11 AND id = ANY ($2::text[])",
-    /* its holder's final state is then fenced out (GR_SQL_UPDATE wants it queued or running) */
+    /* a job offered, or whose holder is gone: no replica may be running it (a live holder is asked
+     * instead, GR_SQL_CANCEL_ASK: the store cannot tell its queued jobs from the one it runs); a
+     * holder that comes back has its final state fenced out (GR_SQL_UPDATE wants it queued or
+     * running) */
     [GR_SQL_CANCEL] = "UPDATE jobs SET status = 'canceled', doc = jsonb_set(jsonb_set(doc::jsonb, '{status}',"
                       " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"
-                      " AND ($2::text IS NULL OR tenant = $2) RETURNING doc",
+                      " AND ($2::text IS NULL OR tenant = $2) AND (owner = '' OR lease < " NOW ") RETURNING doc",
+    [GR_SQL_CANCEL_ASK] = "SELECT pg_notify('gpured_cancel', $3)",
     [GR_SQL_SLOT] = "SELECT nextval('gpured_replicas')",
     [GR_SQL_ANNOUNCE] = "INSERT INTO replicas(id, doc, lease) VALUES ($11, $3, " NOW " + $12::float8)"
                         " ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc, lease = EXCLUDED.lease",

@@ -31,7 +31,7 @@ struct pg {
     /* the listener: its own connection and thread; listening cleared by close */
     pthread_t listener;
     int listening;
-    gr_store_told changed, offered;
+    gr_store_told changed, offered, cancel;
     void *told_ctx;
     PGconn *wdb; /* the writer thread's */
     int committed; /* the writer's last apply committed its transaction */
@@ -317,12 +317,12 @@ static int pg_ping(void *impl, struct gr_err *e)
     return r ? GR_OK : failed_code(e);
 }
 
-/* A notice: an offer (its payload the replica offered to first, or ""), or the ids of jobs whose
- * status changed, space-separated. */
+/* A notice: an offer (its payload the replica offered to first, or ""), a job's holder asked to
+ * cancel it (its id), or the ids of jobs whose status changed, space-separated. */
 static void told(struct pg *s, PGnotify *n)
 {
-    if (!strcmp(n->relname, "gpured_offers")) {
-        s->offered(s->told_ctx, n->extra);
+    if (!strcmp(n->relname, "gpured_offers") || !strcmp(n->relname, "gpured_cancel")) {
+        (strcmp(n->relname, "gpured_offers") ? s->cancel : s->offered)(s->told_ctx, n->extra);
         return;
     }
     for (char *p = n->extra, *end; *p; p = *end ? end + 1 : end) {
@@ -346,7 +346,7 @@ static void *listener_main(void *arg)
         if (!db || PQstatus(db) != CONNECTION_OK) {
             PQfinish(db);
             db = PQconnectdb(s->url);
-            if (PQstatus(db) != CONNECTION_OK || !exec_ok(db, "LISTEN gpured_jobs; LISTEN gpured_offers")) {
+            if (PQstatus(db) != CONNECTION_OK || !exec_ok(db, "LISTEN gpured_jobs; LISTEN gpured_offers; LISTEN gpured_cancel")) {
                 sleep(1);
                 continue;
             }
@@ -361,11 +361,13 @@ static void *listener_main(void *arg)
     return NULL;
 }
 
-static int pg_listen(void *impl, gr_store_told changed, gr_store_told offered, void *ctx, struct gr_err *e)
+static int pg_listen(void *impl, gr_store_told changed, gr_store_told offered, gr_store_told cancel, void *ctx,
+                     struct gr_err *e)
 {
     struct pg *s = impl;
     s->changed = changed;
     s->offered = offered;
+    s->cancel = cancel;
     s->told_ctx = ctx;
     s->listening = 1;
     if (pthread_create(&s->listener, NULL, listener_main, s)) {

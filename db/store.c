@@ -748,9 +748,15 @@ void gr_store_join(struct gr_store *s, const char *replica, double lease_s)
 
 int gr_store_shared(struct gr_store *s) { return s->b->lease != NULL; }
 
-int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told offered, void *ctx, struct gr_err *e)
+int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told offered, gr_store_told cancel, void *ctx,
+                    struct gr_err *e)
 {
-    return s->b->listen ? s->b->listen(s->impl, changed, offered, ctx, e) : GR_OK;
+    return s->b->listen ? s->b->listen(s->impl, changed, offered, cancel, ctx, e) : GR_OK;
+}
+
+int gr_store_ask_cancel(struct gr_store *s, const char *id, struct gr_err *e)
+{
+    return s->b->replica ? s->b->replica(s->impl, GR_SQL_CANCEL_ASK, s->owner, s->lease_s, id, NULL, NULL, e) : GR_OK;
 }
 
 int gr_store_announce(struct gr_store *s, const char *doc, struct gr_err *e)

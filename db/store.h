@@ -184,11 +184,16 @@ int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, 
  * first write. */
 void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
 /* On a shared store, changed(ctx, id) runs on a thread of the store's whenever a job's status
- * changes, on any replica (PostgreSQL's LISTEN/NOTIFY), and offered(ctx, replica) whenever jobs
- * are offered (replica "": to any; else first to that one) or let go, until gr_store_close;
- * neither may block. Nothing on SQLite. GR_OK or GR_EIO. */
+ * changes, on any replica (PostgreSQL's LISTEN/NOTIFY), offered(ctx, replica) whenever jobs are
+ * offered (replica "": to any; else first to that one) or let go, and cancel(ctx, id) when a
+ * replica asks the job's holder to cancel it (gr_store_ask_cancel), until gr_store_close; none
+ * may block long. Nothing on SQLite. GR_OK or GR_EIO. */
 typedef void (*gr_store_told)(void *ctx, const char *what);
-int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told offered, void *ctx, struct gr_err *e);
+int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told offered, gr_store_told cancel, void *ctx,
+                    struct gr_err *e);
+/* Ask whichever replica holds job id to cancel it (each replica's cancel callback hears it).
+ * GR_OK, GR_EUNAVAIL or GR_EIO; nothing on SQLite. */
+int gr_store_ask_cancel(struct gr_store *s, const char *id, struct gr_err *e);
 
 /* The replicas of a shared store: this one's devices (doc, JSON) announced until its lease runs
  * out (renewed by announcing again), its row dropped (leave), and row(ctx, id, doc) for every
@@ -212,9 +217,10 @@ int gr_store_release(struct gr_store *s, char keep[][24], int nkeep, struct gr_e
 int gr_store_held(struct gr_store *s, gr_store_row row, void *ctx, struct gr_err *e);
 int gr_store_let_go(struct gr_store *s, char ids[][24], int n, struct gr_err *e);
 
-/* Cancel a queued job of tenant scope (NULL: any) that another replica holds, at time now
- * (RFC 3339): *doc (malloc'd) its stored state. Its holder's final state is fenced out then.
- * GR_OK, GR_ENOTFOUND (no such queued job; always on SQLite, where none is another's) or GR_EIO. */
+/* Cancel a queued job of tenant scope (NULL: any) that no live replica holds (offered, or its
+ * holder gone), at time now (RFC 3339): *doc (malloc'd) its stored state. A holder that comes
+ * back has its final state fenced out. GR_OK, GR_ENOTFOUND (no such job; always on SQLite,
+ * where none is another's) or GR_EIO. */
 int gr_store_cancel_job(struct gr_store *s, const char *id, const char *scope, const char *now, char **doc,
                         struct gr_err *e);
 

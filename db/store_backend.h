@@ -66,9 +66,11 @@ struct gr_store_backend {
     int (*load_pending)(void *impl, gr_store_pending pending, void *ctx, struct gr_err *e);
     /* A shared store's (NULL on SQLite): start a thread of its own that calls changed and
      * offered as gr_store_listen says, until close. */
-    int (*listen)(void *impl, gr_store_told changed, gr_store_told offered, void *ctx, struct gr_err *e);
+    int (*listen)(void *impl, gr_store_told changed, gr_store_told offered, gr_store_told cancel, void *ctx,
+                  struct gr_err *e);
     /* A shared store's (NULL on SQLite): run GR_SQL_ANNOUNCE (doc), _LEAVE, _REPLICAS or _HELD
-     * (row for each) for owner, on the calling thread's connection. */
+     * (row for each) for owner, or _CANCEL_ASK (doc: the job's id), on the calling thread's
+     * connection. */
     int (*replica)(void *impl, int sql, const char *owner, double lease_s, const char *doc, gr_store_row row,
                    void *ctx, struct gr_err *e);
     /* A shared store's (NULL on SQLite): a number no replica started before got (*n). */

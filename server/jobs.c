@@ -1400,6 +1400,16 @@ int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struc
     return GR_OK;
 }
 
+void gr_jobs_cancel_asked(void *ctx, const char *id)
+{
+    struct gr_job *j = NULL;
+    struct gr_err e = {0};
+    if (gr_jobs_cancel(id, NULL, &j, &e) == GR_OK) {
+        gr_log(GR_LOG_INFO, "job %s canceled, as another replica asked", id);
+        gr_job_unref(j);
+    }
+}
+
 int gr_jobs_queued_on(const struct gr_backend *b)
 {
     pthread_mutex_lock(&mu);

@@ -44,6 +44,9 @@ int gr_jobs_recover(int limit, struct gr_err *e);
  * status changed. NULL when memory is out. */
 struct gr_job *gr_jobs_watch(const char *id, int status);
 void gr_jobs_changed(void *ctx, const char *id);
+/* Another replica asks the holder of job id to cancel it (the store's listener thread): canceled
+ * here if this replica has it queued; nothing if it has it not, or runs it. */
+void gr_jobs_cancel_asked(void *ctx, const char *id);
 
 /* The ids of the jobs the workers have taken (running, or about to): how many, into *ids
  * (malloc'd; the caller frees it; NULL and 0 when memory is out). */

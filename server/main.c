@@ -132,7 +132,7 @@ static int serve(struct gr_config *cfg)
         die("cannot start the workers", &e);
         goto out;
     }
-    if (gr_store_listen(store, gr_jobs_changed, gr_cluster_offered, NULL, &e) != GR_OK) {
+    if (gr_store_listen(store, gr_jobs_changed, gr_cluster_offered, gr_jobs_cancel_asked, NULL, &e) != GR_OK) {
         die("cannot listen to the store", &e);
         goto out;
     }
