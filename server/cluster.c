@@ -224,16 +224,24 @@ void gr_cluster_offered(void *ctx, const char *to)
     pthread_mutex_unlock(&mu);
 }
 
-/* Jobs the store has this replica holding that it does not have (a claim that committed but
- * whose answer the connection lost): up to 256 a round. */
+/* What the store has this replica holding: every id (held), and those it does not have (strays:
+ * a claim that committed but whose answer the connection lost), up to 256 a round. */
 struct strays {
-    int n;
+    int n, nheld, cap, oom;
     char id[256][24];
+    char (*held)[24];
 };
 
 static void stray(void *ctx, const char *id, const char *doc)
 {
     struct strays *s = ctx;
+    if (s->nheld == s->cap) {
+        char(*v)[24] = realloc(s->held, sizeof *v * (size_t)(s->cap = s->cap ? 2 * s->cap : 256));
+        s->oom |= !v;
+        s->held = v ? v : s->held;
+    }
+    if (s->nheld < s->cap)
+        snprintf(s->held[s->nheld++], sizeof s->held[0], "%s", id);
     struct gr_job *j = gr_jobs_find(id, NULL);
     if (j)
         gr_job_unref(j);
@@ -241,20 +249,28 @@ static void stray(void *ctx, const char *id, const char *doc)
         snprintf(s->id[s->n++], sizeof s->id[0], "%s", id);
 }
 
-/* Let such jobs go, so that a replica claims them (this one too): held here in the store only,
- * they would be renewed and never run. */
-static void reconcile(void)
+/* Both ways. Strays go, so that a replica claims them (this one too): held here in the store
+ * only, they would be renewed and never run. Jobs queued here that the store no longer has this
+ * replica holding are dropped: another replica claimed them while this one's lease had run out
+ * (a pause), and runs them. 1 if the store was read. */
+static int reconcile(void)
 {
     struct strays *s = calloc(1, sizeof *s);
     struct gr_err e = {0};
-    if (s && gr_store_held(store, stray, s, &e) == GR_OK && s->n) {
-        if (gr_store_let_go(store, s->id, s->n, &e) == GR_OK)
-            gr_log(GR_LOG_WARN, "%d job(s) the store had this replica holding, unknown here, let go to be claimed",
-                   s->n);
-    }
+    double since = gr_mono_ms(); /* jobs stored before this are in what the store says */
+    int read = s && gr_store_held(store, stray, s, &e) == GR_OK && !s->oom;
+    if (read && s->n && gr_store_let_go(store, s->id, s->n, &e) == GR_OK)
+        gr_log(GR_LOG_WARN, "%d job(s) the store had this replica holding, unknown here, let go to be claimed", s->n);
+    int dropped = read ? gr_jobs_drop_unheld(s->held, s->nheld, since) : 0;
+    if (dropped)
+        gr_log(GR_LOG_WARN, "%d queued job(s) another replica claimed while this one's lease had run out: not run here",
+               dropped);
     if (e.msg[0])
         gr_log(GR_LOG_WARN, "checking this replica's jobs against the store: %s", e.msg);
+    if (s)
+        free(s->held);
     free(s);
+    return read;
 }
 
 static void *cluster_main(void *arg)
@@ -266,15 +282,19 @@ static void *cluster_main(void *arg)
         pthread_mutex_unlock(&mu);
         struct gr_err e = {0};
         if (gr_mono_ms() - renewed >= renew_every) {
-            if (gr_store_renew(store, &e) != GR_OK)
+            double began = gr_mono_ms();
+            int ok = gr_store_renew(store, &e) == GR_OK;
+            if (!ok)
                 gr_log(GR_LOG_WARN, "renewing this replica's leases: %s", e.msg);
             else
                 renewed = gr_mono_ms();
             announce();
             find_homes();
             pthread_mutex_lock(&claim_mu); /* no claim of this thread's own in between */
-            reconcile();
+            ok = reconcile() && ok;
             pthread_mutex_unlock(&claim_mu);
+            if (ok) /* what is still held here is so until a lease from the renewal's start */
+                gr_jobs_hold_until(began + (double)lease * 1000);
         }
         pthread_mutex_lock(&mu);
         int was_mine = mine, want = (mine ? OFFER_AT : CLAIM_AHEAD) - gr_jobs_queued();
@@ -311,6 +331,7 @@ int gr_cluster_start(struct gr_err *e)
     if (!store || !gr_store_shared(store))
         return GR_OK;
     stopping = leaving = 0;
+    gr_jobs_hold_until(gr_mono_ms() + (double)lease * 1000); /* every job held now has at least that */
     announce(); /* listed by GET /v1/devices everywhere from now on */
     if (pthread_create(&thread, NULL, cluster_main, NULL))
         return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the cluster thread");

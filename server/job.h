@@ -71,6 +71,7 @@ struct gr_job {
                     * replica claimed it (its lease ran out here) */
     int refused;   /* why the store refused it (GR_ENOMEM: the disk is full) */
     int final_tries; /* writes of its final state the store refused so far */
+    double stored_ms;  /* when the store's first commit of it was told (gr_mono_ms), 0 before */
     struct gr_job *retry_next; /* on a list of final states to write again (jobs.c) */
     int64_t epoch; /* this replica's claim on it (store.h: fences a late final state), 1 at submit */
     double started_at, finished_at;

@@ -67,6 +67,9 @@ static struct gr_waiter *timed; /* waiters with a deadline */
 static char replica[96];        /* set once before any job runs */
 static int group_max = GROUP_MAX; /* likewise */
 static int parked;
+/* Shared store: new jobs are taken only before this (gr_mono_ms; 0: always), when this replica's
+ * leases may have run out (a pause, a store away) (mu). */
+static double hold_until;
 
 /* --- in-flight table (mu held) --- */
 
@@ -442,6 +445,8 @@ static void committed_locked(struct gr_job *j, int status, int code, struct gr_w
                              struct gr_job **retry)
 {
     if (code == GR_OK) {
+        if (j->committed == -1)
+            j->stored_ms = gr_mono_ms();
         if (status > j->committed && j->committed != -3) /* an offer's end may be told before its insert's commit */
             j->committed = status;
     } else if (code == GR_ENOTFOUND && j->committed >= 0 && gr_store_shared(store)) {
@@ -1016,6 +1021,13 @@ static void *worker_main(void *arg)
         }
         if (stopping)
             break;
+        if (hold_until > 0 && gr_mono_ms() >= hold_until) { /* its lease may be gone: others may run it */
+            pthread_mutex_unlock(&mu);
+            struct timespec t = {0, 5 * 1000000L};
+            nanosleep(&t, NULL);
+            pthread_mutex_lock(&mu);
+            continue;
+        }
         struct gr_job *j = w->taken[0] = pop(q);
         struct gr_waiter *fired = NULL;
         int n = 0;
@@ -1398,6 +1410,37 @@ int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struc
     gr_log(GR_LOG_INFO, "job %s canceled", id);
     *out = j;
     return GR_OK;
+}
+
+void gr_jobs_hold_until(double mono_ms)
+{
+    pthread_mutex_lock(&mu);
+    hold_until = mono_ms;
+    for (int i = 0; i < nqueues; i++)
+        pthread_cond_broadcast(&queues[i].cv);
+    pthread_mutex_unlock(&mu);
+}
+
+static int by_text(const void *a, const void *b) { return strcmp(a, b); }
+
+int gr_jobs_drop_unheld(char (*held)[24], int n, double since_ms)
+{
+    struct gr_waiter *fired = NULL;
+    struct gr_job *retry = NULL;
+    int dropped = 0;
+    qsort(held, (size_t)n, sizeof *held, by_text);
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nqueues; i++)
+        for (struct gr_job *j = queues[i].head; j; j = j->qnext)
+            if (runnable(j) && j->committed >= 0 && j->stored_ms < since_ms &&
+                !bsearch(j->id, held, (size_t)n, sizeof *held, by_text)) {
+                committed_locked(j, j->status, GR_ENOTFOUND, &fired, &retry); /* as a fenced write */
+                dropped++;
+            }
+    pthread_mutex_unlock(&mu);
+    wake_list(fired);
+    write_again(retry);
+    return dropped;
 }
 
 void gr_jobs_cancel_asked(void *ctx, const char *id)

@@ -47,6 +47,13 @@ void gr_jobs_changed(void *ctx, const char *id);
 /* Another replica asks the holder of job id to cancel it (the store's listener thread): canceled
  * here if this replica has it queued; nothing if it has it not, or runs it. */
 void gr_jobs_cancel_asked(void *ctx, const char *id);
+/* Shared store: the workers start no job at gr_mono_ms() mono_ms or later, until called again
+ * (the cluster thread, after each renewal): past it this replica's leases may have run out. */
+void gr_jobs_hold_until(double mono_ms);
+/* Shared store: drop the queued jobs whose row was stored before since_ms (gr_mono_ms) and is not
+ * among the n ids of held (sorted here), the jobs the store has this replica holding: another
+ * replica claimed or canceled them while this one's lease had run out. How many. */
+int gr_jobs_drop_unheld(char (*held)[24], int n, double since_ms);
 
 /* The ids of the jobs the workers have taken (running, or about to): how many, into *ids
  * (malloc'd; the caller frees it; NULL and 0 when memory is out). */

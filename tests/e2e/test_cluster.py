@@ -9,6 +9,7 @@
 # device is far behind are offered through the store, and the free replicas run them.
 import os
 import random
+import signal
 import threading
 import time
 
@@ -230,6 +231,28 @@ def refused_twice(rs, rng):
     a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
 
 
+def paused(rs, rng):
+    """Replica 0 paused (SIGSTOP) past its lease: the others claim and run its queued jobs. Resumed,
+    it runs none of them: its workers wait for its next renewal, which finds them claimed away."""
+    a, b = rs[0], rs[1]
+    blocker = L.blocker(a, 3)
+    expect = submit(a, small_jobs(rng, 10))  # queued behind it, held by replica 0
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        finish_through(b, expect, "while replica 0 was paused")
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
+    deadline = time.monotonic() + 10  # replica 0's next renewal, and its log read on a thread of its own
+    while not any("another replica claimed while this one's lease" in line for line in a.log) and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    ran_again = [j for j in expect if any(j in line and "running on" in line for line in a.log)]
+    CHECK.eq(ran_again, [], "replica 0, resumed, ran none of the jobs the others had claimed")
+    CHECK.ok(any("another replica claimed while this one's lease" in line for line in a.log),
+             "replica 0 says it dropped them")
+
+
 def killed(rs, rng):
     a, b, c = rs
     blocker = L.blocker(a, 6)
@@ -294,6 +317,7 @@ def main():
     waited_elsewhere(rs, rng)
     stray(rs, rng)
     refused_twice(rs, rng)
+    paused(rs, rng)
     killed(rs, rng)
     handed_back(rs, rng)
     no_orphans(rs[2])
