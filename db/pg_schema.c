@@ -163,7 +163,20 @@ const char *const gr_pg_schema_steps[] = {
     "  (SELECT ctid c FROM events WHERE seq IS NULL ORDER BY at LIMIT 10000) p) n WHERE e.ctid = n.c;"
     " SELECT last_value INTO last FROM events_seq_seq;"
     " IF last / 1000 > first / 1000 THEN DELETE FROM events WHERE seq <= last - 1000000; END IF;"
-    " END$$;",
+    " END$$;"
+    /* Each live replica's id residue (common/id.c), the smallest no other live replica has: a
+     * sequence's next value modulo the stride came round to a live replica's after as many
+     * starts. Taken under an advisory lock, so replicas starting at once take different ones. */
+    "ALTER TABLE replicas ADD COLUMN residue integer;"
+    "CREATE FUNCTION gpured_take_residue(me text, secs float8, stride integer) RETURNS integer LANGUAGE plpgsql AS $$"
+    "DECLARE r integer; BEGIN"
+    " PERFORM pg_advisory_xact_lock(7468207580);" /* any constant: only this takes it */
+    " SELECT min(g) INTO r FROM generate_series(0, stride - 1) g WHERE g NOT IN"
+    "  (SELECT residue FROM replicas WHERE lease >= " NOW " AND residue IS NOT NULL AND id <> me);"
+    " IF r IS NULL THEN RAISE EXCEPTION 'all % id residues are held by live replicas: stop one first', stride; END IF;"
+    " INSERT INTO replicas(id, doc, lease, residue) VALUES (me, '', " NOW " + secs, r)"
+    "  ON CONFLICT (id) DO UPDATE SET residue = r, lease = EXCLUDED.lease;"
+    " RETURN r; END$$;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -228,10 +241,11 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                       " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"
                       " AND ($2::text IS NULL OR tenant = $2) AND (owner = '' OR lease < " NOW ") RETURNING doc",
     [GR_SQL_CANCEL_ASK] = "SELECT pg_notify('gpured_cancel', $3)",
-    [GR_SQL_SLOT] = "SELECT nextval('gpured_replicas')",
+    [GR_SQL_SLOT] = "SELECT gpured_take_residue($11, $12::float8, $2::int)",
     [GR_SQL_ANNOUNCE] = "INSERT INTO replicas(id, doc, lease) VALUES ($11, $3, " NOW " + $12::float8)"
                         " ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc, lease = EXCLUDED.lease",
-    [GR_SQL_REPLICAS] = "SELECT id, doc FROM replicas WHERE lease >= " NOW " ORDER BY id",
+    /* doc '': a replica that took its residue and has not announced its devices yet */
+    [GR_SQL_REPLICAS] = "SELECT id, doc FROM replicas WHERE lease >= " NOW " AND doc <> '' ORDER BY id",
     [GR_SQL_LEAVE] = "DELETE FROM replicas WHERE id = $11",
     /* an offer (owner '') to any replica is claimable at once (lease 0) */
     [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease, prefer)"

@@ -391,9 +391,13 @@ static int pg_replica(void *impl, int sql, const char *owner, double lease_s, co
     return r ? GR_OK : failed_code(e);
 }
 
-static int pg_slot(void *impl, long long *n, struct gr_err *e)
+static int pg_slot(void *impl, const char *owner, double lease_s, int stride, long long *n, struct gr_err *e)
 {
-    PGresult *r = query(impl, GR_SQL_SLOT, NULL, 0, e);
+    char secs[32], st[16];
+    snprintf(secs, sizeof secs, "%.17g", lease_s);
+    snprintf(st, sizeof st, "%d", stride);
+    const char *params[NPARAMS] = {NULL, st, [10] = owner, [11] = secs};
+    PGresult *r = query(impl, GR_SQL_SLOT, params, 0, e);
     if (!r)
         return failed_code(e);
     *n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);

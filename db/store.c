@@ -774,10 +774,10 @@ int gr_store_replicas(struct gr_store *s, gr_store_row row, void *ctx, struct gr
     return s->b->replica ? s->b->replica(s->impl, GR_SQL_REPLICAS, s->owner, s->lease_s, NULL, row, ctx, e) : GR_OK;
 }
 
-int gr_store_slot(struct gr_store *s, long long *n, struct gr_err *e)
+int gr_store_slot(struct gr_store *s, int stride, long long *n, struct gr_err *e)
 {
     *n = 0;
-    return s->b->slot ? s->b->slot(s->impl, n, e) : GR_OK;
+    return s->b->slot ? s->b->slot(s->impl, s->owner, s->lease_s, stride, n, e) : GR_OK;
 }
 
 int gr_store_cancel_job(struct gr_store *s, const char *id, const char *scope, const char *now, char **doc,

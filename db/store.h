@@ -202,8 +202,10 @@ int gr_store_announce(struct gr_store *s, const char *doc, struct gr_err *e);
 int gr_store_leave(struct gr_store *s, struct gr_err *e);
 int gr_store_replicas(struct gr_store *s, gr_store_row row, void *ctx, struct gr_err *e);
 
-/* A number no replica that joined this store before has had (*n; 0 on SQLite). GR_OK or GR_EIO. */
-int gr_store_slot(struct gr_store *s, long long *n, struct gr_err *e);
+/* An id residue modulo stride that no other live replica has (*n, 0 to stride - 1; 0 on SQLite),
+ * kept while this replica's announcements keep it live (call after gr_store_join). GR_OK, or
+ * GR_EIO (every residue taken, or the store failed). */
+int gr_store_slot(struct gr_store *s, int stride, long long *n, struct gr_err *e);
 /* 1 for a store several replicas share (PostgreSQL), 0 for SQLite's file. */
 int gr_store_shared(struct gr_store *s);
 /* This replica's queued and running jobs held for another lease (renew), or all of them but the

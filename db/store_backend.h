@@ -73,8 +73,8 @@ struct gr_store_backend {
      * connection. */
     int (*replica)(void *impl, int sql, const char *owner, double lease_s, const char *doc, gr_store_row row,
                    void *ctx, struct gr_err *e);
-    /* A shared store's (NULL on SQLite): a number no replica started before got (*n). */
-    int (*slot)(void *impl, long long *n, struct gr_err *e);
+    /* A shared store's (NULL on SQLite): gr_store_slot for owner, its row kept lease_s. */
+    int (*slot)(void *impl, const char *owner, double lease_s, int stride, long long *n, struct gr_err *e);
     /* A shared store's (NULL on SQLite): cancel a queued job another replica holds (*doc its
      * new state; GR_OK, GR_ENOTFOUND or GR_EIO). */
     int (*cancel)(void *impl, const char *id, const char *scope, const char *now, char **doc, struct gr_err *e);

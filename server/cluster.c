@@ -51,12 +51,12 @@ struct home {
 static struct home *homes;
 static int nhomes, others; /* and how many other replicas are live: with none, nothing is offered */
 
-void gr_cluster_join(struct gr_store *s, int64_t lease_s)
+int gr_cluster_join(struct gr_store *s, int64_t lease_s, struct gr_err *e)
 {
     store = s;
     lease = lease_s;
     if (!gr_store_shared(s))
-        return;
+        return GR_OK;
     pthread_condattr_t ca; /* before the store's listener may signal it */
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -72,12 +72,12 @@ void gr_cluster_join(struct gr_store *s, int64_t lease_s)
     gr_store_join(s, replica, (double)lease_s);
     gr_jobs_set_replica(replica);
     long long n = 0;
-    struct gr_err e = {0};
-    if (gr_store_slot(s, &n, &e) != GR_OK) /* ids still time-ordered; a clash is refused, never merged */
-        gr_log(GR_LOG_WARN, "replica %s: no id slot from the store (%s): its ids may meet another's", replica, e.msg);
-    gr_id_space(ID_STRIDE, (unsigned)(n % ID_STRIDE));
+    if (gr_store_slot(s, ID_STRIDE, &n, e) != GR_OK) /* without one, its ids could meet another's */
+        return gr_fail(e, e->code, NULL, "replica %s: no id residue from the store: %s", replica, e->msg);
+    gr_id_space(ID_STRIDE, (unsigned)n);
     gr_log(GR_LOG_INFO, "replica %s on a shared store: it holds its jobs %lld s at a time; its ids are %lld mod %d",
-           replica, (long long)lease_s, n % ID_STRIDE, ID_STRIDE);
+           replica, (long long)lease_s, n, ID_STRIDE);
+    return GR_OK;
 }
 
 json_t *gr_cluster_devices(void)

@@ -125,7 +125,10 @@ static int serve(struct gr_config *cfg)
     }
 
     int port = 0, rc = 1;
-    gr_cluster_join(store, cfg->lease_s);
+    if (gr_cluster_join(store, cfg->lease_s, &e) != GR_OK) {
+        die("cannot join the replicas", &e);
+        goto out;
+    }
     gr_jobs_set_launch_group(cfg->launch_group);
     gr_store_observe_commits(store, committed);
     if (gr_jobs_start(store, backends, nb, cfg->queue_capacity, &e) != GR_OK) {

@@ -467,6 +467,46 @@ static void test_writers_keep_each_ids_order(void **state)
     raw_close(db);
 }
 
+/* Each live replica takes an id residue no other live one has, however many replicas came and
+ * went before (a sequence modulo the stride had come round to a live one's); with every residue
+ * live, a new one is refused. */
+static void test_residues_of_live_replicas(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    if (!fx->pg[0]) {
+        long long n = -1;
+        assert_int_equal(gr_store_slot(fx->s, 32, &n, NULL), GR_OK);
+        assert_int_equal(n, 0);
+        return;
+    }
+    enum { STRIDE = 4 };
+    struct gr_err e = {0};
+    long long first = -1, n = -1;
+    gr_store_join(fx->s, "replica-long", 60);
+    assert_int_equal(gr_store_slot(fx->s, STRIDE, &first, &e), GR_OK);
+    for (int k = 0; k < 3 * STRIDE; k++) { /* replicas that start and stop beside it */
+        char name[32];
+        snprintf(name, sizeof name, "replica-%d", k);
+        gr_store_join(fx->s, name, 60);
+        assert_int_equal(gr_store_slot(fx->s, STRIDE, &n, &e), GR_OK);
+        assert_true(n >= 0 && n < STRIDE && n != first);
+        assert_int_equal(gr_store_leave(fx->s, &e), GR_OK);
+    }
+    long long seen = 1LL << first;
+    for (int k = 1; k < STRIDE; k++) { /* all live at once: each its own */
+        char name[32];
+        snprintf(name, sizeof name, "replica-live-%d", k);
+        gr_store_join(fx->s, name, 60);
+        assert_int_equal(gr_store_slot(fx->s, STRIDE, &n, &e), GR_OK);
+        assert_false(seen & (1LL << n));
+        seen |= 1LL << n;
+    }
+    gr_store_join(fx->s, "replica-one-too-many", 60);
+    assert_int_equal(gr_store_slot(fx->s, STRIDE, &n, &e), GR_EIO);
+    assert_non_null(strstr(e.msg, "residues are held"));
+}
+
 static void test_duplicate_insert_fails_alone(void **state)
 {
     struct fixture *fx = *state;
@@ -1655,6 +1695,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_group_all_or_none, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writers_keep_each_ids_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_residues_of_live_replicas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_isolated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_paging_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_pending, setup, teardown),
