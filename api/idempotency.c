@@ -1,5 +1,6 @@
 /* idempotency.c: Idempotency-Key: keys in flight (a set under one mutex, held by their
- * requests from any HTTP thread) and keys done (rows the store wrote with their resources). */
+ * requests from any HTTP thread; on a shared store also held there, for the other replicas) and
+ * keys done (rows the store wrote with their resources). */
 #include "idempotency.h"
 
 #include "config.h"
@@ -15,8 +16,13 @@
 /* Keys in flight, as "tenant key" strings: few at a time (one per request being processed). */
 struct held {
     struct held *next;
+    int in_store; /* held in a shared store too (other replicas' requests see it) */
     char name[];
 };
+
+/* How long a shared store holds a key should this replica die with the request under way: more
+ * than a request waits (GR_MAX_WAIT_S), short enough that a retry elsewhere goes through soon. */
+#define STORE_HOLD_S 120
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct held *held;
 
@@ -54,6 +60,13 @@ int gr_idem_hold(struct gr_req *r, struct gr_err *e)
                        "a request with this Idempotency-Key is still being processed; retry in a moment");
     }
     r->idem = h->name;
+    /* the key, after the tenant and its space */
+    int rc = gr_store_hold_key(gr_api_store, r->who.tenant, h->name + tn + 1, STORE_HOLD_S, e);
+    if (rc != GR_OK) {
+        gr_idem_release(r);
+        return rc;
+    }
+    h->in_store = gr_store_shared(gr_api_store);
     return GR_OK;
 }
 
@@ -61,15 +74,18 @@ void gr_idem_release(struct gr_req *r)
 {
     if (!r->idem)
         return;
+    struct held *h = NULL;
     pthread_mutex_lock(&mu);
     for (struct held **p = &held; *p; p = &(*p)->next)
         if ((*p)->name == r->idem) {
-            struct held *h = *p;
+            h = *p;
             *p = h->next;
-            free(h);
             break;
         }
     pthread_mutex_unlock(&mu);
+    if (h && h->in_store) /* its key row, if any, was stored with what it made: a retry finds that */
+        gr_store_unhold_key(gr_api_store, r->who.tenant, h->name + strlen(r->who.tenant) + 1);
+    free(h);
     r->idem = NULL;
 }
 

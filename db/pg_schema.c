@@ -176,7 +176,11 @@ const char *const gr_pg_schema_steps[] = {
     " IF r IS NULL THEN RAISE EXCEPTION 'all % id residues are held by live replicas: stop one first', stride; END IF;"
     " INSERT INTO replicas(id, doc, lease, residue) VALUES (me, '', " NOW " + secs, r)"
     "  ON CONFLICT (id) DO UPDATE SET residue = r, lease = EXCLUDED.lease;"
-    " RETURN r; END$$;",
+    " RETURN r; END$$;"
+    /* An Idempotency-Key's request under way on some replica: a second through another replica
+     * must not create a second resource (its key row is written only with what it creates). */
+    "CREATE TABLE idempotency_holds(tenant text NOT NULL, key text NOT NULL, replica text NOT NULL,"
+    "                               until double precision NOT NULL, PRIMARY KEY (tenant, key));",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -241,6 +245,11 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                       " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"
                       " AND ($2::text IS NULL OR tenant = $2) AND (owner = '' OR lease < " NOW ") RETURNING doc",
     [GR_SQL_CANCEL_ASK] = "SELECT pg_notify('gpured_cancel', $3)",
+    /* a hold whose replica died ends with its time */
+    [GR_SQL_KEY_HOLD] = "INSERT INTO idempotency_holds(tenant, key, replica, until) VALUES ($6, $8, $11, " NOW
+                        " + $12::float8) ON CONFLICT (tenant, key) DO UPDATE SET replica = EXCLUDED.replica,"
+                        " until = EXCLUDED.until WHERE idempotency_holds.until < " NOW " RETURNING 1",
+    [GR_SQL_KEY_UNHOLD] = "DELETE FROM idempotency_holds WHERE tenant = $6 AND key = $8 AND replica = $11",
     [GR_SQL_SLOT] = "SELECT gpured_take_residue($11, $12::float8, $2::int)",
     [GR_SQL_ANNOUNCE] = "INSERT INTO replicas(id, doc, lease) VALUES ($11, $3, " NOW " + $12::float8)"
                         " ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc, lease = EXCLUDED.lease",

@@ -405,6 +405,23 @@ static int pg_slot(void *impl, const char *owner, double lease_s, int stride, lo
     return GR_OK;
 }
 
+static int pg_key_hold(void *impl, int hold, const char *tenant, const char *key, const char *owner, double secs,
+                       struct gr_err *e)
+{
+    char t[32];
+    snprintf(t, sizeof t, "%.17g", secs);
+    const char *params[NPARAMS] = {[5] = tenant, [7] = key, [10] = owner, [11] = t};
+    PGresult *r = query(impl, hold ? GR_SQL_KEY_HOLD : GR_SQL_KEY_UNHOLD, params, 0, e);
+    if (!r)
+        return failed_code(e);
+    int held = !hold || PQntuples(r) > 0;
+    PQclear(r);
+    return held ? GR_OK
+                : gr_fail(e, GR_ECONFLICT, "Idempotency-Key",
+                          "a request with this Idempotency-Key is still being processed (through another replica); "
+                          "retry in a moment");
+}
+
 static int pg_cancel(void *impl, const char *id, const char *scope, const char *now, char **doc,
                      struct gr_err *e)
 {
@@ -817,6 +834,7 @@ const struct gr_store_backend gr_pg_store = {
     .tenant_bytes = pg_tenant_bytes,
     .lease = pg_lease,
     .cancel = pg_cancel,
+    .key_hold = pg_key_hold,
     .slot = pg_slot,
     .listen = pg_listen,
     .replica = pg_replica,

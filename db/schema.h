@@ -51,6 +51,9 @@ enum gr_sql_id {
     GR_SQL_LET_GO,  /* the owner's jobs of array $2 let go now */
     GR_SQL_CANCEL,  /* ?1 id, ?2 tenant or NULL, ?3 the time: a queued job no live replica holds -> doc */
     GR_SQL_CANCEL_ASK, /* $3 a job's id: its holder is asked to cancel it */
+    GR_SQL_KEY_HOLD,   /* $6 tenant, $8 key, $11 the replica, $12 seconds: held for it, unless a live hold is
+                        * another's -> a row if held */
+    GR_SQL_KEY_UNHOLD, /* $6 tenant, $8 key, $11 the replica */
     GR_SQL_SLOT,    /* $11 the replica, $12 lease seconds, $2 the stride: an id residue no other live replica has -> n */
     GR_SQL_ANNOUNCE, /* $11 the replica, $3 its devices (JSON), $12 lease seconds: kept until then */
     GR_SQL_REPLICAS, /* the replicas whose lease runs -> id, doc */

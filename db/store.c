@@ -754,6 +754,18 @@ int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told off
     return s->b->listen ? s->b->listen(s->impl, changed, offered, cancel, ctx, e) : GR_OK;
 }
 
+int gr_store_hold_key(struct gr_store *s, const char *tenant, const char *key, double secs, struct gr_err *e)
+{
+    return s->b->key_hold ? s->b->key_hold(s->impl, 1, tenant, key, s->owner, secs, e) : GR_OK;
+}
+
+void gr_store_unhold_key(struct gr_store *s, const char *tenant, const char *key)
+{
+    struct gr_err e = {0};
+    if (s->b->key_hold && s->b->key_hold(s->impl, 0, tenant, key, s->owner, 0, &e) != GR_OK)
+        fprintf(stderr, "gpured: store: releasing an Idempotency-Key's hold: %s (it ends with its time)\n", e.msg);
+}
+
 int gr_store_ask_cancel(struct gr_store *s, const char *id, struct gr_err *e)
 {
     return s->b->replica ? s->b->replica(s->impl, GR_SQL_CANCEL_ASK, s->owner, s->lease_s, id, NULL, NULL, e) : GR_OK;

@@ -176,6 +176,12 @@ int gr_store_tenant_bytes(struct gr_store *s, gr_store_tenant tenant, void *ctx,
  * at gr_now() time `since` or later. GR_OK, GR_ENOTFOUND or GR_EIO. */
 int gr_store_get_key(struct gr_store *s, const char *tenant, const char *key, double since, char fingerprint[65],
                      char resource[24], struct gr_err *e);
+/* A shared store's hold on tenant's key while a request with it is under way on this replica
+ * (at most secs, should this replica die), so that another replica's request with it answers 409:
+ * GR_OK (held, or SQLite, where one gpured holds keys in memory), GR_ECONFLICT (another replica
+ * holds it), GR_EUNAVAIL or GR_EIO, e filled. unhold ends it. */
+int gr_store_hold_key(struct gr_store *s, const char *tenant, const char *key, double secs, struct gr_err *e);
+void gr_store_unhold_key(struct gr_store *s, const char *tenant, const char *key);
 /* Forget up to a thousand keys stored before time `before`; done as for the other writes. */
 int gr_store_expire_keys(struct gr_store *s, double before, gr_store_done done, void *ctx);
 

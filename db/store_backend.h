@@ -73,6 +73,9 @@ struct gr_store_backend {
      * connection. */
     int (*replica)(void *impl, int sql, const char *owner, double lease_s, const char *doc, gr_store_row row,
                    void *ctx, struct gr_err *e);
+    /* A shared store's (NULL on SQLite): gr_store_hold_key (hold) or _unhold_key for owner. */
+    int (*key_hold)(void *impl, int hold, const char *tenant, const char *key, const char *owner, double secs,
+                    struct gr_err *e);
     /* A shared store's (NULL on SQLite): gr_store_slot for owner, its row kept lease_s. */
     int (*slot)(void *impl, const char *owner, double lease_s, int stride, long long *n, struct gr_err *e);
     /* A shared store's (NULL on SQLite): cancel a queued job another replica holds (*doc its

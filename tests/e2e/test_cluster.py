@@ -190,6 +190,32 @@ def waited_elsewhere(rs, rng):
              "the job it waited behind ended first")
 
 
+def one_key(rs, rng):
+    """One Idempotency-Key sent through two replicas at once makes one job: the second is told
+    the first is under way (409), or, once it is stored, answered with it."""
+    a, b = rs[0], rs[1]
+    blocker = L.blocker(a, 2)  # the waited job stays under way on replica 0 for a while
+    body, want = small_jobs(rng, 1)[0]
+    hdrs = {"Idempotency-Key": "one-key-%d" % rng.randrange(1 << 30), "Prefer": "wait=30"}
+    out = {}
+
+    def send(srv):
+        out[srv.name] = srv.req("POST", "/v1/jobs", body, hdrs, timeout=60)
+
+    first = threading.Thread(target=send, args=(a,))
+    first.start()
+    time.sleep(0.3)  # replica 0 has the key now
+    send(b)
+    first.join()
+    CHECK.eq(out[a.name].status, 200, "the first request, through replica 0, waits for its job")
+    if L.check_problem("the same key through replica 1 meanwhile", out[b.name], 409):
+        CHECK.ok("another replica" in out[b.name].json().get("detail", ""), "it says where: %r" % out[b.name].json())
+    again = b.req("POST", "/v1/jobs", body, hdrs, timeout=60)
+    CHECK.eq((again.status, again.json().get("id")), (200, out[a.name].json().get("id")),
+             "the key retried through replica 1 once stored: the same job")
+    a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
+
+
 def stray(rs, rng):
     """A job the store says replica 2 holds but replica 2 never had (as after a claim whose answer
     the connection lost): replica 2 lets it go at its next renewal, and it runs."""
@@ -315,6 +341,7 @@ def main():
     offered(rs, rng)
     canceled_elsewhere(rs, rng)
     waited_elsewhere(rs, rng)
+    one_key(rs, rng)
     stray(rs, rng)
     refused_twice(rs, rng)
     paused(rs, rng)
