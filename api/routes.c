@@ -510,8 +510,9 @@ static void post_benchmark(struct gr_req *r) { submit(r, parse_benchmark); }
 static void get_job_again(struct gr_req *r);
 
 /* Answer GET /v1/jobs/{id}: a job in flight from memory (its running state is never stored),
- * any other from the store; park first when asked to wait for a change. */
-static void get_job_answer(struct gr_req *r, int may_wait)
+ * any other from the store; park first when asked to wait for a change (may_wait: a job here;
+ * a job another replica holds, until deadline_ms, when it is later than now). */
+static void get_job_answer(struct gr_req *r, int may_wait, double deadline_ms)
 {
     struct gr_err e = {0};
     char *doc = NULL, status[16] = "";
@@ -519,10 +520,9 @@ static void get_job_answer(struct gr_req *r, int may_wait)
     if (j) {
         int committed, st;
         doc = gr_jobs_render(j, &committed, &st);
-        if (may_wait && r->wait_s > 0 && !GR_TERMINAL(st)) {
+        if (may_wait && deadline_ms > gr_mono_ms() && !GR_TERMINAL(st)) {
             free(doc);
-            r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_CHANGED, .seen = st,
-                                      .deadline_ms = gr_mono_ms() + (double)r->wait_s * 1000};
+            r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_CHANGED, .seen = st, .deadline_ms = deadline_ms};
             gr_park(r, get_job_again);
             return;
         }
@@ -541,13 +541,16 @@ static void get_job_answer(struct gr_req *r, int may_wait)
             return;
         }
         int st = gr_status_parse(status);
-        if (may_wait && r->wait_s > 0 && !GR_TERMINAL(st) && gr_store_shared(gr_api_store) &&
-            (j = gr_jobs_watch(r->id, st))) { /* another replica holds it: wait for the store's word */
+        /* another replica holds it: wait for the store's word; woken with nothing changed (the
+         * store's listener back after a lost connection), wait on for the time left */
+        if (deadline_ms > gr_mono_ms() && !GR_TERMINAL(st) && gr_store_shared(gr_api_store) &&
+            (j = gr_jobs_watch(r->id, st))) {
             free(doc);
             char id[32]; /* r may be answered and gone once parked */
             snprintf(id, sizeof id, "%s", r->id);
-            r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_CHANGED, .seen = st,
-                                      .deadline_ms = gr_mono_ms() + (double)r->wait_s * 1000};
+            if (r->w.job) /* the stand-in it waited on before */
+                gr_job_unref(r->w.job);
+            r->w = (struct gr_waiter){.job = j, .until = GR_UNTIL_CHANGED, .seen = st, .deadline_ms = deadline_ms};
             gr_park(r, get_job_again);
             /* a change told before the watch began would be missed: look once more */
             char *now = NULL, again[16] = "";
@@ -569,7 +572,7 @@ static void get_job_answer(struct gr_req *r, int may_wait)
     gr_respond(r, 200, "application/json", doc, strlen(doc), hdrs);
 }
 
-static void get_job_again(struct gr_req *r) { get_job_answer(r, 0); }
+static void get_job_again(struct gr_req *r) { get_job_answer(r, 0, r->w.deadline_ms); }
 
 static void get_job(struct gr_req *r)
 {
@@ -585,7 +588,7 @@ static void get_job(struct gr_req *r)
     }
     if (r->wait_s > GR_MAX_WAIT_S)
         r->wait_s = GR_MAX_WAIT_S;
-    get_job_answer(r, 1);
+    get_job_answer(r, 1, r->wait_s > 0 ? gr_mono_ms() + (double)r->wait_s * 1000 : 0);
 }
 
 /* How long a cancel through another replica waits for the job's holder to cancel it: a holder

@@ -342,13 +342,25 @@ static void *listener_main(void *arg)
 {
     struct pg *s = arg;
     PGconn *db = NULL;
+    int lost = 0; /* a connection was lost: what it missed meanwhile is looked at again */
+    /* TCP keepalives: a peer gone without a word (a half-open connection) is noticed in about
+     * 25 s rather than the kernel's two hours */
+    const char *const keys[] = {"dbname", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                                NULL};
+    const char *const values[] = {s->url, "1", "10", "5", "3", NULL};
     while (__atomic_load_n(&s->listening, __ATOMIC_ACQUIRE)) {
         if (!db || PQstatus(db) != CONNECTION_OK) {
+            lost |= db != NULL;
             PQfinish(db);
-            db = PQconnectdb(s->url);
+            db = PQconnectdbParams(keys, values, 1);
             if (PQstatus(db) != CONNECTION_OK || !exec_ok(db, "LISTEN gpured_jobs; LISTEN gpured_offers; LISTEN gpured_cancel")) {
                 sleep(1);
                 continue;
+            }
+            if (lost) { /* every wait on another replica's job reads the store again; offers are looked for */
+                s->changed(s->told_ctx, "");
+                s->offered(s->told_ctx, "");
+                lost = 0;
             }
         }
         struct pollfd p = {PQsocket(db), POLLIN, 0};

@@ -193,7 +193,8 @@ void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
  * changes, on any replica (PostgreSQL's LISTEN/NOTIFY), offered(ctx, replica) whenever jobs are
  * offered (replica "": to any; else first to that one) or let go, and cancel(ctx, id) when a
  * replica asks the job's holder to cancel it (gr_store_ask_cancel), until gr_store_close; none
- * may block long. Nothing on SQLite. GR_OK or GR_EIO. */
+ * may block long. changed(ctx, "") and offered(ctx, "") after a lost connection to the store is
+ * back: anything may have changed meanwhile. Nothing on SQLite. GR_OK or GR_EIO. */
 typedef void (*gr_store_told)(void *ctx, const char *what);
 int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told offered, gr_store_told cancel, void *ctx,
                     struct gr_err *e);

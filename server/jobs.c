@@ -385,19 +385,40 @@ struct gr_job *gr_jobs_watch(const char *id, int status)
     return w;
 }
 
+/* The stand-in *p told that its job changed (mu held): unlinked, its waiters on *fired; the
+ * table's reference is the caller's now. */
+static struct gr_job *watch_fire(struct gr_job **p, struct gr_waiter **fired)
+{
+    struct gr_job *w = *p;
+    *p = w->hnext;
+    w->committed = -3; /* its state is the store's: the waiters read it there */
+    collect(w, gr_mono_ms(), fired);
+    return w;
+}
+
 void gr_jobs_changed(void *ctx, const char *id)
 {
     struct gr_waiter *fired = NULL;
+    struct gr_job *gone = NULL;
     pthread_mutex_lock(&mu);
-    struct gr_job **p = watch_link(id), *w = *p;
-    if (w) {
-        *p = w->hnext;
-        w->committed = -3; /* its state is the store's: the waiters read it there */
-        collect(w, gr_mono_ms(), &fired);
+    if (!id[0]) { /* the store's word may have been missed: every stand-in */
+        for (int b = 0; b < NBUCKETS; b++)
+            while (watched[b]) {
+                struct gr_job *w = watch_fire(&watched[b], &fired);
+                w->hnext = gone;
+                gone = w;
+            }
+    } else if (*watch_link(id)) {
+        gone = watch_fire(watch_link(id), &fired);
+        gone->hnext = NULL;
     }
     pthread_mutex_unlock(&mu);
     wake_list(fired);
-    gr_job_unref(w);
+    while (gone) {
+        struct gr_job *next = gone->hnext;
+        gr_job_unref(gone);
+        gone = next;
+    }
 }
 
 int gr_jobs_taken(char (**ids)[24])

@@ -190,6 +190,34 @@ def waited_elsewhere(rs, rng):
              "the job it waited behind ended first")
 
 
+def listener_lost(rs, rng):
+    """A wait through replica 1 on replica 0's job, while the replicas' listening connections are
+    killed over and over until the job ended: the end's notice is missed, and replica 1, its
+    listener back, reads the store again rather than wait out the 30 s."""
+    a, b = rs[0], rs[1]
+    blocker = L.blocker(a, 2)
+    body, want = small_jobs(rng, 1)[0]
+    jid = a.req("POST", "/v1/jobs", body).json()["id"]
+    out = {}
+    waiter = threading.Thread(target=lambda: out.update(r=b.req("GET", "/v1/jobs/%s?wait=30" % jid, timeout=40)))
+    waiter.start()
+    time.sleep(0.3)  # parked on its stand-in
+    deadline = time.monotonic() + 30
+    kill = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN gpured_jobs%'"
+    while time.monotonic() < deadline and L.store_rows(a, "SELECT status FROM jobs WHERE id = '%s'" % jid) != [
+            ("succeeded",)]:
+        L.store_rows(a, kill)
+        time.sleep(0.05)
+    L.store_rows(a, kill)  # the notice of the end, if a listener was back for it
+    t0 = time.monotonic()
+    waiter.join()
+    r = out.get("r")
+    CHECK.ok(r is not None and r.status == 200 and r.json().get("status") == "succeeded",
+             "the wait answered with the end (%r)" % (r.json() if r is not None else None))
+    CHECK.ok(time.monotonic() - t0 < 20, "within a reconnect, not at the wait's end (%.1f s)" % (time.monotonic() - t0))
+    a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
+
+
 def one_key(rs, rng):
     """One Idempotency-Key sent through two replicas at once makes one job: the second is told
     the first is under way (409), or, once it is stored, answered with it."""
@@ -341,6 +369,7 @@ def main():
     offered(rs, rng)
     canceled_elsewhere(rs, rng)
     waited_elsewhere(rs, rng)
+    listener_lost(rs, rng)
     one_key(rs, rng)
     stray(rs, rng)
     refused_twice(rs, rng)
