@@ -1,6 +1,7 @@
 # test_pg_restart.py: PostgreSQL restarted under load (label pg only). Clients keep submitting
-# jobs while the cluster stops and starts again: /readyz says the store is not answering while
-# it is down and ready once it is back, no request is answered 2xx that the store did not keep,
+# jobs while the cluster stops (immediate: as a crash) and starts again: /readyz says the store
+# is not answering while it is down and ready once it is back, a read then is 503 with
+# Retry-After and no answer names SQL, no request is answered 2xx that the store did not keep,
 # and every acknowledged job ends succeeded with the right answer, also after gpured restarts.
 import random
 import threading
@@ -18,7 +19,7 @@ def main():
     srv = L.Server().start()
     cluster = L.pg_cluster()
     rng = random.Random(11)
-    accepted, stop = {}, threading.Event()
+    accepted, stop, refusals = {}, threading.Event(), []
     mu = threading.Lock()
 
     def client(k):
@@ -35,16 +36,21 @@ def main():
                         accepted[a.json()["id"]] = want
                     elif a.status not in (0, 500, 503):
                         CHECK.ok(False, "a submission during the restart got %d: %r" % (a.status, a.body[:200]))
+                    elif a.status:
+                        refusals.append(a)
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(CLIENTS)]
     for t in threads:
         t.start()
     time.sleep(1.5)
     before = len(accepted)
-    cluster.stop()
+    cluster.stop("immediate")  # as a crash: transactions under way end unfinished
     down = srv.req("GET", "/readyz", may_fail=True)
     if L.check_problem("/readyz while PostgreSQL is down", down, 503):
         CHECK.ok("store" in down.json()["detail"], "it says the store: %r" % down.json()["detail"])
+    listed = srv.req("GET", "/v1/jobs?limit=5", may_fail=True)
+    if L.check_problem("a list while PostgreSQL is down", listed, 503):
+        CHECK.ok(listed.headers.get("retry-after"), "with Retry-After (%r)" % listed.headers)
     time.sleep(rng.uniform(0.5, 2.0))
     cluster.restart()
     deadline = time.time() + 30
@@ -57,6 +63,9 @@ def main():
         t.join()
     CHECK.ok(before > 0 and len(accepted) > before, "jobs accepted before (%d) and after (%d) the restart"
              % (before, len(accepted) - before))
+    sql = [a for a in refusals + [listed] if any(w in a.body.decode("utf-8", "replace")
+                                                 for w in ("SELECT ", "INSERT ", "UPDATE ", "DELETE "))]
+    CHECK.eq(sql, [], "no answer names the store's SQL")
 
     def all_right(what):
         ids = sorted(accepted)
