@@ -489,7 +489,9 @@ static void committed_locked(struct gr_job *j, int status, int code, struct gr_w
     } else {
         gr_log(GR_LOG_ERROR, "job %s: the store did not keep status %s%s", j->id, gr_status_name(status),
                code == GR_ENOMEM ? " (the disk is full)" : "");
-        if (j->committed == -1 || GR_TERMINAL(status)) { /* the first refusal says why: later writes fail for want of the row */
+        /* the first refusal says why (later writes fail for want of the row), or a final state
+         * given up on */
+        if (j->committed == -1 || (j->committed >= 0 && GR_TERMINAL(status))) {
             j->committed = -2;
             j->refused = code;
         }
