@@ -504,7 +504,16 @@ void gr_delete_dataset(struct gr_req *r)
     struct gr_err e = {0};
     if (find(r, r->id, &doc, &src) != GR_OK)
         return;
-    if (gr_jobs_delete_dataset_begin(r->id, &e) != GR_OK) {
+    /* this replica's jobs, then (a shared store) the other replicas' stored ones */
+    long long elsewhere = 0;
+    int rc = gr_jobs_delete_dataset_begin(r->id, &e), begun = rc == GR_OK;
+    if (begun && (rc = gr_store_dataset_jobs(gr_api_store, r->id, &elsewhere, &e)) == GR_OK && elsewhere > 0)
+        rc = gr_fail(&e, GR_ECONFLICT, NULL,
+                     "dataset %s is used by %lld queued or running job(s) of other replicas; delete it once they "
+                     "end (or cancel them)", r->id, elsewhere);
+    if (rc != GR_OK) {
+        if (begun)
+            gr_jobs_delete_dataset_end(r->id);
         free(doc);
         gr_respond_problem(r, &e);
         return;
@@ -517,7 +526,7 @@ void gr_delete_dataset(struct gr_req *r)
     json_decref(o);
     free(doc);
     gr_suspend(r, answer_delete);
-    int rc = gr_store_delete_dataset(gr_api_store, r->id, on_deleted, r);
+    rc = gr_store_delete_dataset(gr_api_store, r->id, on_deleted, r);
     if (rc != GR_OK)
         on_deleted(r, rc);
 }

@@ -249,6 +249,9 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_KEY_HOLD] = "INSERT INTO idempotency_holds(tenant, key, replica, until) VALUES ($6, $8, $11, " NOW
                         " + $12::float8) ON CONFLICT (tenant, key) DO UPDATE SET replica = EXCLUDED.replica,"
                         " until = EXCLUDED.until WHERE idempotency_holds.until < " NOW " RETURNING 1",
+    /* through the partial index of queued and running jobs (jobs_lease), not every job kept */
+    [GR_SQL_DS_JOBS] = "SELECT count(*)::text, '' FROM jobs WHERE status IN ('queued', 'running') AND lease >= 0"
+                       " AND strpos(doc, '\"dataset\":\"' || $3 || '\"') > 0",
     [GR_SQL_KEY_UNHOLD] = "DELETE FROM idempotency_holds WHERE tenant = $6 AND key = $8 AND replica = $11",
     [GR_SQL_SLOT] = "SELECT gpured_take_residue($11, $12::float8, $2::int)",
     [GR_SQL_ANNOUNCE] = "INSERT INTO replicas(id, doc, lease) VALUES ($11, $3, " NOW " + $12::float8)"

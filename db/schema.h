@@ -54,6 +54,7 @@ enum gr_sql_id {
     GR_SQL_KEY_HOLD,   /* $6 tenant, $8 key, $11 the replica, $12 seconds: held for it, unless a live hold is
                         * another's -> a row if held */
     GR_SQL_KEY_UNHOLD, /* $6 tenant, $8 key, $11 the replica */
+    GR_SQL_DS_JOBS,    /* $3 a dataset's id -> how many stored queued or running jobs name it, "" */
     GR_SQL_SLOT,    /* $11 the replica, $12 lease seconds, $2 the stride: an id residue no other live replica has -> n */
     GR_SQL_ANNOUNCE, /* $11 the replica, $3 its devices (JSON), $12 lease seconds: kept until then */
     GR_SQL_REPLICAS, /* the replicas whose lease runs -> id, doc */

@@ -766,6 +766,14 @@ void gr_store_unhold_key(struct gr_store *s, const char *tenant, const char *key
         fprintf(stderr, "gpured: store: releasing an Idempotency-Key's hold: %s (it ends with its time)\n", e.msg);
 }
 
+static void count_of(void *ctx, const char *n, const char *unused) { *(long long *)ctx = strtoll(n, NULL, 10); }
+
+int gr_store_dataset_jobs(struct gr_store *s, const char *id, long long *n, struct gr_err *e)
+{
+    *n = 0;
+    return s->b->replica ? s->b->replica(s->impl, GR_SQL_DS_JOBS, s->owner, s->lease_s, id, count_of, n, e) : GR_OK;
+}
+
 int gr_store_ask_cancel(struct gr_store *s, const char *id, struct gr_err *e)
 {
     return s->b->replica ? s->b->replica(s->impl, GR_SQL_CANCEL_ASK, s->owner, s->lease_s, id, NULL, NULL, e) : GR_OK;

@@ -198,6 +198,10 @@ void gr_store_join(struct gr_store *s, const char *replica, double lease_s);
 typedef void (*gr_store_told)(void *ctx, const char *what);
 int gr_store_listen(struct gr_store *s, gr_store_told changed, gr_store_told offered, gr_store_told cancel, void *ctx,
                     struct gr_err *e);
+/* How many queued or running jobs the store has that name dataset id (*n; 0 on SQLite, where the
+ * one gpured knows its own). A job waited on, which is stored only at its end, is not among
+ * them. GR_OK, GR_EUNAVAIL or GR_EIO. */
+int gr_store_dataset_jobs(struct gr_store *s, const char *id, long long *n, struct gr_err *e);
 /* Ask whichever replica holds job id to cancel it (each replica's cancel callback hears it).
  * GR_OK, GR_EUNAVAIL or GR_EIO; nothing on SQLite. */
 int gr_store_ask_cancel(struct gr_store *s, const char *id, struct gr_err *e);

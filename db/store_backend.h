@@ -69,8 +69,8 @@ struct gr_store_backend {
     int (*listen)(void *impl, gr_store_told changed, gr_store_told offered, gr_store_told cancel, void *ctx,
                   struct gr_err *e);
     /* A shared store's (NULL on SQLite): run GR_SQL_ANNOUNCE (doc), _LEAVE, _REPLICAS or _HELD
-     * (row for each) for owner, or _CANCEL_ASK (doc: the job's id), on the calling thread's
-     * connection. */
+     * (row for each) for owner, or _CANCEL_ASK or _DS_JOBS (doc: the job's or dataset's id), on
+     * the calling thread's connection. */
     int (*replica)(void *impl, int sql, const char *owner, double lease_s, const char *doc, gr_store_row row,
                    void *ctx, struct gr_err *e);
     /* A shared store's (NULL on SQLite): gr_store_hold_key (hold) or _unhold_key for owner. */

@@ -190,6 +190,25 @@ def waited_elsewhere(rs, rng):
              "the job it waited behind ended first")
 
 
+def dataset_in_use_elsewhere(rs, rng):
+    """A dataset a job queued on replica 0 reads cannot be deleted through replica 1 (409, as
+    through replica 0); once the job ended it can."""
+    a, b = rs[0], rs[1]
+    values = [rng.randrange(-1000, 1000) for _ in range(100)]
+    up = a.req("POST", "/v1/datasets?dtype=int32&shape=100", b"".join(v.to_bytes(4, "little", signed=True)
+                                                                      for v in values),
+               {"Content-Type": "application/octet-stream"})
+    ds = up.json().get("id", "d_0")
+    blocker = L.blocker(a, 2)
+    jid = a.req("POST", "/v1/jobs", {"op": "sum", "dataset": ds, "device": "cpu"}).json()["id"]
+    gone = b.req("DELETE", "/v1/datasets/" + ds)
+    if L.check_problem("a dataset deleted through replica 1 while replica 0 has a job on it queued", gone, 409):
+        CHECK.ok("other replicas" in gone.json().get("detail", ""), "it says where: %r" % gone.json())
+    finish_through(a, {jid: sum(values)}, "the job on it")
+    CHECK.eq(b.req("DELETE", "/v1/datasets/" + ds).status, 204, "deleted through replica 1 once the job ended")
+    a.req("GET", "/v1/jobs/%s?wait=60" % blocker.json()["id"])
+
+
 def listener_lost(rs, rng):
     """A wait through replica 1 on replica 0's job, while the replicas' listening connections are
     killed over and over until the job ended: the end's notice is missed, and replica 1, its
@@ -369,6 +388,7 @@ def main():
     offered(rs, rng)
     canceled_elsewhere(rs, rng)
     waited_elsewhere(rs, rng)
+    dataset_in_use_elsewhere(rs, rng)
     listener_lost(rs, rng)
     one_key(rs, rng)
     stray(rs, rng)
