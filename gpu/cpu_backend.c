@@ -32,10 +32,11 @@ static const struct gr_algo cpu_algos[] = {
 };
 #define NVARIANTS ((int)(sizeof cpu_algos / sizeof cpu_algos[0]))
 
-/* auto runs cpu_seq below this many elements. Measured (Xeon, 2 and 16 threads): forking and
- * joining a team costs 3-5 us, one core reduces at 1-3 ns an element, so threads break even
- * near 4-8K elements; 16K leaves a margin for the cores the team's spin-wait takes from the
- * HTTP and other worker threads after every region. */
+/* auto runs cpu_seq below this many elements. Forking and joining a team costs 3-5 us and one
+ * core reduces at 1-3 ns an element, so threads alone break even near 4-8K elements. But after
+ * every region the team spin-waits (libgomp), taking cores from the HTTP threads, the store and
+ * the database: small jobs' launch groups of 16-64K elements cost a 2-core server a third of its
+ * rate (docs/PERFORMANCE.md, the store). From 256K, a region's own gain outweighs that. */
 #define AUTO_PARALLEL_MIN (1 << 18)
 /* Outputs per stack block of accumulators: bounds the extra memory whatever the shape
  * (a 1 x n axis-0 job has n outputs). */
