@@ -36,8 +36,8 @@ static const struct gr_algo cpu_algos[] = {
  * core reduces at 1-3 ns an element, so threads alone break even near 4-8K elements. But after
  * every region the team spin-waits (libgomp), taking cores from the HTTP threads, the store and
  * the database: small jobs' launch groups of 16-64K elements cost a 2-core server a third of its
- * rate on PostgreSQL, a tenth on SQLite (docs/PERFORMANCE.md, the store). From 256K, a region's
- * own gain outweighs that. */
+ * rate on PostgreSQL, a tenth on SQLite (docs/PERFORMANCE.md, the store). 256K is where a
+ * region saves a job hundreds of microseconds; the sizes between were not measured. */
 #define AUTO_PARALLEL_MIN (1 << 18)
 /* Outputs per stack block of accumulators: bounds the extra memory whatever the shape
  * (a 1 x n axis-0 job has n outputs). */
