@@ -1451,12 +1451,13 @@ int gr_jobs_drop_unheld(char (*held)[24], int n, double since_ms)
     struct gr_waiter *fired = NULL;
     struct gr_job *retry = NULL;
     int dropped = 0;
-    qsort(held, (size_t)n, sizeof *held, by_text);
+    if (n > 0) /* qsort and bsearch want an array, even of none */
+        qsort(held, (size_t)n, sizeof *held, by_text);
     pthread_mutex_lock(&mu);
     for (int i = 0; i < nqueues; i++)
         for (struct gr_job *j = queues[i].head; j; j = j->qnext)
             if (runnable(j) && j->committed >= 0 && j->stored_ms < since_ms &&
-                !bsearch(j->id, held, (size_t)n, sizeof *held, by_text)) {
+                !(n > 0 && bsearch(j->id, held, (size_t)n, sizeof *held, by_text))) {
                 committed_locked(j, j->status, GR_ENOTFOUND, &fired, &retry); /* as a fenced write */
                 dropped++;
             }
