@@ -239,7 +239,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_LET_GO] = "UPDATE jobs SET lease = 0, owner = '' WHERE owner = $11 AND id = ANY ($2::text[])",
     /* a job offered, or whose holder is gone: no replica may be running it (a live holder is asked
      * instead, GR_SQL_CANCEL_ASK: the store cannot tell its queued jobs from the one it runs); a
-     * holder that comes back has its final state fenced out (GR_SQL_UPDATE wants it queued or
+     * holder that comes back has its final state fenced out (GR_SQL_UPDATE_MANY wants it queued or
      * running) */
     [GR_SQL_CANCEL] = "UPDATE jobs SET status = 'canceled', doc = jsonb_set(jsonb_set(doc::jsonb, '{status}',"
                       " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"
@@ -259,23 +259,14 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     /* doc '': a replica that took its residue and has not announced its devices yet */
     [GR_SQL_REPLICAS] = "SELECT id, doc FROM replicas WHERE lease >= " NOW " AND doc <> '' ORDER BY id",
     [GR_SQL_LEAVE] = "DELETE FROM replicas WHERE id = $11",
-    /* an offer (owner '') to any replica is claimable at once (lease 0) */
-    [GR_SQL_INSERT] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease, prefer)"
-                      " VALUES ($1, $2, $3, $4, $5::float8, $6, $11,"
-                      " CASE WHEN $12::float8 < 0 THEN 0 ELSE " NOW " + $12::float8 END, $13)",
+    /* GR_SQL_INSERT, _UPDATE and _DS_USED: none; the writer sends a batch's as the _MANY ones */
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",
     [GR_SQL_KEY_INSERT] = "INSERT INTO idempotency(tenant, key, fingerprint, resource, created)"
                           " VALUES ($6, $8, $9, $1, $5::float8) ON CONFLICT (tenant, key) DO UPDATE SET"
                           " fingerprint = EXCLUDED.fingerprint, resource = EXCLUDED.resource, created = EXCLUDED.created",
-    /* fenced: a holder whose job was claimed away (its epoch passed) changes nothing */
-    [GR_SQL_UPDATE] = "UPDATE jobs SET status = $2, doc = $3 WHERE id = $1 AND epoch = $10::bigint"
-                      " AND status IN ('queued', 'running')",
     [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES ($1, $3, $5::float8, $6, $7::bigint)",
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = $1",
     [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = $1",
-    /* never back in time: replicas store their jobs' ends side by side */
-    [GR_SQL_DS_USED] = "INSERT INTO dataset_uses(dataset, writer, at) VALUES ($1, pg_backend_pid(), $5::float8)"
-                       " ON CONFLICT (dataset, writer) DO UPDATE SET at = greatest(dataset_uses.at, EXCLUDED.at)",
     [GR_SQL_DS_DIGEST] = "UPDATE datasets SET doc = replace(doc, '\"sha256\":null', '\"sha256\":\"' || $3 || '\"')"
                          " WHERE id = $1",
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
@@ -284,7 +275,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                            " SELECT id, st, doc, op, cr, te, ow, CASE WHEN le < 0 THEN 0 ELSE " NOW " + le END, pr"
                            " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::text[],"
                            " $7::text[], $8::float8[], $9::text[]) AS u(id, st, doc, op, cr, te, ow, le, pr)",
-    /* fenced as GR_SQL_UPDATE */
+    /* fenced: a holder whose job was claimed away (its epoch passed) changes nothing */
     [GR_SQL_UPDATE_MANY] = "UPDATE jobs j SET status = u.st, doc = u.doc FROM unnest($1::text[], $2::text[], $3::text[],"
                            " $4::bigint[]) WITH ORDINALITY AS u(id, st, doc, ep, k) WHERE j.id = u.id AND j.epoch = u.ep"
                            " AND j.status IN ('queued', 'running') RETURNING u.k",
