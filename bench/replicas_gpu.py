@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # replicas_gpu.py: GPU-bound jobs on a cached dataset through one gpured owning every GPU, then
-# through one replica per GPU (CUDA_VISIBLE_DEVICES) on one PostgreSQL store (a throwaway
-# cluster, tests/pg_cluster.py) and one data folder; wrk drives each with an equal share of the
-# connections. Prints a table and writes replicas_gpu-<host>-<date>.json under GPURED_BENCH_OUT
+# on one PostgreSQL store (a throwaway cluster, tests/pg_cluster.py) and one data folder through
+# one replica with one GPU, one with every GPU, and one replica per GPU (CUDA_VISIBLE_DEVICES);
+# wrk drives each with an equal share of the connections. Prints a table and writes replicas_gpu-<host>-<date>.json under GPURED_BENCH_OUT
 # (default bench/results). Not a test: it measures.
 #   bench/replicas_gpu.py path/to/gpured [seconds] [connections] [MiB of the dataset]
 import json
@@ -25,11 +25,15 @@ MIB = int(sys.argv[4]) if len(sys.argv) > 4 else 64
 
 
 def gpus():
-    """The GPUs' names; without nvidia-smi (a dry run of the script on the CPU) two stand-ins."""
+    """The GPUs to use, as (CUDA index, name): those CUDA_VISIBLE_DEVICES names (indices), else all;
+    without nvidia-smi (a dry run of the script on the CPU) two stand-ins."""
     if not shutil.which("nvidia-smi"):
-        return ["none", "none"]
-    out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
-    return [n.strip() for n in out.stdout.splitlines() if n.strip()]
+        return [("0", "none"), ("1", "none")]
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"], capture_output=True,
+                         text=True)
+    found = [tuple(f.strip() for f in line.split(",", 1)) for line in out.stdout.splitlines() if "," in line]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return [g for g in found if visible is None or g[0] in visible.split(",")]
 
 
 def upload(url):
@@ -60,16 +64,19 @@ def run(name, envs, through_one=False):
 
 
 def main():
-    names = gpus()
-    print("GPUs: %s" % names)
+    devices = gpus()
+    names = [n for _, n in devices]
+    print("GPUs: %s" % devices)
     print("%-34s %9s %9s %9s %7s  %s" % ("setup", "jobs/s", "p50_ms", "p99_ms", "errors", "ran on (last 1000)"))
     rows = [run("1 replica, %d GPUs, SQLite" % len(names), [{}])]
     cluster = pg_cluster.Cluster().start()
     try:
+        url = cluster.create_db("replicas1")
+        rows.append(run("1 replica, 1 GPU, PostgreSQL", [{"GPURED_STORE": url, "CUDA_VISIBLE_DEVICES": devices[0][0]}]))
         url = cluster.create_db("replicas")
         rows.append(run("1 replica, %d GPUs, PostgreSQL" % len(names), [{"GPURED_STORE": url}]))
         url = cluster.create_db("replicas2")
-        each = [{"CUDA_VISIBLE_DEVICES": str(k)} for k in range(len(names))]
+        each = [{"CUDA_VISIBLE_DEVICES": k} for k, _ in devices]
         rows.append(run("%d replicas, 1 GPU each, PostgreSQL" % len(names), [dict(e, GPURED_STORE=url) for e in each]))
         url = cluster.create_db("replicas3")
         rows.append(run("%d replicas, fed through one" % len(names), [dict(e, GPURED_STORE=url) for e in each],

@@ -18,6 +18,11 @@
 
 static struct gr_store *store;
 static int64_t lease;
+/* A new job is offered to any replica rather than queued here once it would wait this long (ms)
+ * for its device (--offer-after; 0: never). Its default, 5, is about what the trip through the
+ * store costs an offered job (its insert, a claim, its end told back): small jobs on a fast GPU
+ * never wait that long, and for them the store is the cost. */
+static int offer_after;
 static char replica[96]; /* this one's id */
 static pthread_t thread;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -32,11 +37,10 @@ static int started, stopping, leaving;
 /* Claimed while this replica's queues hold fewer: the others take the rest, so the jobs of a
  * replica gone, and jobs offered, spread over the free devices rather than queue behind one. */
 #define CLAIM_AHEAD 8
-/* A new job is offered to any replica rather than queued here once its device has this many
- * queued: a device that far behind is not free. Jobs offered to this replica first (its GPU
- * caches their dataset) are claimed while its queues hold fewer than this, so a replica's cached
- * datasets stay its work unless its queue is this much longer than a free one's. */
-#define OFFER_AT 32
+/* Jobs offered to this replica first (its GPU caches their dataset) are claimed while its queues
+ * hold fewer than this, so a replica's cached datasets stay its work unless its queue is this
+ * much longer than a free one's. */
+#define CLAIM_PREFERRED 32
 /* The most recently used datasets of each GPU a replica announces (where affinity looks). */
 #define ANNOUNCED_DATASETS 256
 
@@ -51,10 +55,11 @@ struct home {
 static struct home *homes;
 static int nhomes, others; /* and how many other replicas are live: with none, nothing is offered */
 
-int gr_cluster_join(struct gr_store *s, int64_t lease_s, struct gr_err *e)
+int gr_cluster_join(struct gr_store *s, int64_t lease_s, int offer_after_ms, struct gr_err *e)
 {
     store = s;
     lease = lease_s;
+    offer_after = offer_after_ms;
     if (!gr_store_shared(s))
         return GR_OK;
     pthread_condattr_t ca; /* before the store's listener may signal it */
@@ -206,7 +211,7 @@ void gr_cluster_place(struct gr_job *j)
         memcpy(j->offer, h->replica, sizeof j->offer);
     }
     pthread_mutex_unlock(&mu);
-    if (!j->offered && !here && gr_jobs_queued_on(j->backend) >= OFFER_AT) {
+    if (!j->offered && !here && offer_after && gr_jobs_backlog_ms(j->backend) >= offer_after) {
         j->offered = 1;
         j->offer[0] = '\0';
     }
@@ -297,7 +302,7 @@ static void *cluster_main(void *arg)
                 gr_jobs_hold_until(began + (double)lease * 1000);
         }
         pthread_mutex_lock(&mu);
-        int was_mine = mine, want = (mine ? OFFER_AT : CLAIM_AHEAD) - gr_jobs_queued();
+        int was_mine = mine, want = (mine ? CLAIM_PREFERRED : CLAIM_AHEAD) - gr_jobs_queued();
         if (want > 0) /* told again while the claim runs, if more come */
             offers = mine = 0;
         pthread_mutex_unlock(&mu);

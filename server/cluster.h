@@ -17,9 +17,10 @@ struct gr_job;
 json_t *gr_cluster_devices(void);
 
 /* Join the store as a new replica (its id logged) holding jobs for lease_s seconds at a time,
- * with an id residue no other live replica has; call before the first job is submitted or
- * recovered. GR_OK, or the store's failure (no residue free, the store away) with e filled. */
-int gr_cluster_join(struct gr_store *s, int64_t lease_s, struct gr_err *e);
+ * with an id residue no other live replica has, offering the others a new job that would wait
+ * offer_after_ms here (0: none); call before the first job is submitted or recovered. GR_OK, or
+ * the store's failure (no residue free, the store away) with e filled. */
+int gr_cluster_join(struct gr_store *s, int64_t lease_s, int offer_after_ms, struct gr_err *e);
 
 /* Where a new job j (routed) should run: on a shared store, offer it (j->offered, j->offer) to
  * the replica whose GPU caches its dataset when that is not this one, or to any replica when

@@ -64,6 +64,9 @@ static const struct opt {
     {"--lease", "GPURED_LEASE", K_DURATION, offsetof(struct gr_config, lease_s), 0, 1, 3600,
      "replicas on PostgreSQL: a replica's hold on its jobs, renewed every third of it; others run them "
      "once it runs out"},
+    {"--offer-after", "GPURED_OFFER_AFTER", K_INT, offsetof(struct gr_config, offer_after_ms), 0, 0, 3600000,
+     "replicas on PostgreSQL: a new job that would wait this many ms for its device here is offered to the "
+     "others (0: never)"},
     {"--result-ttl", "GPURED_RESULT_TTL", K_DURATION, offsetof(struct gr_config, result_ttl_s), 0, 0,
      (long long)1 << 40, "delete finished jobs and their results after this (e.g. 7d; 0: never)"},
     {"--max-connections", "GPURED_MAX_CONNECTIONS", K_INT, offsetof(struct gr_config, max_connections), 0, 16, 1000000,
@@ -166,6 +169,7 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .pin_bytes = -1,
                             .idempotency_ttl_s = 86400,
                             .lease_s = 10,
+                            .offer_after_ms = 5,
                             .max_connections = 10000,
                             .max_connections_per_ip = 256,
                             .conn_timeout_s = 30,

@@ -29,6 +29,7 @@ struct gr_config {
     int64_t idempotency_ttl_s;
     int store_writers;       /* PostgreSQL's writer connections (0: as the cores allow) */
     int64_t lease_s;         /* replicas on PostgreSQL: a job's holder keeps it this long per renewal */
+    int offer_after_ms;      /* replicas: a job that would wait this long here is offered to the others; 0: never */
     int max_connections;        /* open at once, in all */
     int max_connections_per_ip; /* open at once from one client address */
     int64_t conn_timeout_s;     /* a connection that sends nothing for this long is closed */

@@ -40,6 +40,7 @@ struct worker {
     int lane;                         /* the backend lane this thread alone uses */
     struct gr_job *taken[GROUP_MAX]; /* the jobs it runs now: one, or a launch group (mu) */
     int ntaken;
+    double began; /* when it took them (gr_mono_ms, mu) */
     pthread_t thread;
     int started;
 };
@@ -52,6 +53,7 @@ struct queue {
     pthread_cond_t cv;
     struct worker workers[MAX_LANES]; /* one per lane: a GPU's lanes run jobs side by side */
     int nworkers;
+    double run_ms; /* wall time a job's run took on a lane, recent ones weighted most (mu) */
     struct gr_backend *backend;
 };
 
@@ -1064,11 +1066,16 @@ static void *worker_main(void *arg)
             n = take(w, j, &fired);
         }
         w->ntaken = n;
+        w->began = gr_mono_ms();
         pthread_mutex_unlock(&mu);
         wake_list(fired);
         if (n)
             run(w, n);
         pthread_mutex_lock(&mu);
+        if (n) {
+            double each = (gr_mono_ms() - w->began) / n;
+            q->run_ms = q->run_ms > 0 ? 0.9 * q->run_ms + 0.1 * each : each;
+        }
         w->ntaken = 0;
         pthread_mutex_unlock(&mu);
         for (int k = 0; k < (n ? n : 1); k++)
@@ -1477,13 +1484,26 @@ void gr_jobs_cancel_asked(void *ctx, const char *id)
     }
 }
 
-int gr_jobs_queued_on(const struct gr_backend *b)
+double gr_jobs_backlog_ms(const struct gr_backend *b)
 {
+    double now = gr_mono_ms(), ms = 0;
     pthread_mutex_lock(&mu);
     const struct queue *q = queue_of(b);
-    int n = q ? q->count + q->reserved : 0;
+    if (q) {
+        /* a run that has lasted longer than recent ones says jobs take that long now: a long job
+         * ahead is what a new one would wait for */
+        double each = q->run_ms;
+        int running = 0;
+        for (int k = 0; k < q->nworkers; k++)
+            if (q->workers[k].ntaken) {
+                running++;
+                double took = (now - q->workers[k].began) / q->workers[k].ntaken;
+                each = took > each ? took : each;
+            }
+        ms = (q->count + q->reserved + running) * each / q->nworkers;
+    }
     pthread_mutex_unlock(&mu);
-    return n;
+    return ms;
 }
 
 void gr_jobs_set_replica(const char *id) { snprintf(replica, sizeof replica, "%s", id); }

@@ -80,8 +80,9 @@ struct gr_backend *gr_jobs_backend(int i);
  * jobs as accepted, the documents the store is given, as a JSON array (out.oom if it ran out). */
 int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr_err *e);
 
-/* Jobs queued for backend b, not yet taken by a worker. */
-int gr_jobs_queued_on(const struct gr_backend *b);
+/* How long a job queued for backend b now would wait to start (ms): the jobs queued and running
+ * there, each as long as recent runs took, or as the longest running now has lasted. */
+double gr_jobs_backlog_ms(const struct gr_backend *b);
 
 /* On a shared store: the replica this one is, named in the jobs it runs. */
 void gr_jobs_set_replica(const char *replica);

@@ -125,7 +125,7 @@ static int serve(struct gr_config *cfg)
     }
 
     int port = 0, rc = 1;
-    if (gr_cluster_join(store, cfg->lease_s, &e) != GR_OK) {
+    if (gr_cluster_join(store, cfg->lease_s, cfg->offer_after_ms, &e) != GR_OK) {
         die("cannot join the replicas", &e);
         goto out;
     }

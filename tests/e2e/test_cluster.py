@@ -21,10 +21,15 @@ LEASE = "2"
 
 def replicas(n):
     """n replicas on one new database, started at once: their schema migrations meet (an advisory
-    lock makes one of them apply each step)."""
-    first = L.Server(name="replica-0", env={"GPURED_LEASE": LEASE})
+    lock makes one of them apply each step). All but the last offer nothing for load
+    (--offer-after 0): the scenarios that queue jobs behind a long one on replica 0 or 1 need them
+    to stay there. The last offers as by default (offered)."""
+    keep = {"GPURED_LEASE": LEASE, "GPURED_OFFER_AFTER": "0"}
+    first = L.Server(name="replica-0", env=keep)
     shared = {"GPURED_STORE": first.env["GPURED_STORE"], "GPURED_LEASE": LEASE}
-    rs = [first] + [L.Server(data_dir=first.data_dir, name="replica-%d" % k, env=shared) for k in range(1, n)]
+    rs = [first] + [L.Server(data_dir=first.data_dir, name="replica-%d" % k, env=dict(shared, **keep))
+                    for k in range(1, n - 1)] + [L.Server(data_dir=first.data_dir, name="replica-%d" % (n - 1),
+                                                          env=shared)]
     threads = [threading.Thread(target=r.start) for r in rs]
     for t in threads:
         t.start()
@@ -120,14 +125,14 @@ def burst(rs, rng):
 
 
 def offered(rs, rng):
-    """Work goes where a device is free: replica 0's CPU is busy and 32 jobs wait for it, so the
-    jobs sent to it after those are offered through the store, and replicas 1 and 2 claim and run
-    them while replica 0's long job still runs. A wait through replica 0 on such a job ends with
-    its final state from the other replica."""
-    a = rs[0]
+    """Work goes where a device is free: replica 2's CPU runs a long job, so a job sent to it would
+    wait longer than the trip through the store costs (5 ms by default). The jobs sent after it are
+    offered through the store, and replicas 0 and 1 claim and run them while replica 2's long job
+    still runs. A wait through replica 2 on such a job ends with its final state from another."""
+    a = rs[2]
     names = {listed(r)[1]: r.name for r in rs}
     blocker = L.blocker(a, 6)
-    expect = submit(a, small_jobs(rng, 32))  # queued on replica 0, behind the long job
+    expect = submit(a, small_jobs(rng, 32))  # offered, but for any sent before the long job started
     more = small_jobs(rng, 48)
     extra = submit(a, more)
     body, want = small_jobs(rng, 1)[0]
@@ -135,17 +140,17 @@ def offered(rs, rng):
     job = r.json()
     CHECK.eq((r.status, job.get("status"), (job.get("result") or {}).get("value")), (200, "succeeded", want),
              "a job sent to the busy replica with Prefer: wait ends with its final state, run elsewhere")
-    CHECK.ok(names.get(job.get("replica")) in ("replica-1", "replica-2"),
-             "it ran on replica 1 or 2 (%r)" % names.get(job.get("replica")))
+    CHECK.ok(names.get(job.get("replica")) in ("replica-0", "replica-1"),
+             "it ran on replica 0 or 1 (%r)" % names.get(job.get("replica")))
     done = finish_through(a, extra, "jobs offered by the busy replica")
     ran = {names.get(j.get("replica")) for j in done.values()}
-    CHECK.ok(ran and ran <= {"replica-1", "replica-2"}, "replicas 1 and 2 ran the offered jobs (%r)" % sorted(ran))
+    CHECK.ok(ran and ran <= {"replica-0", "replica-1"}, "replicas 0 and 1 ran the offered jobs (%r)" % sorted(ran))
     bench = a.get_json("/v1/jobs/%s?wait=60" % blocker.json()["id"])
     last = max(j.get("finished_at") or "" for j in done.values())
     CHECK.ok(bench.get("status") == "running" or last < (bench.get("finished_at") or ""),
-             "they ended before replica 0's long job did")
-    CHECK.ok(any("offered to any replica" in line for line in a.log), "replica 0 says it offered them")
-    finish_through(a, expect, "the jobs replica 0 kept")
+             "they ended before replica 2's long job did")
+    CHECK.ok(any("offered to any replica" in line for line in a.log), "replica 2 says it offered them")
+    finish_through(a, expect, "the jobs sent first")
     rows = L.store_rows(a, "SELECT count(*) FROM jobs WHERE id IN (%s) AND status = 'succeeded' AND epoch = 2"
                         % ",".join("'%s'" % j for j in extra))
     CHECK.eq(rows, [("%d" % len(extra),)], "each offered job claimed once (epoch 2) and stored succeeded once")
@@ -396,6 +401,8 @@ def main():
     paused(rs, rng)
     killed(rs, rng)
     handed_back(rs, rng)
+    CHECK.ok(not any("offered to any replica" in line for line in rs[0].log + rs[1].log),
+             "replicas 0 and 1 (--offer-after 0) offered no job, whatever waited behind their long ones")
     no_orphans(rs[2])
     L.check_stop(rs[2])
 
