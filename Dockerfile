@@ -1,13 +1,17 @@
 # Dockerfile: gpured in a container. The build stage runs ./gpured.sh build (the script CI tests)
-# in the CUDA devel image; the runtime stage runs that binary as a non-root user, data on /data,
-# bearer tokens from the secret file /run/secrets/gpured-tokens (README: "Run it in a container").
+# in BUILD_IMAGE; the runtime stage runs that binary in RUNTIME_IMAGE as a non-root user, data on
+# /data, bearer tokens from the secret file /run/secrets/gpured-tokens (README: "Run it in a
+# container"). By default the bases are NVIDIA's CUDA devel and runtime images (the GPU build):
 #   docker build -t gpured .
 #   docker run --gpus all -p 127.0.0.1:8080:8080 -v gpured-data:/data \
 #     -v "$PWD/deploy/gpured-tokens:/run/secrets/gpured-tokens:ro" gpured
-ARG CUDA_IMAGE_TAG=13.0.0
-ARG UBUNTU=ubuntu24.04
+# Any Debian 12 or Ubuntu base works for both: without nvcc the build is CPU-only, and the runtime
+# stage installs whatever packages that base names the linked libraries (tests/container does this):
+#   docker build --build-arg BUILD_IMAGE=debian:12 --build-arg RUNTIME_IMAGE=debian:12 -t gpured:cpu .
+ARG BUILD_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
+ARG RUNTIME_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04
 
-FROM nvidia/cuda:${CUDA_IMAGE_TAG}-devel-${UBUNTU} AS build
+FROM ${BUILD_IMAGE} AS build
 ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
 COPY . .
@@ -20,9 +24,12 @@ RUN BUILD_DIR=/src/build ./gpured.sh build \
     | cut -d: -f1 | sort -u > /out/runtime-packages \
  && cat /out/runtime-packages
 
-FROM nvidia/cuda:${CUDA_IMAGE_TAG}-runtime-${UBUNTU}
+FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/runtime-packages /tmp/runtime-packages
-RUN apt-get update \
+# lean: the packages' docs, manuals and translations stay out (their copyright files stay)
+RUN printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+      'path-exclude /usr/share/man/*' 'path-exclude /usr/share/locale/*' > /etc/dpkg/dpkg.cfg.d/90-gpured-lean \
+ && apt-get update \
  && DEBIAN_FRONTEND=noninteractive xargs -a /tmp/runtime-packages apt-get install -y --no-install-recommends curl \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
  && useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin gpured \
