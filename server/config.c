@@ -135,24 +135,23 @@ static int set(struct gr_config *c, const struct opt *o, const char *val, const 
     return 0;
 }
 
-static void usage(const struct gr_config *d)
+static void usage(FILE *out, const struct gr_config *d)
 {
-    fprintf(stderr, "usage: gpured serve [options]\n\n");
     for (size_t i = 0; i < NOPTS; i++)
-        fprintf(stderr, "  %-20s %-25s %s\n", opts[i].flag, opts[i].env, opts[i].help);
-    fprintf(stderr, "\ndefaults: --port %d --bind %s --data-dir %s --threads %d --queue-capacity %d "
+        fprintf(out, "  %-20s %-25s %s\n", opts[i].flag, opts[i].env, opts[i].help);
+    fprintf(out, "\ndefaults: --port %d --bind %s --data-dir %s --threads %d --queue-capacity %d "
                     "--max-body-bytes %zu --max-dataset-bytes %zu --digest-later-bytes %zu --log-level info\n"
                     "          --streams %d --launch-group %d --gpu-cache-bytes %lld --pinned-bytes %lld",
             d->port, d->bind, d->data_dir, d->threads, d->queue_capacity, d->max_body_bytes, d->max_dataset_bytes,
             d->digest_later_bytes, d->streams, d->launch_group, (long long)d->gpu_cache_bytes, (long long)d->pin_bytes);
-    fprintf(stderr, " --tokens-file '' --tenant-max-queued 0 --tenant-max-bytes 0 --result-ttl 0 "
+    fprintf(out, " --tokens-file '' --tenant-max-queued 0 --tenant-max-bytes 0 --result-ttl 0 "
                     "--idempotency-ttl %llds\n",
             (long long)d->idempotency_ttl_s);
 }
 
 int gr_config_loopback(const char *bind) { return !strncmp(bind, "127.", 4); }
 
-int gr_config_load(struct gr_config *c, int argc, char **argv)
+static void defaults(struct gr_config *c)
 {
     *c = (struct gr_config){.port = 8080,
                             .bind = "127.0.0.1",
@@ -174,7 +173,18 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
                             .max_connections_per_ip = 256,
                             .conn_timeout_s = 30,
                             .min_body_rate = 1024};
-    struct gr_config defaults = *c;
+}
+
+void gr_config_help(FILE *out)
+{
+    struct gr_config d;
+    defaults(&d);
+    usage(out, &d);
+}
+
+int gr_config_load(struct gr_config *c, int argc, char **argv)
+{
+    defaults(c);
     for (size_t i = 0; i < NOPTS; i++) {
         const char *v = getenv(opts[i].env);
         if (v && *v && set(c, &opts[i], v, opts[i].env))
@@ -182,7 +192,8 @@ int gr_config_load(struct gr_config *c, int argc, char **argv)
     }
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
-            usage(&defaults);
+            fprintf(stderr, "usage: gpured serve [options]\n\n");
+            gr_config_help(stderr);
             return 1;
         }
         const struct opt *o = NULL;

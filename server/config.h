@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct gr_config {
     int port;
@@ -38,6 +39,9 @@ struct gr_config {
 
 /* 1 if the IPv4 address text is in 127.0.0.0/8. */
 int gr_config_loopback(const char *bind);
+
+/* The options of gpured serve (flag, variable, what it does) and their defaults, as --help shows. */
+void gr_config_help(FILE *out);
 
 /* Defaults, then environment, then flags (flags win). Returns 0, or prints the problem
  * (or --help) to stderr and returns 2 (bad usage) or 1 (help shown). */

@@ -165,7 +165,9 @@ static int serve(struct gr_config *cfg)
         die("cannot start the HTTP server", &e);
         goto out;
     }
-    gr_log(GR_LOG_WARN, "listening on http://%s:%d (data in %s)", cfg->bind, port, cfg->data_dir);
+    /* at warn too when the port was picked (--port 0): whoever started it must read it to connect */
+    gr_log(cfg->port ? GR_LOG_INFO : GR_LOG_WARN, "listening on http://%s:%d (data in %s)", cfg->bind, port,
+           cfg->data_dir);
 
     int sig;
     while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) {
@@ -210,9 +212,21 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc < 2 || strcmp(argv[1], "serve")) {
-        fprintf(stderr, "usage: gpured serve [--help | options] | gpured --version\n"
-                        "gpured runs reductions on NVIDIA GPUs (or the CPU) as jobs over HTTP; see README.md\n");
-        return argc < 2 ? 2 : (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
+        int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+        FILE *out = help ? stdout : stderr;
+        if (argc >= 2 && !help)
+            fprintf(stderr, "gpured: unknown command '%s'\n\n", argv[1]);
+        fprintf(out, "usage: gpured COMMAND [options]\n"
+                     "gpured runs reductions and matrix products on NVIDIA GPUs (or the CPU) as jobs over HTTP; "
+                     "see README.md\n\n"
+                     "commands:\n"
+                     "  serve [options]      start the service (options below; each also as its variable)\n"
+                     "  serve --help         the options alone\n"
+                     "  --version            the version, commit and CUDA toolkit of this build\n"
+                     "  --help               this\n\n"
+                     "options of serve:\n");
+        gr_config_help(out);
+        return help ? 0 : 2;
     }
     struct gr_config cfg;
     int rc = gr_config_load(&cfg, argc - 1, argv + 1);

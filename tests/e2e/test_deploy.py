@@ -318,6 +318,23 @@ def refuses(what, env, say):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def check_cli():
+    """gpured --help lists the commands and every option of serve; a wrong command is named."""
+    if not L.BIN:
+        print("not run: the command line (GPURED_BIN not set)", flush=True)
+        return
+    top = subprocess.run([L.BIN, "--help"], capture_output=True, text=True)
+    serve = subprocess.run([L.BIN, "serve", "--help"], capture_output=True, text=True)
+    flags = re.findall(r"^  (--[a-z-]+) ", serve.stderr, re.M)
+    CHECK.ok(top.returncode == 0 and "serve" in top.stdout and "--version" in top.stdout,
+             "gpured --help exits 0 listing the commands: %r" % top.stdout[:300])
+    CHECK.ok(len(flags) > 20 and all(f in top.stdout for f in flags),
+             "gpured --help lists every option of serve (%d): %r" % (len(flags), [f for f in flags if f not in top.stdout]))
+    bad = subprocess.run([L.BIN, "srve"], capture_output=True, text=True)
+    CHECK.ok(bad.returncode == 2 and "unknown command 'srve'" in bad.stderr,
+             "a wrong command exits 2 and is named: %r" % bad.stderr[:200])
+
+
 def check_binary(tokens_file, toks):
     """The real binary set up as the image sets it: on 0.0.0.0, no secret -> no start; the
     example file as the secret -> /healthz and /readyz open, the API only with a token; no
@@ -397,8 +414,10 @@ def main():
     check_k8s_replicas(yaml)
     check_systemd()
     check_readme()
+    check_cli()
     check_binary(tokens_file, toks)
-    print("not run: docker build / compose up / kubectl apply (no Docker engine or cluster here)", flush=True)
+    print("not run here: compose up / kubectl apply (no Docker engine or cluster; tests/container builds and "
+          "runs the image with podman)", flush=True)
 
 
 if __name__ == "__main__":
