@@ -130,7 +130,7 @@ double gr_mono_ms(void); /* monotonic milliseconds */
 /* The mutexes every small job takes (the jobs', the store queue's, the tenants'): adaptive, so a
  * thread that finds one held spins briefly before it sleeps in the kernel. Their holds are short
  * and sixteen HTTP threads, the lanes and the writer meet there; a sleep and wake-up each time
- * cost the H100 host a fifth of its small-job throughput (PERFORMANCE.md, session 15). */
+ * cost the H100 host a fifth of its small-job throughput (docs/PERFORMANCE.md). */
 #define GR_MUTEX_INITIALIZER PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
 void gr_mutex_init(pthread_mutex_t *mu);
 void gr_idle_wait(pthread_cond_t *cv, pthread_mutex_t *mu, const unsigned *count, int *spun);

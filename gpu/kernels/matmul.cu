@@ -389,7 +389,7 @@ struct run {
      * queues the multiply behind them, so the multiply starts as they end, not when the host's
      * launch (cuBLAS's set-up included) reaches an idle stream. That wait was in the kernel stage:
      * a 2048 float32 job's was 0.84x cuBLAS's own time on the H100; 4 buffers held made it 0.94x,
-     * 8 made it 1.00x (bench/results/matmul-2026-11-25-h100). */
+     * 8 made it 1.00x. */
     int upload(void *dst, const void *src, size_t bytes, cudaStream_t st, struct gr_err *e)
     {
         enum { TAIL = 8 }; /* 16 MiB, ~0.3 ms of copying at 50 GB/s */
