@@ -245,8 +245,8 @@ const char *gr_store_data_dir(struct gr_store *s);
 void gr_store_observe_commits(struct gr_store *s, void (*fn)(double ms, int writes));
 
 /* fn (any thread may set it; NULL: none) is called by the writer after the done callbacks of each
- * transaction, so that what they gathered is handled at once: jobs.c takes its lock once a commit
- * rather than once a job, the lock every HTTP thread meets. */
+ * transaction, so that what they gathered is handled at once: the job pipeline (commits.c) takes
+ * its lock once a commit rather than once a job, the lock every HTTP thread meets. */
 void gr_store_after_commits(struct gr_store *s, void (*fn)(void));
 
 /* Bumped after every commit: lets list pages carry a cheap ETag. */

@@ -72,7 +72,7 @@ struct gr_job {
     int refused;   /* why the store refused it (GR_ENOMEM: the disk is full) */
     int final_tries; /* writes of its final state the store refused so far */
     double stored_ms;  /* when the store's first commit of it was told (gr_mono_ms), 0 before */
-    struct gr_job *retry_next; /* on a list of final states to write again (jobs.c) */
+    struct gr_job *retry_next; /* on a list of final states to write again (commits.c) */
     int64_t epoch; /* this replica's claim on it (store.h: fences a late final state), 1 at submit */
     double started_at, finished_at;
     char replica[96]; /* shared store: the replica that ran it */
@@ -83,7 +83,7 @@ struct gr_job {
     struct gr_bench_row *rows; /* benchmark result */
     int nrows;
     struct gr_timings t;
-    int group;         /* jobs in the launch it ran in (jobs.c's launch groups); 1: alone */
+    int group;         /* jobs in the launch it ran in (queues.c's launch groups); 1: alone */
     struct gr_err err; /* when failed */
     struct gr_waiter *waiters;
     struct gr_job *hnext, *qnext; /* in-flight table, queue */

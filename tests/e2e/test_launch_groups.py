@@ -1,5 +1,5 @@
 # test_launch_groups.py: small whole-array jobs queued one behind another, of one op, dtype and
-# length, run as one launch (jobs.c's launch groups). A benchmark holds the device's one lane
+# length, run as one launch (queues.c's launch groups). A benchmark holds the device's one lane
 # while batches queue behind it; then every op and dtype (and ties last) ends with the reference
 # answer and a "launch_group" no larger than the run of like jobs it was queued in (at most 256);
 # jobs that may not share a launch (another length or op in between, a named variant, a

@@ -210,7 +210,7 @@ static void test_queue_cancel_wait_recover(void **state)
         gr_job_unref(*j);
 }
 
-/* A batch big enough to be rendered on several threads (jobs.c renders spans of 4096 and more)
+/* A batch big enough to be rendered on several threads (submit.c renders spans of 4096 and more)
  * is told as accepted whole and in order, and every job of it, from each span, ends stored with
  * its own sum. */
 static void test_big_batch_in_spans(void **state)
