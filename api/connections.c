@@ -1,10 +1,10 @@
 /* connections.c: per-address connection counts in a hash table under one mutex, taken by
  * libmicrohttpd's threads as they accept and close connections; a connection's slot rides in its
  * socket context, and a slot goes with its address's last connection. */
-#include "connections.h"
+#include "api/connections.h"
 
-#include "log.h"
-#include "metrics.h"
+#include "server/log.h"
+#include "server/metrics.h"
 
 #include <netinet/in.h>
 #include <pthread.h>

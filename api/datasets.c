@@ -3,17 +3,17 @@
  * one or a page, the values as .npy, DELETE. An upload's state belongs to its request's HTTP
  * thread, its digest to the file's tap thread until the file is committed; the store writer
  * only records its answer and wakes the request. */
-#include "datasets.h"
+#include "api/datasets.h"
 
-#include "config.h"
-#include "digests.h"
-#include "dsfile.h"
-#include "id.h"
-#include "idempotency.h"
-#include "log.h"
-#include "npy.h"
-#include "parse.h"
-#include "tenants.h"
+#include "api/idempotency.h"
+#include "api/npy.h"
+#include "api/parse.h"
+#include "common/id.h"
+#include "db/dsfile.h"
+#include "server/config.h"
+#include "server/digests.h"
+#include "server/log.h"
+#include "server/tenants.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>

@@ -3,8 +3,8 @@
 #ifndef GR_DATASETS_H
 #define GR_DATASETS_H
 
-#include "http.h"
-#include "parse.h"
+#include "api/http.h"
+#include "api/parse.h"
 
 extern const struct gr_stream gr_dataset_upload; /* POST /v1/datasets takes its body through this */
 void gr_post_dataset(struct gr_req *r);

@@ -4,11 +4,11 @@
  * waits per subscriber. The gr-events thread reads the store outside mu: new events once for
  * every subscriber that is up to date, and, for one that fell behind (a resume from an old
  * Last-Event-ID, or a client reading slowly), a page of its own at a time. */
-#include "events.h"
+#include "api/events.h"
 
-#include "job.h" /* gr_rfc3339 */
-#include "log.h"
-#include "store.h"
+#include "server/job.h" /* gr_rfc3339 */
+#include "server/log.h"
+#include "db/store.h"
 
 #include <jansson.h>
 #include <pthread.h>

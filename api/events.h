@@ -4,7 +4,7 @@
 #ifndef GR_EVENTS_H
 #define GR_EVENTS_H
 
-#include "http.h"
+#include "api/http.h"
 
 /* Before the HTTP daemon starts: the newest event read, the thread started. GR_OK or GR_EIO. */
 int gr_events_start(struct gr_store *store, struct gr_err *e);

@@ -1,5 +1,5 @@
 /* headers.c: parsers of request headers and query values; pure, any thread. */
-#include "headers.h"
+#include "api/headers.h"
 
 #include <errno.h>
 #include <stdlib.h>

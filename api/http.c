@@ -1,14 +1,12 @@
 /* http.c: the libmicrohttpd daemon: routing, per-request state, capped body reading, answers,
  * parking and resuming. Requests run on the daemon's pool threads; a parked request is
  * resumed by whichever thread wakes its waiter. */
-#include "http.h"
+#include "api/http.h"
 
-#include "config.h"
-#include "connections.h"
-#include "events.h"
-#include "idempotency.h"
-#include "log.h"
-#include "metrics.h"
+#include "api/connections.h"
+#include "server/config.h"
+#include "server/log.h"
+#include "server/metrics.h"
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
@@ -392,7 +390,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         gr_job_unref(r->batch[k]);
     free(r->batch);
     free(r->accepted.p);
-    gr_idem_release(r);
+    if (r->done)
+        r->done(r);
     free(r->body);
     free(r);
     *con_cls = NULL;
@@ -424,8 +423,6 @@ int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port,
      * splits between its threads, sits above them as a backstop. Its timeout closes a connection
      * idle that long; a parked (suspended) one never times out: its wait has its own deadline. */
     gr_conn_limits(cfg->max_connections, cfg->max_connections_per_ip);
-    if (gr_events_start(store, e) != GR_OK)
-        return GR_EIO;
     daemon_ = MHD_start_daemon(flags, (uint16_t)cfg->port, gr_conn_accept, NULL, on_request, NULL,
                                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa,
                                MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_NOTIFY_COMPLETED,
@@ -447,12 +444,10 @@ void gr_api_quiesce(void)
      * epoll threads, which drop the socket from their sets as it does, and the second drop aborts
      * the process ("Failed to remove listen FD from epoll set": once at SIGTERM, 16-core host). */
     gr_conn_stop();
-    gr_events_stop(); /* event streams end now: their clients reconnect elsewhere */
 }
 
 void gr_api_stop(void)
 {
-    gr_events_stop();
     if (daemon_)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;

@@ -4,10 +4,10 @@
 #ifndef GR_HTTP_H
 #define GR_HTTP_H
 
-#include "buf.h"
-#include "jobs.h"
-#include "store.h"
-#include "tokens.h"
+#include "common/buf.h"
+#include "db/store.h"
+#include "server/jobs.h"
+#include "server/tokens.h"
 
 #include <microhttpd.h>
 
@@ -36,6 +36,7 @@ struct gr_req {
     uint64_t clen; /* Content-Length, 0 when not sent */
     struct gr_principal who; /* the token's tenant; without tokens "default", admin */
     char *idem;    /* the Idempotency-Key this request holds in flight (idempotency.h), or NULL */
+    void (*done)(struct gr_req *r); /* lets go of what a handler holds past its answer (that key) */
     int replayed;  /* the answer is an earlier request's resource (Idempotent-Replayed: true) */
     unsigned status;
     struct gr_waiter w;

@@ -1,9 +1,9 @@
 /* idempotency.c: Idempotency-Key: keys in flight (a set under one mutex, held by their
  * requests from any HTTP thread; on a shared store also held there, for the other replicas) and
  * keys done (rows the store wrote with their resources). */
-#include "idempotency.h"
+#include "api/idempotency.h"
 
-#include "config.h"
+#include "server/config.h"
 
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -60,6 +60,7 @@ int gr_idem_hold(struct gr_req *r, struct gr_err *e)
                        "a request with this Idempotency-Key is still being processed; retry in a moment");
     }
     r->idem = h->name;
+    r->done = gr_idem_release;
     /* the key, after the tenant and its space */
     int rc = gr_store_hold_key(gr_api_store, r->who.tenant, h->name + tn + 1, STORE_HOLD_S, e);
     if (rc != GR_OK) {

@@ -5,7 +5,7 @@
 #ifndef GR_IDEMPOTENCY_H
 #define GR_IDEMPOTENCY_H
 
-#include "http.h"
+#include "api/http.h"
 
 /* Take r's Idempotency-Key, if it sent one, and hold it until r ends: GR_OK (r->idem set, or no
  * key sent), GR_EINVAL (not 1 to 255 printable characters) or GR_ECONFLICT (another request

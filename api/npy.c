@@ -1,6 +1,6 @@
 /* npy.c: the .npy preamble: a strict reader of its header (a Python dict literal) and a writer of
  * version 1.0 preambles. Pure functions; safe from any thread. */
-#include "npy.h"
+#include "api/npy.h"
 
 #include <stdio.h>
 #include <string.h>

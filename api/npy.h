@@ -3,7 +3,7 @@
 #ifndef GR_NPY_H
 #define GR_NPY_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #define GR_NPY_MAX_HEADER 65536 /* longest header dict read (version 1.0 cannot say more) */
 #define GR_NPY_HEADER_MAX 128   /* longest preamble gr_npy_header writes */

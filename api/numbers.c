@@ -5,7 +5,7 @@
  * For 1,024 floats that was 380 µs of a 900 µs request. Here a short number is read in one pass
  * over its digits (fast_real), any other by strtod or strtoll. Anything this reader is not sure
  * of is left to jansson: the answer is then jansson's, as before. */
-#include "numbers.h"
+#include "api/numbers.h"
 
 #include <errno.h>
 #include <float.h>

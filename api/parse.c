@@ -1,12 +1,12 @@
 /* parse.c: validation of a job submission (a JSON body, or query arguments with a raw or .npy
  * body) into a job, by the same rules; runs on an HTTP thread.
  * Every rejection names the member at fault and says what would be accepted. */
-#include "parse.h"
+#include "api/parse.h"
 
-#include "bench.h"
-#include "npy.h"
-#include "numbers.h"
-#include "spans.h"
+#include "api/npy.h"
+#include "api/numbers.h"
+#include "common/spans.h"
+#include "gpu/bench.h"
 
 #include <errno.h>
 #include <float.h>

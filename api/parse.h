@@ -4,7 +4,7 @@
 #ifndef GR_PARSE_H
 #define GR_PARSE_H
 
-#include "job.h"
+#include "server/job.h"
 
 /* Values that come apart from a JSON body (a stored dataset, a binary body): their dtype,
  * dimensions (0: a single value; 1; 2) and element count. */

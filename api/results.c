@@ -2,10 +2,10 @@
  * resource (the JSON keeps every value exactly: integers as integers, floats to 17 digits or as
  * the strings of the non-finite ones), a large one streamed from its dataset. Runs on the
  * request's HTTP thread. */
-#include "results.h"
+#include "api/results.h"
 
-#include "datasets.h"
-#include "npy.h"
+#include "api/datasets.h"
+#include "api/npy.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #ifndef GR_RESULTS_H
 #define GR_RESULTS_H
 
-#include "http.h"
+#include "api/http.h"
 
 /* ?part= of job's result (job: its stored resource): GR_OK with *indices 0 (values, also when
  * absent) or 1 (indices), else GR_EINVAL (not a part), GR_ECONFLICT (indices of a result that

@@ -1,23 +1,23 @@
 /* routes.c: the routing table and one handler per route and method (API.md). Handlers run on
  * the request's HTTP thread; a handler answers at once or parks the request until a job's
  * state is committed, and its resume function answers then. */
-#include "http.h"
+#include "api/http.h"
 
-#include "backend.h"
-#include "bench.h"
-#include "buf.h"
-#include "cluster.h"
-#include "config.h"
-#include "datasets.h"
-#include "events.h"
-#include "headers.h"
-#include "id.h"
-#include "idempotency.h"
-#include "log.h"
-#include "parse.h"
-#include "results.h"
-#include "routes_ops.h"
-#include "store.h"
+#include "api/datasets.h"
+#include "api/events.h"
+#include "api/headers.h"
+#include "api/idempotency.h"
+#include "api/parse.h"
+#include "api/results.h"
+#include "api/routes_ops.h"
+#include "common/buf.h"
+#include "common/id.h"
+#include "db/store.h"
+#include "gpu/backend.h"
+#include "gpu/bench.h"
+#include "server/cluster.h"
+#include "server/config.h"
+#include "server/log.h"
 
 #include <stdio.h>
 #include <sys/statvfs.h>

@@ -1,11 +1,11 @@
 /* routes_ops.c: GET /metrics, /openapi.json, / and /assets/{id}. Handlers run on the request's
  * HTTP thread; embedded assets are immutable, metrics are read from atomics. */
-#include "routes_ops.h"
+#include "api/routes_ops.h"
 
-#include "assets.h"
-#include "http.h"
-#include "metrics.h"
-#include "store.h"
+#include "api/assets.h"
+#include "api/http.h"
+#include "db/store.h"
+#include "server/metrics.h"
 
 #include <stdlib.h>
 #include <string.h>

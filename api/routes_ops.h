@@ -3,7 +3,7 @@
 #ifndef GR_ROUTES_OPS_H
 #define GR_ROUTES_OPS_H
 
-#include "http.h"
+#include "api/http.h"
 
 void gr_get_metrics(struct gr_req *r);
 void gr_get_openapi(struct gr_req *r);

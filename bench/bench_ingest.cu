@@ -3,7 +3,7 @@
  * cudaHostRegister'ed mapping of the file copied directly (registration timed apart). The numbers chose
  * gpu/stage.c's design. Single-threaded driver; OpenMP threads only fill. Not a test.
  *   bench_ingest [file or ""] [json out]   ("" or none: a 1 GiB temporary file) */
-#include "cuda_check.h"
+#include "gpu/kernels/cuda_check.h"
 
 #include <cuda_runtime.h>
 

@@ -4,9 +4,9 @@
  * (staging, H2D, multiply, D2H) at 4096 and 8192, row-streamed and not. Table on stdout, JSON to
  * --json. Single-threaded, one GPU.
  * Usage: bench_matmul [--json FILE] [--repeats N] [--max-n N] */
-#include "matmul.h"
+#include "gpu/kernels/matmul.h"
 
-#include "cuda_check.h"
+#include "gpu/kernels/cuda_check.h"
 
 #include <cuda_runtime.h>
 

@@ -2,11 +2,11 @@
  * 2^4..2^20 (axis 1), 9 columns (axis 0); CUDA events, L2 flushed before every run, median of
  * --repeats; table on stdout, JSON to --out. Single-threaded, one GPU.
  * Usage: bench_reduce [--out FILE] [--repeats N] [--max-log2 K] [--sections whole,axis1,axis0] */
-#include "reduce.h"
+#include "gpu/kernels/reduce.h"
 
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
-#include "cuda_check.h"
+#include "gpu/kernels/cuda_check.h"
 
 #include <cuda_runtime.h>
 #include <thrust/iterator/counting_iterator.h>

@@ -1,5 +1,5 @@
 /* buf.c: the growable text buffer; used only by the thread that fills it. */
-#include "buf.h"
+#include "common/buf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

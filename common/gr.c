@@ -1,6 +1,6 @@
 /* gr.c: the shared vocabulary's tables and helpers (errors, ops, dtypes, results, time).
  * Stateless; safe from any thread. */
-#include "gr.h"
+#include "common/gr.h"
 
 #include <sched.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* id.c: time-ordered resource ids; one atomic counter shared by every thread and every prefix. */
-#include "id.h"
+#include "common/id.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

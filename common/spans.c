@@ -1,6 +1,6 @@
 /* spans.c: work over items cut into spans on threads of their own (spans.h). Plain pthreads,
  * not OpenMP, so that ThreadSanitizer sees the joins. */
-#include "spans.h"
+#include "common/spans.h"
 
 #include <pthread.h>
 #include <stdint.h>

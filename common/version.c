@@ -1,6 +1,6 @@
 /* version.c: what this build is (version, git commit, CUDA toolkit), from gr_version.h, which
  * the build writes (cmake/version.cmake). Constants: any thread reads them. */
-#include "gr.h"
+#include "common/gr.h"
 
 #include "gr_version.h"
 

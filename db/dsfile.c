@@ -1,7 +1,7 @@
 /* dsfile.c: datasets' values as files: streamed into a .tmp, made durable and renamed, opened or
  * mapped read-only for downloads and jobs, removed. Each caller owns its file; an upload's ring
  * of slots is shared with its writer and tap threads under its own lock. */
-#include "dsfile.h"
+#include "db/dsfile.h"
 
 #include <dirent.h>
 #include <errno.h>

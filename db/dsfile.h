@@ -4,7 +4,7 @@
 #ifndef GR_DSFILE_H
 #define GR_DSFILE_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 struct gr_dsfile; /* an upload being written: its HTTP thread's, and its two workers' (dsfile.c) */
 

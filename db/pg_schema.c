@@ -1,7 +1,7 @@
 /* pg_schema.c: the PostgreSQL store's SQL: migrations on the gpured_schema table and every
  * statement it prepares, named and numbered as sqlite_schema.c's. Constant data; safe from any
  * thread. */
-#include "schema.h"
+#include "db/schema.h"
 
 /* Ids are compared as bytes (COLLATE "C"): they are time-ordered, and a list's first page
  * starts below U+10FFFF, which a locale's collation would not put last. */

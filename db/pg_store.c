@@ -2,11 +2,11 @@
  * store several replicas share. The store's writer thread owns the write connection; each
  * reading thread owns its read connection (a thread-specific). A connection the server dropped
  * (a restart) is reset on its next use. */
-#include "store_backend.h"
+#include "db/store_backend.h"
 
-#include "buf.h"
-#include "readers.h"
-#include "schema.h"
+#include "common/buf.h"
+#include "db/readers.h"
+#include "db/schema.h"
 
 #include <libpq-fe.h>
 #include <poll.h>

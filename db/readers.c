@@ -1,6 +1,6 @@
 /* readers.c: per-thread store connections (readers.h). Each is its thread's; the list, under
  * the set's mutex, is for closing what threads still hold at the end. */
-#include "readers.h"
+#include "db/readers.h"
 
 #include <stdlib.h>
 

@@ -4,7 +4,7 @@
 #ifndef GR_READERS_H
 #define GR_READERS_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #include <pthread.h>
 

@@ -1,6 +1,6 @@
 /* sqlite_schema.c: the SQLite store's SQL: migrations on PRAGMA user_version and every
  * statement it prepares. Constant data; safe from any thread. */
-#include "schema.h"
+#include "db/schema.h"
 
 /* jobs holds only small rows (the job's JSON) keyed by a time-ordered id, so it is
  * WITHOUT ROWID: the id is the clustered key, appends go to its right edge and no separate

@@ -1,11 +1,11 @@
 /* sqlite_store.c: the SQLite backend (one file, WAL) of the store interface (store_backend.h).
  * The store's writer thread owns the write connection; each reading thread owns its read
  * connection (a thread-specific); WAL checkpoints run on a thread and connection of their own. */
-#include "store_backend.h"
+#include "db/store_backend.h"
 
-#include "id.h"
-#include "readers.h"
-#include "schema.h"
+#include "common/id.h"
+#include "db/readers.h"
+#include "db/schema.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -2,10 +2,10 @@
  * PostgreSQL for a store shared by replicas. Callers' threads queue writes; the one writer thread
  * commits whatever is queued as one transaction (group commit) and runs their callbacks. Reads
  * go straight to the backend on the caller's thread. */
-#include "store_backend.h"
+#include "db/store_backend.h"
 
-#include "dsfile.h"
-#include "schema.h"
+#include "db/dsfile.h"
+#include "db/schema.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -5,7 +5,7 @@
 #ifndef GR_STORE_H
 #define GR_STORE_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #include <pthread.h>
 

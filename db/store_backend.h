@@ -5,7 +5,7 @@
 #ifndef GR_STORE_BACKEND_H
 #define GR_STORE_BACKEND_H
 
-#include "store.h"
+#include "db/store.h"
 
 /* A queued write, allocated by the caller's thread and freed by the writer. Its fields are the
  * statement's parameters, numbered as schema.h says. */

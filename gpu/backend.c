@@ -1,6 +1,6 @@
 /* backend.c: what every backend shares: checking that a variant covers a request (reduction or product).
  * Stateless; called from the API threads (validation) and the workers. */
-#include "backend.h"
+#include "gpu/backend.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
 #ifndef GR_BACKEND_H
 #define GR_BACKEND_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #ifdef __cplusplus
 extern "C" { /* CUDA sources include this too */

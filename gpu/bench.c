@@ -1,6 +1,6 @@
 /* bench.c: runs a backend's variants side by side on generated data, checked against a reference;
  * used by benchmark jobs on the worker thread that owns the backend (the limits by API threads too). */
-#include "bench.h"
+#include "gpu/bench.h"
 
 #include <float.h>
 #include <math.h>

@@ -4,7 +4,7 @@
 #ifndef GR_BENCH_H
 #define GR_BENCH_H
 
-#include "backend.h"
+#include "gpu/backend.h"
 
 struct gr_bench_row {
     char algorithm[32];

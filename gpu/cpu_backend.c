@@ -1,7 +1,7 @@
 /* cpu_backend.c: the CPU (OpenMP) backend, the reference semantics of every reduction (products: cpu_matmul.c); one
  * worker thread calls reduce() or matmul() at a time, the OpenMP teams it starts live only inside that call. */
-#include "backend.h"
-#include "cpu_matmul.h"
+#include "gpu/backend.h"
+#include "gpu/cpu_matmul.h"
 
 #include <math.h>
 #include <omp.h>

@@ -1,6 +1,6 @@
 /* cpu_matmul.c: matrix products on the CPU (naive loop, blocked OpenMP); one worker thread calls
  * at a time, the OpenMP teams it starts live only inside that call. */
-#include "cpu_matmul.h"
+#include "gpu/cpu_matmul.h"
 
 #include <stdio.h>
 #include <string.h>

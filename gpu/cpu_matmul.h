@@ -3,7 +3,7 @@
 #ifndef GR_CPU_MATMUL_H
 #define GR_CPU_MATMUL_H
 
-#include "backend.h"
+#include "gpu/backend.h"
 
 #ifdef __cplusplus
 extern "C" { /* the CUDA path includes this too */

@@ -3,12 +3,12 @@
  * cuBLAS handle) is used by one worker thread only;
  * the dataset cache is shared by the lanes under the backend's mutex, and evict/stats may come
  * from any thread. */
-#include "matmul.h"
-#include "reduce.h" /* brings backend.h with C linkage */
-#include "pinned.h"
-#include "stage.h"
-#include "cuda_check.h"
-#include "nvml.h"
+#include "gpu/kernels/matmul.h"
+#include "gpu/kernels/reduce.h" /* brings backend.h with C linkage */
+#include "gpu/pinned.h"
+#include "gpu/stage.h"
+#include "gpu/kernels/cuda_check.h"
+#include "gpu/nvml.h"
 
 #include <cuda_runtime.h>
 

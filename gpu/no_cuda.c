@@ -1,5 +1,5 @@
 /* no_cuda.c: GPU discovery when gpured is built without CUDA: there are no GPUs. */
-#include "backend.h"
+#include "gpu/backend.h"
 
 int gr_gpu_discover(struct gr_backend **out, int max, int streams, int64_t cache_bytes, int64_t pin_bytes,
                     struct gr_err *e)

@@ -1,6 +1,6 @@
 /* nvml.c: GPU utilisation read through NVML, loaded at run time so that gpured still starts where
  * libnvidia-ml is missing. Any thread: NVML is thread-safe, and loading happens once. */
-#include "nvml.h"
+#include "gpu/nvml.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

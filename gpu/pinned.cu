@@ -1,7 +1,7 @@
 /* pinned.cu: datasets' files kept mapped and page-locked for DMA (pinned.h). The registry is one
  * list under mu; a registration (mmap + cudaHostRegister) runs outside it, on the lane thread of
  * the job that asked, while the entry is marked loading. */
-#include "pinned.h"
+#include "gpu/pinned.h"
 
 #include <cuda_runtime.h>
 

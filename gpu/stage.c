@@ -1,7 +1,7 @@
 /* stage.c: filling pinned staging buffers on several threads, so that reading a dataset from the
  * page cache keeps up with the PCIe copies (one thread's pread is well below the bus). Each piece's
  * copy starts as soon as that piece is filled: no thread waits for a whole batch. Stateless. */
-#include "stage.h"
+#include "gpu/stage.h"
 
 #include <errno.h>
 #include <omp.h>

@@ -3,7 +3,7 @@
 #ifndef GR_STAGE_H
 #define GR_STAGE_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #ifdef __cplusplus
 extern "C" {

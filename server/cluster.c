@@ -1,13 +1,13 @@
 /* cluster.c: replicas on a shared store. The cluster thread owns the renewals and claims (on its
  * own store connection); gr_cluster_join and _stop run on the main thread. */
-#include "cluster.h"
+#include "server/cluster.h"
 
-#include "id.h"
-#include "backend.h"
-#include "job.h"
-#include "jobs.h"
-#include "log.h"
-#include "store.h"
+#include "common/id.h"
+#include "db/store.h"
+#include "gpu/backend.h"
+#include "server/job.h"
+#include "server/jobs.h"
+#include "server/log.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #ifndef GR_CLUSTER_H
 #define GR_CLUSTER_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #include <jansson.h>
 

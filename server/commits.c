@@ -3,11 +3,11 @@
  * job's insert, and what the store has committed for a job, fenced-out runs' results included.
  * The store's writer threads each own their `told`, a commit's answers, which they hand in under
  * mu at the commit's end; a job's committed state is read and changed under mu. */
-#include "jobs_internal.h"
+#include "server/jobs_internal.h"
 
-#include "log.h"
-#include "store.h"
-#include "tenants.h"
+#include "db/store.h"
+#include "server/log.h"
+#include "server/tenants.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* config.c: flags and environment into struct gr_config; runs on the main thread at start-up. */
-#include "config.h"
+#include "server/config.h"
 
-#include "jobs.h"  /* GR_JOBS_GROUP_MAX */
-#include "store.h" /* GR_STORE_WRITERS_MAX */
-#include "log.h"
+#include "server/jobs.h"  /* GR_JOBS_GROUP_MAX */
+#include "db/store.h" /* GR_STORE_WRITERS_MAX */
+#include "server/log.h"
 
 #include <errno.h>
 #include <limits.h>

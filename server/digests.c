@@ -2,12 +2,12 @@
  * time; any thread queues. A large upload's 201 comes when its values are durable: one core's
  * sha256 (about 1.3 GB/s on the H100 host) would otherwise set the upload's pace, so the digest
  * is read back from the page cache here and stored after. */
-#include "digests.h"
+#include "server/digests.h"
 
-#include "dsfile.h"
-#include "job.h"
-#include "log.h"
-#include "store.h"
+#include "db/dsfile.h"
+#include "db/store.h"
+#include "server/job.h"
+#include "server/log.h"
 
 #include <jansson.h>
 #include <openssl/evp.h>

@@ -4,7 +4,7 @@
 #ifndef GR_DIGESTS_H
 #define GR_DIGESTS_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #include <stddef.h>
 

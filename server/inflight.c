@@ -2,10 +2,10 @@
  * stand-ins watched for jobs other replicas hold, and lookup and cancel by id. All of it under mu;
  * the store's listener thread tells of other replicas' changes (gr_jobs_changed) and asks for
  * cancels (gr_jobs_cancel_asked), the HTTP threads look up and cancel. */
-#include "jobs_internal.h"
+#include "server/jobs_internal.h"
 
-#include "log.h"
-#include "metrics.h"
+#include "server/log.h"
+#include "server/metrics.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,18 +1,17 @@
 /* job.c: job lifetime (ids, references), its JSON rendering, large results kept as datasets (on
  * the worker) and rebuilding from the store. Reference counts are atomic; rendering reads state
  * the caller keeps still (jobs lock). */
-#include "job.h"
+#include "server/job.h"
 
-#include "backend.h"
-#include "bench.h"
-#include "buf.h"
-#include "dsfile.h"
-#include "id.h"
-#include "jobs.h"
-#include "log.h"
-#include "store.h"
-#include "tenants.h"
-#include "tokens.h"
+#include "common/buf.h"
+#include "common/id.h"
+#include "db/dsfile.h"
+#include "db/store.h"
+#include "gpu/backend.h"
+#include "gpu/bench.h"
+#include "server/log.h"
+#include "server/tenants.h"
+#include "server/tokens.h"
 
 #include <math.h>
 #include <openssl/evp.h>
@@ -24,6 +23,8 @@
 #include <time.h>
 
 const char *const gr_operand_names[GR_MM_OPERANDS] = {"a", "b", "c"};
+
+void (*gr_job_unpin)(const char *dataset);
 
 static const char *status_names[GR_NSTATUS] = {"queued", "running", "succeeded", "failed", "canceled"};
 
@@ -64,10 +65,10 @@ void gr_job_unref(struct gr_job *j)
     if (!j || atomic_fetch_sub((_Atomic int *)&j->refs, 1) != 1)
         return;
     if (j->dataset_pinned) /* a job refused before it was queued */
-        gr_jobs_unpin_dataset(j->dataset);
+        gr_job_unpin(j->dataset);
     for (int k = 0; k < GR_MM_OPERANDS; k++)
         if (j->mm[k].pinned)
-            gr_jobs_unpin_dataset(j->mm[k].dataset);
+            gr_job_unpin(j->mm[k].dataset);
     free(j->input);
     free(j->final_doc);
     free(j->idem_key);

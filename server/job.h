@@ -4,7 +4,7 @@
 #ifndef GR_JOB_H
 #define GR_JOB_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #include <jansson.h>
 
@@ -91,6 +91,9 @@ struct gr_job {
 
 /* A new job with one reference, a fresh time-ordered id, status queued. NULL if out of memory. */
 struct gr_job *gr_job_new(void);
+/* How a job freed while it still holds datasets against DELETE (one refused before it was queued)
+ * lets go of them: the job pipeline sets it before anything pins (jobs.h's gr_jobs_start). */
+extern void (*gr_job_unpin)(const char *dataset);
 void gr_job_ref(struct gr_job *j);
 void gr_job_unref(struct gr_job *j);
 

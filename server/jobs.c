@@ -3,9 +3,9 @@
  * held only for short bookkeeping: never across a kernel, a store call or a waiter's wake. Its
  * parts, each a file (jobs_internal.h): inflight.c, pins.c, waiters.c, commits.c, queues.c and
  * submit.c. Start and stop run on the main thread. */
-#include "jobs_internal.h"
+#include "server/jobs_internal.h"
 
-#include "store.h"
+#include "db/store.h"
 
 pthread_mutex_t gr_jobs_mu = GR_MUTEX_INITIALIZER;
 struct gr_store *gr_jobs_store;
@@ -17,6 +17,7 @@ int gr_jobs_start(struct gr_store *s, struct gr_backend **backends, int nbackend
     if (nbackends < 1 || nbackends > MAX_BACKENDS)
         return gr_fail(e, GR_EINTERNAL, NULL, "%d backends (1 to %d supported)", nbackends, MAX_BACKENDS);
     gr_jobs_store = s;
+    gr_job_unpin = gr_jobs_unpin_dataset;
     gr_store_after_commits(s, gr_commits_told);
     capacity = queue_capacity;
     gr_waiters_init(); /* before the workers: they fire waiters */

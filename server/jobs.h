@@ -4,7 +4,7 @@
 #ifndef GR_JOBS_H
 #define GR_JOBS_H
 
-#include "job.h"
+#include "server/job.h"
 
 struct gr_buf;
 

@@ -7,7 +7,7 @@
 #ifndef GR_JOBS_INTERNAL_H
 #define GR_JOBS_INTERNAL_H
 
-#include "jobs.h"
+#include "server/jobs.h"
 
 #include <pthread.h>
 

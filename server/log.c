@@ -1,5 +1,5 @@
 /* log.c: one-line logs to stderr, safe from any thread. The level is set once at start-up. */
-#include "log.h"
+#include "server/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,18 +1,18 @@
 /* main.c: gpured's entry point: settings, start-up order, signals and the orderly stop.
  * The main thread only starts things and then waits for SIGINT/SIGTERM. */
-#include "backend.h"
-#include "cluster.h"
-#include "config.h"
-#include "digests.h"
-#include "events.h"
-#include "http.h"
-#include "jobs.h"
-#include "log.h"
-#include "metrics.h"
-#include "store.h"
-#include "sweep.h"
-#include "tenants.h"
-#include "tokens.h"
+#include "api/events.h"
+#include "api/http.h"
+#include "db/store.h"
+#include "gpu/backend.h"
+#include "server/cluster.h"
+#include "server/config.h"
+#include "server/digests.h"
+#include "server/jobs.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/sweep.h"
+#include "server/tenants.h"
+#include "server/tokens.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -161,6 +161,10 @@ static int serve(struct gr_config *cfg)
         die("cannot start the cluster thread", &e);
         goto out;
     }
+    if (gr_events_start(store, &e) != GR_OK) {
+        die("cannot start the event streams", &e);
+        goto out;
+    }
     if (gr_api_start(cfg, store, &port, &e) != GR_OK) {
         die("cannot start the HTTP server", &e);
         goto out;
@@ -180,6 +184,7 @@ static int serve(struct gr_config *cfg)
     }
     gr_log(GR_LOG_WARN, "%s: stopping (the running job finishes; queued jobs stay queued)", strsignal(sig));
     gr_api_quiesce();
+    gr_events_stop(); /* event streams end now: their clients reconnect elsewhere */
     gr_jobs_pause();
     gr_cluster_leave(); /* the workers are paused: the queued jobs are the other replicas' to claim */
     rc = 0;
@@ -192,6 +197,7 @@ out:
      * them a moment before the daemon stops and cuts what is left */
     for (int i = 0; i < 500 && (gr_jobs_parked() > 0 || gr_api_busy() > 0); i++)
         usleep(10000);
+    gr_events_stop();
     gr_api_stop();
     gr_digests_stop(); /* after the uploads that queue digests, before the store they write to */
     gr_cluster_stop(); /* the running job's lease held until here: its final state is queued */

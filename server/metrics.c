@@ -1,12 +1,12 @@
 /* metrics.c: the service's Prometheus metrics as fixed arrays of relaxed atomics, so the hot
  * paths (every HTTP answer, every job end) never lock or allocate; any thread records, an HTTP
  * thread renders. Counters are read one by one, so a scrape may straddle an update. */
-#include "metrics.h"
+#include "server/metrics.h"
 
-#include "buf.h"
+#include "common/buf.h"
 
-#include "backend.h"
-#include "jobs.h"
+#include "gpu/backend.h"
+#include "server/jobs.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

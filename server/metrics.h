@@ -3,7 +3,7 @@
 #ifndef GR_METRICS_H
 #define GR_METRICS_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #define GR_METRICS_DEVICES 17 /* the CPU and up to 16 GPUs, indexed like gr_jobs_backend() */
 #define GR_METRICS_ROUTES 32  /* routing table entries; index -1 counts unmatched paths */

@@ -1,9 +1,9 @@
 /* pins.c: the datasets in use: a job in flight pins those it names until its final state is
  * stored, and a DELETE holds its dataset against new pins while it runs. Any thread, under mu:
  * the HTTP threads pin and delete, the store's writers unpin at a job's end (commits.c). */
-#include "jobs_internal.h"
+#include "server/jobs_internal.h"
 
-#include "backend.h"
+#include "gpu/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,14 +1,14 @@
 /* queues.c: the bounded per-device queues, one worker thread per backend lane with its launch
  * groups, and routing a job to a device. The queues, what each worker has taken and the recent
  * run times are under mu; a worker runs its jobs on its own lane without it. */
-#include "jobs_internal.h"
+#include "server/jobs_internal.h"
 
-#include "backend.h"
-#include "bench.h"
-#include "dsfile.h"
-#include "log.h"
-#include "metrics.h"
-#include "store.h"
+#include "db/dsfile.h"
+#include "db/store.h"
+#include "gpu/backend.h"
+#include "gpu/bench.h"
+#include "server/log.h"
+#include "server/metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>

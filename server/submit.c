@@ -2,14 +2,14 @@
  * its inserts queued in the store, then its jobs queued), and the jobs the store holds as pending,
  * queued again (recovery). An HTTP thread submits; a big batch's render threads touch only its new
  * jobs, and are joined before it is queued. Recovery runs at start-up and on the cluster thread. */
-#include "jobs_internal.h"
+#include "server/jobs_internal.h"
 
-#include "backend.h"
-#include "buf.h"
-#include "log.h"
-#include "spans.h"
-#include "store.h"
-#include "tenants.h"
+#include "common/buf.h"
+#include "common/spans.h"
+#include "db/store.h"
+#include "gpu/backend.h"
+#include "server/log.h"
+#include "server/tenants.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,13 +1,13 @@
 /* sweep.c: the retention sweep's thread. It reads expired jobs on its own store connection and
  * deletes them through the store's writer a batch at a time, waiting for each batch's commit
  * before reading the next, so that requests' writes interleave with it. */
-#include "sweep.h"
+#include "server/sweep.h"
 
-#include "dsfile.h"
-#include "jobs.h"
-#include "log.h"
-#include "store.h"
-#include "tenants.h"
+#include "db/dsfile.h"
+#include "db/store.h"
+#include "server/jobs.h"
+#include "server/log.h"
+#include "server/tenants.h"
 
 #include <jansson.h>
 #include <pthread.h>

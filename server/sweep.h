@@ -3,7 +3,7 @@
 #ifndef GR_SWEEP_H
 #define GR_SWEEP_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #include <stdint.h>
 

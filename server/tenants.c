@@ -1,8 +1,8 @@
 /* tenants.c: per-tenant counters behind the quotas, in a small hash table of tenants that
  * only grows (tenants come from the tokens file and the store: few). One mutex, any thread. */
-#include "tenants.h"
+#include "server/tenants.h"
 
-#include "tokens.h"
+#include "server/tokens.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 #ifndef GR_TENANTS_H
 #define GR_TENANTS_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #include <stdint.h>
 

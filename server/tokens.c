@@ -1,7 +1,7 @@
 /* tokens.c: the tokens file's parser and the table the HTTP threads check bearer tokens
  * against. The table is replaced whole (main thread, SIGHUP) under a write lock; HTTP threads
  * read it under the read lock. Only SHA-256 digests of tokens are kept. */
-#include "tokens.h"
+#include "server/tokens.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>

@@ -4,7 +4,7 @@
 #ifndef GR_TOKENS_H
 #define GR_TOKENS_H
 
-#include "gr.h"
+#include "common/gr.h"
 
 #include <stddef.h>
 

@@ -2,7 +2,7 @@
  * storing first, as queued, a deferred job a deadline cannot wait for. Waiters are parked and
  * collected under mu, by whichever thread changes their job; wake() runs after, without it. The
  * timer thread owns the deadlines' firing. */
-#include "jobs_internal.h"
+#include "server/jobs_internal.h"
 
 #include <time.h>
 

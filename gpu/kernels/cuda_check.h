@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gr.h"
+#include "common/gr.h"
 
 /* Fill e from a CUDA error (out of memory is GR_ENOMEM, anything else GR_ECUDA) and clear a
  * non-sticky error so the next job starts clean. */

@@ -12,8 +12,8 @@
  *                mantissas, lower precision, float32 only, opt-in
  *
  * Every kernel accumulates in its own dtype (as cuBLAS does) and reads c only when beta != 0. */
-#include "matmul.h"
-#include "cuda_check.h"
+#include "gpu/kernels/matmul.h"
+#include "gpu/kernels/cuda_check.h"
 
 #include <limits.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#include "cpu_matmul.h" /* struct gr_mm_req, gr_mm_check; brings backend.h */
+#include "gpu/cpu_matmul.h" /* struct gr_mm_req, gr_mm_check; brings backend.h */
 
 enum gr_mm_variant {
     GR_MM_NAIVE, GR_MM_TILED16, GR_MM_TILED32, GR_MM_REGTILE, GR_MM_CUBLAS, GR_MM_CUBLAS_TF32,

@@ -23,7 +23,7 @@
  * overflow wraps); float ops and means in float64; min/max propagate NaN; argmin/argmax keep
  * the first (or, ties_last, the last) index of the extreme, NaN counting as the extreme.
  * Kernels leave raw states (float64 sums for mean); gr_k_finish divides on the host. */
-#include "reduce.h"
+#include "gpu/kernels/reduce.h"
 
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
@@ -79,10 +79,10 @@ extern "C" const struct gr_algo gr_k_algos[GR_K_NVARIANTS] = {
 
 /* Each part opens its own anonymous namespace: one translation unit, so the selector below
  * instantiates only what it dispatches. */
-#include "reduce_ops.cuh"
-#include "reduce_teaching.cuh"
-#include "reduce_policy.cuh"
-#include "reduce_fast.cuh"
+#include "gpu/kernels/reduce_fast.cuh"
+#include "gpu/kernels/reduce_ops.cuh"
+#include "gpu/kernels/reduce_policy.cuh"
+#include "gpu/kernels/reduce_teaching.cuh"
 
 namespace {
 

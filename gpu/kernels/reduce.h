@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#include "backend.h"
+#include "gpu/backend.h"
 
 enum gr_kvariant {
     GR_K_HARRIS1, GR_K_HARRIS2, GR_K_HARRIS3, GR_K_HARRIS4, GR_K_HARRIS5, GR_K_HARRIS6,

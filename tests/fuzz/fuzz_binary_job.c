@@ -3,8 +3,8 @@
  * '\n', then the body. The query becomes the JSON object of strings api/routes.c builds (a key
  * twice, or a value not UTF-8, is refused there before parsing: skipped here); then
  * gr_parse_dims on ?shape= and gr_parse_binary_job. */
+#include "api/parse.h"
 #include "fuzz.h"
-#include "parse.h"
 
 #include <string.h>
 

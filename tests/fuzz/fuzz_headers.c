@@ -3,9 +3,9 @@
  * ?wait= (gr_parse_uint, under several caps), and as a ?cursor= or a path's id (gr_id_valid). A
  * number is accepted only when it is all digits and within its cap, and then it is their value;
  * an id only when it is its letter, '_' and 16 lowercase hex digits. */
+#include "api/headers.h"
+#include "common/id.h"
 #include "fuzz.h"
-#include "headers.h"
-#include "id.h"
 
 #include <string.h>
 

@@ -4,11 +4,11 @@
  * every job freed by gr_job_unref, every dataset hold given back. An input
  * with a key "data" is also parsed with that key spelled "d\u0061ta", which api/numbers.c leaves
  * to jansson: both paths must give the same job or the same refusal. */
+#include "api/numbers.h"
+#include "api/parse.h"
+#include "common/id.h"
 #include "fuzz.h"
-#include "id.h"
-#include "jobs.h"
-#include "numbers.h"
-#include "parse.h"
+#include "server/jobs.h"
 
 #include <string.h>
 

@@ -2,8 +2,8 @@
  * gathered as api/datasets.c take_header does (gr_npy_need on the first 10 or 12 bytes, then
  * gr_npy_parse on exactly the preamble), and as a one-shot job body (gr_npy_parse on all of it).
  * An accepted header is written back with gr_npy_header and must read the same. */
+#include "api/npy.h"
 #include "fuzz.h"
-#include "npy.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * of docs/API.md (gr_tokens_check). A refusal never holds a token: no run of 16 or more
  * characters without a space (a token's least length) of the input appears in its message. */
 #include "fuzz.h"
-#include "tokens.h"
+#include "server/tokens.h"
 
 #include <string.h>
 #include <unistd.h>

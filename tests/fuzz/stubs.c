@@ -1,17 +1,20 @@
 /* stubs.c: the few functions server/job.c and gpu/bench.c call that the parsers never reach
  * (they need a running server: the store, dataset files, tenants' quotas, the log, a backend).
  * Each aborts, so a parse path that did reach one would show up as a crash; the one the parse
- * path does reach, gr_jobs_unpin_dataset (from gr_job_unref), counts the holds given back. */
-#include "backend.h"
-#include "dsfile.h"
+ * path does reach, gr_jobs_unpin_dataset (gr_job_unref's gr_job_unpin, set as the job pipeline
+ * sets it), counts the holds given back. */
+#include "common/id.h"
+#include "db/dsfile.h"
+#include "db/store.h"
 #include "fuzz.h"
-#include "id.h"
-#include "jobs.h"
-#include "log.h"
-#include "store.h"
-#include "tenants.h"
+#include "gpu/backend.h"
+#include "server/jobs.h"
+#include "server/log.h"
+#include "server/tenants.h"
 
 int fuzz_pins;
+
+static void __attribute__((constructor)) pipeline_hooks(void) { gr_job_unpin = gr_jobs_unpin_dataset; }
 
 /* gr_job_unref gives back the hold the dataset lookup took (api/datasets.c gr_dataset_for_job):
  * on a valid id, one the fuzz target's lookup pinned. */

@@ -6,7 +6,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "backend.h"
+#include "gpu/backend.h"
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,7 @@
 /* test_gpu_backend.c: the GPU backend through struct gr_backend on GPU 0: discovery, every op x
  * dtype x axis against cpu_seq, staging across streams, errors and recovery, timings.
  * Single-threaded; exit 77 (skipped) where there is no GPU. */
-#include "backend.h"
+#include "gpu/backend.h"
 #include "gr_testdata.h"
 
 

@@ -3,7 +3,7 @@
  * second read (gpu/pinned.h) and lanes running jobs at once.
  * The main thread owns everything except during lanes(), where each thread owns one lane;
  * exit 77 (skipped) where there is no GPU. */
-#include "backend.h"
+#include "gpu/backend.h"
 #include "gr_testdata.h"
 
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * launcher on fresh random data with poisoned outputs, against the CPU backend's cpu_seq.
  * Single-threaded. GR_TEST_SMALL=1: small sizes only (for compute-sanitizer); GR_TEST_VARIANTS=a,b:
  * only those variants. Exit 77: no GPU. */
-#include "reduce.h"
+#include "gpu/kernels/reduce.h"
 
 #include "gr_testdata.h"
 

@@ -2,7 +2,7 @@
  * not, through gr_mm_gpu on fresh random data with poisoned outputs and device memory, against the
  * CPU path in float64; then the launcher with padded leading dimensions and the rejected requests.
  * Single-threaded. Exit 77: no GPU. */
-#include "matmul.h"
+#include "gpu/kernels/matmul.h"
 
 #include "gr_testdata.h"
 

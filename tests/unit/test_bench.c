@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "bench.h"
-#include "cpu_matmul.h"
+#include "gpu/bench.h"
+#include "gpu/cpu_matmul.h"
 
 #include <math.h>
 #include <stdio.h>

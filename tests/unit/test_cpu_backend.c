@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "gpu/backend.h"
 
 static const char *const variants[] = {"cpu_seq", "cpu_omp_reduction", "cpu_omp_chunked",
                                        "cpu_omp_strided", "auto"};

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_matmul.h"
+#include "gpu/cpu_matmul.h"
 
 static const char *const variants[] = {"cpu_naive", "cpu_tiled", "auto"};
 #define NVARIANTS 3

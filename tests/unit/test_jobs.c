@@ -7,10 +7,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "backend.h"
-#include "buf.h"
-#include "jobs.h"
-#include "store.h"
+#include "common/buf.h"
+#include "db/store.h"
+#include "gpu/backend.h"
+#include "server/jobs.h"
 
 #include <ctype.h>
 #include <jansson.h>

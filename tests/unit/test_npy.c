@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "npy.h"
+#include "api/npy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "npy.h"
-#include "numbers.h"
-#include "parse.h"
+#include "api/npy.h"
+#include "api/numbers.h"
+#include "api/parse.h"
 
 #include <stdlib.h>
 #include <string.h>

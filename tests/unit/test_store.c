@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "schema.h"
-#include "store.h"
+#include "db/schema.h"
+#include "db/store.h"
 
 struct fixture {
     char dir[64];

@@ -1,6 +1,6 @@
 /* test_tokens.c: the tokens file's parser (every malformed line named, never its token), the
  * check of Authorization headers against a loaded file, and a reload. Single-threaded. */
-#include "tokens.h"
+#include "server/tokens.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
