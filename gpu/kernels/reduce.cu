@@ -79,10 +79,10 @@ extern "C" const struct gr_algo gr_k_algos[GR_K_NVARIANTS] = {
 
 /* Each part opens its own anonymous namespace: one translation unit, so the selector below
  * instantiates only what it dispatches. */
-#include "gpu/kernels/reduce_fast.cuh"
-#include "gpu/kernels/reduce_ops.cuh"
-#include "gpu/kernels/reduce_policy.cuh"
+#include "gpu/kernels/reduce_ops.cuh" /* in this order: each part uses the ones before it */
 #include "gpu/kernels/reduce_teaching.cuh"
+#include "gpu/kernels/reduce_policy.cuh"
+#include "gpu/kernels/reduce_fast.cuh"
 
 namespace {
 
