@@ -12,6 +12,7 @@
 #include "db/dsfile.h"
 #include "server/config.h"
 #include "server/digests.h"
+#include "server/job_doc.h"
 #include "server/log.h"
 #include "server/tenants.h"
 

@@ -6,7 +6,7 @@
  * Last-Event-ID, or a client reading slowly), a page of its own at a time. */
 #include "api/events.h"
 
-#include "server/job.h" /* gr_rfc3339 */
+#include "server/job_doc.h" /* gr_rfc3339 */
 #include "server/log.h"
 #include "db/store.h"
 

@@ -17,6 +17,7 @@
 #include "gpu/bench.h"
 #include "server/cluster.h"
 #include "server/config.h"
+#include "server/job_doc.h"
 #include "server/log.h"
 
 #include <stdio.h>

@@ -303,6 +303,11 @@ static void *cluster_main(void *arg)
         }
         pthread_mutex_lock(&mu);
         int was_mine = mine, want = (mine ? CLAIM_PREFERRED : CLAIM_AHEAD) - gr_jobs_queued();
+        /* offering for load, a replica takes others' work only while one of its devices would
+         * start it sooner than that: else what it claimed would wait here, and a busy replica
+         * would claim back the jobs it had just offered */
+        if (!mine && offer_after && gr_jobs_least_backlog_ms() >= offer_after)
+            want = 0;
         if (want > 0) /* told again while the claim runs, if more come */
             offers = mine = 0;
         pthread_mutex_unlock(&mu);

@@ -6,6 +6,7 @@
 #include "server/jobs_internal.h"
 
 #include "db/store.h"
+#include "server/job_doc.h"
 #include "server/log.h"
 #include "server/tenants.h"
 

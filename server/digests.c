@@ -7,6 +7,7 @@
 #include "db/dsfile.h"
 #include "db/store.h"
 #include "server/job.h"
+#include "server/job_doc.h"
 #include "server/log.h"
 
 #include <jansson.h>

@@ -4,6 +4,7 @@
  * cancels (gr_jobs_cancel_asked), the HTTP threads look up and cancel. */
 #include "server/jobs_internal.h"
 
+#include "server/job_doc.h"
 #include "server/log.h"
 #include "server/metrics.h"
 

@@ -1,4 +1,4 @@
-/* job.h: a job in memory: its request, input, state and result, and its JSON form.
+/* job.h: a job in memory: its request, input, state and result (its document: job_doc.h).
  * Shared by the API threads, a worker and the store writer; mutable fields are guarded by
  * the jobs lock in jobs.c; everything else is fixed once the job is submitted. */
 #ifndef GR_JOB_H
@@ -100,52 +100,8 @@ void gr_job_unref(struct gr_job *j);
 int64_t gr_job_rows(const struct gr_job *j);
 int64_t gr_job_cols(const struct gr_job *j);
 
-/* The job resource (API.md) as JSON text, malloc'd; NULL if out of memory. Caller holds the
- * jobs lock or otherwise knows the job is not changing. */
-char *gr_job_render(const struct gr_job *j);
-/* j rendered as if its status were status (an end not yet durable is told as running) */
-char *gr_job_render_as(const struct gr_job *j, int status);
-
 /* A new job of t's op, dtype, ties, algorithm, device and tenant that reduces row r of t's 2-D
  * inline values whole (a copy of them); NULL when memory is out. */
 struct gr_job *gr_job_row(const struct gr_job *t, int64_t r);
-
-/* On the worker, once r is j's result: a result over GR_RESULT_INLINE_MAX outputs becomes a
- * dataset of its values (and one of its indices for argmin/argmax), durable with its row
- * committed before this returns, so that a job's final state never names a missing dataset;
- * their ids go into j; they count against the job's tenant's --tenant-max-bytes. GR_OK (also when
- * there is nothing to keep), else GR_ENOMEM (no disk space, or over the tenant's bytes), GR_EIO,
- * with nothing kept. Blocks on the disk and the store: no lock held. */
-int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_store *s, struct gr_err *e);
-
-/* On the worker, once out (j's dtype, shape[0] x shape[1]) is a matmul job's product: kept as a
- * dataset as gr_job_keep_result keeps a large result (always, whatever its size), its id into
- * j->result_dataset. Same codes. */
-int gr_job_keep_product(struct gr_job *j, const void *out, struct gr_store *s, struct gr_err *e);
-
-/* A dataset's resource (API.md; uploads and kept results alike), malloc'd, for its store row:
- * sha is the EVP sha256 digest of its values, finished here, or NULL: "sha256" is null until
- * the digest thread stores it (digests.h). NULL if out of memory. */
-char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim, const int64_t *shape, size_t bytes,
-                        void *sha);
-
-/* Finish an EVP digest (sha) as lower-case hex. GR_OK or GR_EINTERNAL. */
-#define GR_DIGEST_HEX 129 /* 2 * EVP_MAX_MD_SIZE + 1 */
-int gr_digest_hex(void *sha, char hex[GR_DIGEST_HEX]);
-
-/* A gr_dsfile_tap feeding an EVP digest (sha) with a dataset's values as they are written. */
-int gr_dataset_digest(void *sha, const void *data, size_t n);
-
-/* Rebuild a stored queued/running job from its doc and input (start-up recovery).
- * Returns GR_OK with *out (status queued) or GR_EINVAL when the doc is unreadable. */
-int gr_job_restore(const char *id, const char *doc, const void *input, size_t bytes, struct gr_job **out,
-                   struct gr_err *e);
-
-/* RFC 3339 UTC with milliseconds into buf (>= 32 bytes). */
-void gr_rfc3339(double t, char *buf, size_t len);
-
-/* JSON number for a double; non-finite values become the strings "NaN", "Infinity",
- * "-Infinity" (JSON has no literal for them). */
-json_t *gr_json_double(double v);
 
 #endif

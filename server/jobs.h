@@ -83,6 +83,8 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr
 /* How long a job queued for backend b now would wait to start (ms): the jobs queued and running
  * there, each as long as recent runs took, or as the longest running now has lasted. */
 double gr_jobs_backlog_ms(const struct gr_backend *b);
+/* The least of those over this replica's devices: how soon it would start a job it takes now. */
+double gr_jobs_least_backlog_ms(void);
 
 /* On a shared store: the replica this one is, named in the jobs it runs. */
 void gr_jobs_set_replica(const char *replica);

@@ -7,6 +7,8 @@
 #include "db/store.h"
 #include "gpu/backend.h"
 #include "gpu/bench.h"
+#include "server/job_doc.h"
+#include "server/keep.h"
 #include "server/log.h"
 #include "server/metrics.h"
 
@@ -534,26 +536,43 @@ int gr_jobs_drop_unheld(char (*held)[24], int n, double since_ms)
     return dropped;
 }
 
+/* How long a job queued on q now would wait to start (ms; mu held). */
+static double backlog(const struct queue *q, double now)
+{
+    /* a run that has lasted longer than recent ones says jobs take that long now: a long job
+     * ahead is what a new one would wait for */
+    double each = q->run_ms;
+    int running = 0;
+    for (int k = 0; k < q->nworkers; k++)
+        if (q->workers[k].ntaken) {
+            running++;
+            double took = (now - q->workers[k].began) / q->workers[k].ntaken;
+            each = took > each ? took : each;
+        }
+    return (q->count + q->reserved + running) * each / q->nworkers;
+}
+
 double gr_jobs_backlog_ms(const struct gr_backend *b)
 {
     double now = gr_mono_ms(), ms = 0;
     pthread_mutex_lock(&gr_jobs_mu);
     const struct queue *q = gr_queue_of(b);
-    if (q) {
-        /* a run that has lasted longer than recent ones says jobs take that long now: a long job
-         * ahead is what a new one would wait for */
-        double each = q->run_ms;
-        int running = 0;
-        for (int k = 0; k < q->nworkers; k++)
-            if (q->workers[k].ntaken) {
-                running++;
-                double took = (now - q->workers[k].began) / q->workers[k].ntaken;
-                each = took > each ? took : each;
-            }
-        ms = (q->count + q->reserved + running) * each / q->nworkers;
-    }
+    if (q)
+        ms = backlog(q, now);
     pthread_mutex_unlock(&gr_jobs_mu);
     return ms;
+}
+
+double gr_jobs_least_backlog_ms(void)
+{
+    double now = gr_mono_ms(), least = 0;
+    pthread_mutex_lock(&gr_jobs_mu);
+    for (int i = 0; i < nqueues; i++) {
+        double ms = backlog(&queues[i], now);
+        least = i == 0 || ms < least ? ms : least;
+    }
+    pthread_mutex_unlock(&gr_jobs_mu);
+    return least;
 }
 
 void gr_jobs_set_replica(const char *id) { snprintf(replica, sizeof replica, "%s", id); }

@@ -8,6 +8,7 @@
 #include "common/spans.h"
 #include "db/store.h"
 #include "gpu/backend.h"
+#include "server/job_doc.h"
 #include "server/log.h"
 #include "server/tenants.h"
 

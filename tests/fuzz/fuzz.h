@@ -3,7 +3,7 @@
 #ifndef GR_FUZZ_H
 #define GR_FUZZ_H
 
-#include "server/job.h"
+#include "server/job_doc.h"
 
 #include <jansson.h>
 #include <stdio.h>

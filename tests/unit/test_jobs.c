@@ -10,6 +10,7 @@
 #include "common/buf.h"
 #include "db/store.h"
 #include "gpu/backend.h"
+#include "server/job_doc.h"
 #include "server/jobs.h"
 
 #include <ctype.h>

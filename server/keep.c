@@ -1,0 +1,99 @@
+/* keep.c: a result too large to answer inline, and every product, kept as datasets before the
+ * job's final state names them: the file durable, then its row committed. Runs on the worker
+ * that ran the job, no lock held; blocks on the disk and the store. */
+#include "server/keep.h"
+
+#include "common/id.h"
+#include "db/dsfile.h"
+#include "server/job_doc.h"
+#include "server/log.h"
+#include "server/tenants.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+/* Values of dtype and shape (ndim 1 or 2) as a new dataset id of tenant: counted against its
+ * quota, its file durable, then its row committed. */
+static int keep_values(struct gr_store *s, const char *tenant, const void *values, int dtype, int ndim,
+                       const int64_t *shape, char id[24], struct gr_err *e)
+{
+    const char *dir = gr_store_data_dir(s);
+    struct gr_dsfile *f = NULL;
+    struct gr_store_wait w = GR_STORE_WAIT_INIT;
+    size_t bytes;
+    char *doc = NULL;
+    EVP_MD_CTX *sha = EVP_MD_CTX_new();
+    gr_id_new('d', id, 24);
+    int rc = GR_OK;
+    if (gr_mul_size((size_t)shape[0], ndim == 2 ? (size_t)shape[1] : 1, &bytes) ||
+        gr_mul_size(bytes, gr_dtype_size(dtype), &bytes))
+        rc = gr_fail(e, GR_EINTERNAL, NULL, "the result's size overflows");
+    else if ((rc = gr_tenant_add_bytes(tenant, bytes, GR_ENOMEM, 0, e)) != GR_OK)
+        bytes = 0; /* nothing counted, nothing to give back */
+    else if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
+    else
+        rc = gr_dsfile_create(&f, dir, id, gr_dataset_digest, sha, e);
+    if (rc == GR_OK)
+        rc = gr_dsfile_write(f, values, bytes, e);
+    if (rc == GR_OK)
+        rc = gr_dsfile_commit(f, e);
+    gr_dsfile_close(f); /* a .tmp not committed goes with it */
+    if (rc == GR_OK && !(doc = gr_dataset_render(id, tenant, dtype, ndim, shape, bytes, sha)))
+        rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory rendering the result's dataset");
+    EVP_MD_CTX_free(sha);
+    struct gr_owner own = {.tenant = tenant};
+    if (rc == GR_OK) {
+        gr_store_wait_add(&w, gr_store_insert_dataset(s, id, &own, bytes, doc, gr_store_wait_done, &w));
+        if (gr_store_wait_all(&w) != GR_OK)
+            rc = gr_fail(e, GR_EIO, NULL, "the store could not keep the result's dataset");
+    }
+    if (rc != GR_OK) { /* a committed file no row names is removed here (or at the next start) */
+        gr_dsfile_remove(dir, id, NULL);
+        gr_tenant_drop_bytes(tenant, bytes);
+    }
+    return rc;
+}
+
+int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_store *s, struct gr_err *e)
+{
+    if (j->kind != GR_JOB_REDUCE || r->n <= GR_RESULT_INLINE_MAX)
+        return GR_OK;
+    struct gr_err why = {0};
+    int rc = keep_values(s, j->tenant, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, 1, &r->n,
+                         j->result_dataset, &why);
+    if (rc == GR_OK && r->index &&
+        (rc = keep_values(s, j->tenant, r->index, GR_INT64, 1, &r->n, j->indices_dataset, &why))) {
+        /* all or nothing: the values' dataset goes too */
+        struct gr_store_wait w = GR_STORE_WAIT_INIT;
+        gr_store_wait_add(&w, gr_store_delete_dataset(s, j->result_dataset, gr_store_wait_done, &w));
+        if (gr_store_wait_all(&w) == GR_OK) {
+            gr_dsfile_remove(gr_store_data_dir(s), j->result_dataset, NULL);
+            gr_tenant_drop_bytes(j->tenant, (uint64_t)r->n * 8);
+        }
+    }
+    if (rc != GR_OK) {
+        j->result_dataset[0] = j->indices_dataset[0] = 0;
+        return gr_fail(e, rc, NULL, "the result (%lld values) could not be kept as a dataset: %s", (long long)r->n,
+                       why.msg);
+    }
+    gr_log(GR_LOG_INFO, "job %s: its %lld results kept as dataset %s%s%s", j->id, (long long)r->n, j->result_dataset,
+           r->index ? ", their indices as " : "", j->indices_dataset);
+    return GR_OK;
+}
+
+int gr_job_keep_product(struct gr_job *j, const void *out, struct gr_store *s, struct gr_err *e)
+{
+    struct gr_err why = {0};
+    if (keep_values(s, j->tenant, out, j->dtype, 2, j->shape, j->result_dataset, &why) != GR_OK) {
+        j->result_dataset[0] = 0;
+        return gr_fail(e, why.code, NULL, "the product (%lld x %lld) could not be kept as a dataset: %s",
+                       (long long)j->shape[0], (long long)j->shape[1], why.msg);
+    }
+    gr_log(GR_LOG_INFO, "job %s: its %lld x %lld product kept as dataset %s", j->id, (long long)j->shape[0],
+           (long long)j->shape[1], j->result_dataset);
+    return GR_OK;
+}
