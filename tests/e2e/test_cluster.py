@@ -206,8 +206,9 @@ def dataset_in_use_elsewhere(rs, rng):
                                                                       for v in values),
                {"Content-Type": "application/octet-stream"})
     ds = up.json().get("id", "d_0")
-    blocker = L.blocker(a, 2)
+    blocker = L.blocker(a, 6)  # long: on loaded CI cores a 2 s one once ended before the DELETE came
     jid = a.req("POST", "/v1/jobs", {"op": "sum", "dataset": ds, "device": "cpu"}).json()["id"]
+    CHECK.eq(a.get_json("/v1/jobs/" + jid).get("status"), "queued", "the job on it waits behind a long one")
     gone = b.req("DELETE", "/v1/datasets/" + ds)
     if L.check_problem("a dataset deleted through replica 1 while replica 0 has a job on it queued", gone, 409):
         CHECK.ok("other replicas" in gone.json().get("detail", ""), "it says where: %r" % gone.json())
