@@ -4,10 +4,11 @@
 # the 202 (every job durable) is read, and with Prefer: wait the time until the 200 (every job
 # ended), with launch groups (the default --launch-group 256) and without (1: each job its own
 # launch). The 202's Server-Timing (where the time to durable went: parse, submit, store ...) is
-# printed under each row. Prints a table and writes
-# batch-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
+# printed under each row. The store is the embedded SQLite file, or with "postgresql" a
+# throwaway PostgreSQL cluster (tests/pg_cluster.py) with one replica on it. Prints a table and
+# writes batch-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
 # measures.
-#   bench/batch.py path/to/gpured [devices, e.g. cpu,gpu]
+#   bench/batch.py path/to/gpured [devices, e.g. cpu,gpu] [sqlite|postgresql]
 import json
 import os
 import struct
@@ -17,8 +18,12 @@ import urllib.request
 
 from store_load import save, serving
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import pg_cluster  # noqa: E402
+
 BIN = sys.argv[1]
 DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
+STORE = sys.argv[3] if len(sys.argv) > 3 else "sqlite"
 SIZES = (1000, 10000, 100000)
 LAUNCH_GROUPS = (1, 256)
 
@@ -34,10 +39,22 @@ def post(url, body, headers, query="", ctype="application/json"):
 
 def main():
     rows = []
+    cluster = pg_cluster.Cluster().start() if STORE == "postgresql" else None
+    try:
+        measure(rows, cluster)
+    finally:
+        if cluster:
+            cluster.stop()
+    save("batch", {"cores": os.cpu_count(), "store": STORE, "rows": rows})
+
+
+def measure(rows, cluster):
     print("%-6s %5s %-6s %8s %9s %12s %12s %12s" % ("device", "group", "form", "jobs", "body_MB", "durable_s", "ended_s",
                                                     "jobs/s"))
     for dev, group in ((d, g) for d in DEVICES for g in LAUNCH_GROUPS):
         env = {"GPURED_QUEUE_CAPACITY": "1000000", "GPURED_MAX_BODY_BYTES": str(1 << 30), "GPURED_LAUNCH_GROUP": str(group)}
+        if cluster:
+            env["GPURED_STORE"] = cluster.create_db("batch_%s_%d" % (dev, group))
         with serving(BIN, [env]) as (urls, _):
             url = urls[0]
             for n in SIZES:
@@ -61,7 +78,6 @@ def main():
                     print("%-6s %5d %-6s %8d %9.1f %12.3f %12.3f %12.0f" % (dev, group, form, n, len(body) / 1e6, durable,
                                                                             ended, n / ended), flush=True)
                     print("         202: %s" % timing, flush=True)
-    save("batch", {"cores": os.cpu_count(), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 # test_affinity.py: a job on a dataset goes to the replica whose GPU caches it (gpu label; two
-# replicas on one PostgreSQL database of the suite's own and one data directory, both on this
-# machine's GPU with a dataset cache each). A dataset run once through replica A is in A's cache,
-# A announces it (GET /v1/devices through B lists it under A's GPU), and jobs on it sent to B then
-# run on A and hit A's cache, while B's cache never loads it; the same the other way round for a
-# dataset B caches. Every answer is checked against the sum computed here.
+# replicas on one PostgreSQL database of the suite's own and one data directory). Both replicas
+# use every GPU of this machine, each GPU with a dataset cache per replica, so a dataset cached by
+# A is cached nowhere in B whichever GPU holds it. A dataset run once through replica A is in A's
+# cache, A announces it (GET /v1/devices through B lists it under one of A's GPUs), and once B has
+# read the announcements back (each replica does at each renewal, every third of a lease) jobs on
+# it sent to B run on A and hit A's cache, while B's cache never loads it; the same the other way
+# round for a dataset B caches. Every answer is checked against the sum computed here.
 import random
 import struct
 import time
@@ -12,6 +14,7 @@ import e2e_lib as L
 from e2e_lib import CHECK
 
 N = 1 << 18
+LEASE_S = 1
 
 
 def upload(srv, rng):
@@ -35,6 +38,9 @@ def settle(srv, dataset, home):
         time.sleep(0.2)
     CHECK.eq(cached_on(srv, dataset), [home], "GET /v1/devices through %s: dataset %s cached on its home only"
              % (srv.name, dataset))
+    # the store lists it; srv places jobs by what it read at its last renewal, a third of a lease
+    # ago at most (GET /v1/devices does not show that copy): three renewals make sure
+    time.sleep(LEASE_S)
 
 
 def run_on(srv, dataset, want, n):
@@ -51,7 +57,7 @@ def run_on(srv, dataset, want, n):
 def main():
     if L.DEVICE != "gpu":
         raise L.Skip("dataset affinity is about GPU caches: this suite runs under the gpu label")
-    env = {"GPURED_STORE": L.pg_cluster().create_db("affinity"), "GPURED_LEASE": "1"}
+    env = {"GPURED_STORE": L.pg_cluster().create_db("affinity"), "GPURED_LEASE": str(LEASE_S)}
     a = L.Server(name="replica-a", env=env).start()
     if not a.get_json("/v1/devices").get("gpus"):
         raise L.Skip("GPURED_TEST_DEVICE=gpu but the server lists no GPU")
