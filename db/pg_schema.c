@@ -181,6 +181,28 @@ const char *const gr_pg_schema_steps[] = {
      * must not create a second resource (its key row is written only with what it creates). */
     "CREATE TABLE idempotency_holds(tenant text NOT NULL, key text NOT NULL, replica text NOT NULL,"
     "                               until double precision NOT NULL, PRIMARY KEY (tenant, key));",
+    /* A statement's old and new rows are matched by one grouping, never a join: a join of the
+     * transition tables (which have no index) can be planned as a nested loop, and a renewal of
+     * 100,000 held jobs, where no status changes, then took minutes while it held their rows. */
+    "CREATE OR REPLACE FUNCTION gpured_jobs_updated() RETURNS trigger LANGUAGE plpgsql AS $$"
+    "DECLARE ids text[]; sts text[]; tes text[]; let_go boolean; BEGIN"
+    " SELECT array_agg(id ORDER BY id) FILTER (WHERE ns <> os), array_agg(ns ORDER BY id) FILTER (WHERE ns <> os),"
+    "  array_agg(te ORDER BY id) FILTER (WHERE ns <> os), bool_or(nw = '' AND ow <> '' AND ns = 'queued')"
+    "  INTO ids, sts, tes, let_go"
+    "  FROM (SELECT id, max(status) FILTER (WHERE side) ns, max(status) FILTER (WHERE NOT side) os,"
+    "        max(tenant) FILTER (WHERE side) te, max(owner) FILTER (WHERE side) nw, max(owner) FILTER (WHERE NOT side) ow"
+    "        FROM (SELECT id, status, tenant, owner, true side FROM n UNION ALL"
+    "              SELECT id, status, tenant, owner, false FROM o) b GROUP BY id) c;"
+    " IF ids IS NOT NULL THEN"
+    "  INSERT INTO events(kind, id, status, tenant, at) SELECT 'job', u.id, u.st, u.te, " NOW
+    "   FROM unnest(ids, sts, tes) WITH ORDINALITY u(id, st, te, k) ORDER BY k;"
+    "  DELETE FROM job_inputs i USING unnest(ids, sts) u(id, st) WHERE i.id = u.id"
+    "   AND u.st IN ('succeeded', 'failed', 'canceled');"
+    "  PERFORM pg_notify('gpured_jobs', string_agg(id, ' ')) FROM unnest(ids) WITH ORDINALITY u(id, k)"
+    "   GROUP BY (k - 1) / 300;"
+    " END IF;"
+    " IF let_go THEN PERFORM pg_notify('gpured_offers', ''); END IF;"
+    " RETURN NULL; END$$;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 

@@ -3,6 +3,8 @@
 # is not answering while it is down and ready once it is back, a read then is 503 with
 # Retry-After and no answer names SQL, no request is answered 2xx that the store did not keep,
 # and every acknowledged job ends succeeded with the right answer, also after gpured restarts.
+# Then a big batch's one transaction is cut by the crash half way: the batch is stored whole,
+# once, or not at all, as its answer says.
 import random
 import threading
 import time
@@ -11,12 +13,13 @@ import e2e_lib as L
 from e2e_lib import CHECK
 
 CLIENTS = 6
+BATCH = 50000  # jobs: a commit long enough (a second or more) to be cut half way
 
 
 def main():
     if L.STORE != "postgresql":
         raise L.Skip("test_pg_restart restarts PostgreSQL; it runs with GPURED_TEST_STORE=postgresql")
-    srv = L.Server().start()
+    srv = L.Server(env={"GPURED_QUEUE_CAPACITY": str(2 * BATCH)}).start()
     cluster = L.pg_cluster()
     rng = random.Random(11)
     accepted, stop, refusals = {}, threading.Event(), []
@@ -78,7 +81,46 @@ def main():
     L.check_stop(srv)
     srv.start()
     all_right("after gpured restarts too")
+    batch_cut(srv, cluster)
     L.check_stop(srv)
+
+
+def count(srv, where="true"):
+    return int(L.store_rows(srv, "SELECT count(*) FROM jobs WHERE " + where)[0][0])
+
+
+def batch_cut(srv, cluster):
+    """PostgreSQL stopped (immediate) while the writer inserts a batch of BATCH jobs in its one
+    transaction. The writes wait for the store, so once it is back the batch is answered 202 and
+    every job of it is stored once and ends right; if it is refused instead, none is stored."""
+    before = count(srv)
+    body = [{"op": "sum", "dtype": "int32", "data": [i, 1], "device": "cpu"} for i in range(BATCH)]
+    answer = {}
+    t = threading.Thread(target=lambda: answer.update(r=srv.req("POST", "/v1/jobs", body, may_fail=True, timeout=300)))
+    t.start()
+    inserting, deadline = False, time.time() + 60
+    while not inserting and t.is_alive() and time.time() < deadline:
+        inserting = L.store_rows(srv, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                      " AND query LIKE 'INSERT INTO jobs%' AND state <> 'idle'")[0][0] != "0"
+    cluster.stop("immediate")
+    CHECK.ok(inserting, "PostgreSQL stopped while the batch's insert was under way")
+    time.sleep(1)
+    cluster.restart()
+    t.join()
+    r = answer["r"]
+    if r.status != 202:
+        CHECK.ok(r.status in (500, 503), "the cut batch: 202, or refused with 5xx: got %d %r" % (r.status, r.body[:200]))
+        CHECK.eq(count(srv), before, "a refused batch leaves none of its jobs stored")
+        return
+    ids = [j["id"] for j in r.json()]
+    CHECK.eq((len(ids), len(set(ids)), count(srv)), (BATCH, BATCH, before + BATCH),
+             "the cut batch, answered 202 once the store was back, is stored whole and once")
+    deadline = time.time() + 120
+    while count(srv, "status <> 'succeeded'") and time.time() < deadline:
+        time.sleep(0.2)
+    values = dict(L.store_rows(srv, "SELECT id, doc::json->'result'->>'value' FROM jobs WHERE id >= '%s' AND id <= '%s'"
+                                    % (min(ids), max(ids))))
+    CHECK.eq([values.get(j) for j in ids], [str(i + 1) for i in range(BATCH)], "every job of it ends with its sum")
 
 
 L.run_suite(main)
