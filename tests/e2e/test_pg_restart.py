@@ -108,6 +108,7 @@ def batch_cut(srv, cluster):
     cluster.restart()
     t.join()
     r = answer["r"]
+    print("the batch cut half way was answered %d" % r.status, flush=True)
     if r.status != 202:
         CHECK.ok(r.status in (500, 503), "the cut batch: 202, or refused with 5xx: got %d %r" % (r.status, r.body[:200]))
         CHECK.eq(count(srv), before, "a refused batch leaves none of its jobs stored")
