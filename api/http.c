@@ -95,6 +95,12 @@ void gr_respond_reader(struct gr_req *r, unsigned status, const char *ctype, uin
                        MHD_ContentReaderCallback reader, void *cls, MHD_ContentReaderFreeCallback free_cb,
                        const char **hdrs)
 {
+    if (size == MHD_SIZE_UNKNOWN && !strcmp(r->method, "HEAD")) {
+        /* the headers alone: libmicrohttpd would end a stream's chunked body even for HEAD */
+        free_cb(cls);
+        gr_respond(r, status, ctype, NULL, 0, hdrs);
+        return;
+    }
     struct MHD_Response *resp = MHD_create_response_from_callback(size, 256 * 1024, reader, cls, free_cb);
     if (!resp)
         free_cb(cls);
@@ -140,7 +146,11 @@ void gr_respond_problem(struct gr_req *r, const struct gr_err *e)
     if (!s)
         return;
     char allow[64] = "";
-    const char *hdrs[5] = {NULL}, **h = hdrs;
+    const char *hdrs[7] = {NULL}, **h = hdrs;
+    if (r->closing) {
+        *h++ = MHD_HTTP_HEADER_CONNECTION;
+        *h++ = "close";
+    }
     if (code == GR_EFULL || code == GR_EUNAVAIL) {
         *h++ = "Retry-After";
         *h++ = "1";
@@ -210,9 +220,46 @@ static int body_accepted(int body, const char *ct)
 }
 
 /* First call for a request: route it and refuse what can be refused before the body. */
+struct framing {
+    const char *length; /* the first Content-Length */
+    int lengths_differ, chunked;
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        f->lengths_differ |= f->length && strcmp(f->length, value);
+        f->length = f->length ? f->length : value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->chunked = 1;
+    }
+    return MHD_YES;
+}
+
+/* A body's length said two ways (RFC 9112 6.3): a proxy in front may read it one way and this
+ * server another, and smuggle a request past the proxy. libmicrohttpd 0.9.75 takes the first
+ * Content-Length, or Transfer-Encoding over it, so these are refused here. */
+static int framing_ok(struct gr_req *r, struct gr_err *e)
+{
+    struct framing f = {0};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_header, &f);
+    if (f.lengths_differ)
+        return gr_fail(e, GR_EINVAL, NULL, "Content-Length is given twice with different values: send it once");
+    if (f.length && f.chunked)
+        return gr_fail(e, GR_EINVAL, NULL, "both Content-Length and Transfer-Encoding are given: send one of them");
+    return GR_OK;
+}
+
 static void begin(struct gr_req *r)
 {
     struct gr_err e = {0};
+    if (framing_ok(r, &e) != GR_OK) {
+        r->closing = 1;
+        gr_respond_problem(r, &e);
+        return;
+    }
     r->route = route_of(r->url, r->id);
     if (!r->route) {
         gr_fail(&e, GR_ENOTFOUND, NULL, "no such path: %.200s (see GET /openapi.json)", r->url);

@@ -27,6 +27,7 @@ struct gr_req {
     char *body;    /* request body, NUL-terminated */
     size_t len, cap;
     int over;      /* body passed the limit: answered 413 once it ends */
+    int closing;   /* its answer ends the connection (framing a proxy could read another way) */
     int streaming; /* the route's stream takes the body (its open succeeded) */
     void *state;   /* the stream's, released by its close */
     struct gr_err err; /* the stream's first failure: answered once the body ends */

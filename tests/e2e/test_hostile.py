@@ -1,8 +1,11 @@
 # test_hostile.py: a table of hostile requests, each answered with the right status and an
 # RFC 9457 problem; the server stays healthy after each and answers the same table again.
-# Then a full queue: 429 with Retry-After; settings from GPURED_* variables.
+# Then framing a proxy could read another way (RFC 9112 6.3), sent raw: refused with 400 and the
+# connection closed, no job made; HEAD on the event stream: headers, no body. Then a full queue:
+# 429 with Retry-After; settings from GPURED_* variables.
 import json
 import os
+import socket
 import time
 
 import e2e_lib as L
@@ -174,9 +177,53 @@ def main():
     if CHECK.eq(r.status, 200, "a normal job after the table"):
         L.check_job("final job", r.json(), "sum", "float64", [4])
         L.check_result("final job", "sum", "float64", [data], None, "first", r.json().get("result"))
+    framing(srv)
     L.check_stop(srv)
     queue_full()
     config_from_env()
+
+
+def raw_exchange(srv, request):
+    """Send request bytes as they are; (everything the server sent, whether it closed)."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(request)
+    got, closed = b"", False
+    s.settimeout(1.0)
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    return got, closed
+
+
+def framing(srv):
+    body = json.dumps(VALID).encode()
+    head = b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    cases = {
+        "two different Content-Length": head + b"Content-Length: %d\r\nContent-Length: 5\r\n\r\n" % len(body) + body,
+        "Content-Length with Transfer-Encoding: chunked": head + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n",
+    }
+    count = "SELECT count(*) FROM jobs"
+    before = L.store_rows(srv, count)
+    for name, request in cases.items():
+        got, closed = raw_exchange(srv, request)
+        head_end = got.find(b"\r\n\r\n")
+        status = got.split(b"\r\n", 1)[0]
+        CHECK.eq((status, closed), (b"HTTP/1.1 400 Bad Request", True), "%s: 400, connection closed" % name)
+        CHECK.ok(b"application/problem+json" in got[:head_end] and got.count(b"HTTP/1.1") == 1,
+                 "%s: one problem+json answer (%r)" % (name, got[:300]))
+    CHECK.eq(L.store_rows(srv, count), before, "no job made by a request refused for its framing")
+    got, _ = raw_exchange(srv, b"HEAD /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+    head_end = got.find(b"\r\n\r\n")
+    CHECK.ok(got.startswith(b"HTTP/1.1 200") and b"text/event-stream" in got[:head_end] and head_end + 4 == len(got),
+             "HEAD /v1/events: the stream's headers and no body (%r)" % got[:300])
 
 
 def queue_full():
