@@ -73,8 +73,8 @@ int gr_dataset_for_job(void *ctx, struct gr_job *j, const char *id, struct gr_so
     char *doc = NULL;
     if (!gr_id_valid(id, 'd'))
         return gr_fail(e, GR_ENOTFOUND, "dataset", "no dataset with that id (ids look like d_0123456789abcdef)");
-    /* pinned before it is looked up: a DELETE from now on sees the pin; one before left no row */
-    int rc = gr_jobs_pin_dataset(id, e);
+    /* the look-up is announced first: a DELETE from now on waits for it; one before left no row */
+    int rc = gr_jobs_look_up_dataset(id, e);
     if (rc)
         return rc;
     rc = gr_store_get_dataset(gr_api_store, id, gr_scope(ctx), &doc, e);
@@ -83,10 +83,9 @@ int gr_dataset_for_job(void *ctx, struct gr_job *j, const char *id, struct gr_so
     if (rc == GR_OK)
         rc = source_of(doc, src, e);
     free(doc);
-    if (rc) {
-        gr_jobs_unpin_dataset(id);
+    gr_jobs_looked_up_dataset(id, rc == GR_OK);
+    if (rc)
         return rc;
-    }
     snprintf(j->dataset, sizeof j->dataset, "%s", id);
     j->dataset_pinned = 1;
     return GR_OK;

@@ -132,11 +132,14 @@ void gr_jobs_wake_all(void);
 int gr_jobs_parked(void);
 void gr_jobs_stop(void);
 
-/* Datasets in use: a job that names a dataset pins it from submission until its final state
- * is stored, and DELETE of a pinned dataset is refused. pin: GR_OK, or GR_ENOTFOUND while the
- * dataset is being deleted. delete_begin: GR_OK (new pins are refused until delete_end), or
- * GR_ECONFLICT while jobs pin it or another delete runs. */
-int gr_jobs_pin_dataset(const char *id, struct gr_err *e);
+/* Datasets in use: a job that names a dataset pins it from its look-up until its final state
+ * is stored, and DELETE of a pinned dataset is refused. look_up (before the store is read):
+ * GR_OK, or GR_ENOTFOUND while the dataset is being deleted; looked_up (found: the caller may
+ * name it) ends it, a pin if found, which unpin gives back. delete_begin waits for the look-ups
+ * under way and refuses new ones: GR_OK (until delete_end), or GR_ECONFLICT while jobs pin it or
+ * another delete runs. A look-up that finds nothing (another tenant's id) never holds a delete. */
+int gr_jobs_look_up_dataset(const char *id, struct gr_err *e);
+void gr_jobs_looked_up_dataset(const char *id, int found);
 void gr_jobs_unpin_dataset(const char *id);
 int gr_jobs_delete_dataset_begin(const char *id, struct gr_err *e);
 void gr_jobs_delete_dataset_end(const char *id);

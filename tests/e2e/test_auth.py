@@ -1,13 +1,15 @@
 # test_auth.py: bearer tokens and tenants against the real server: the 401/404 matrix over every
 # route for {no token, wrong token, another tenant, the owner, an admin}, scoped list pages,
 # start-up refusals (0.0.0.0 without tokens, a malformed tokens file), SIGHUP reloads, and no
-# token in the log.
+# token in the log. Another tenant's jobs naming a dataset neither hold its owner's DELETE nor
+# learn that it exists.
 import os
 import re
 import signal
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 
 import e2e_lib as L
@@ -229,6 +231,35 @@ def startup(tmp):
     CHECK.ok(rc == 1 and "cannot open the tokens file" in out, "a missing tokens file stops start-up")
 
 
+def delete_under_spam(srv):
+    """Bob sends jobs naming Alice's dataset as fast as he can (each 404, worded as for an id that
+    does not exist) while she deletes it: each DELETE is 204."""
+    target, stop, answers = {}, threading.Event(), []
+
+    def spam():
+        while not stop.is_set():
+            ds = target.get("id")
+            if ds:
+                r = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": ds, "device": L.DEVICE}, hdr(BOB), may_fail=True)
+                answers.append((r.status, ds, r.json().get("detail", "") if r.status == 404 else r.body[:200]))
+
+    threads = [threading.Thread(target=spam) for _ in range(4)]
+    for t in threads:
+        t.start()
+    deleted = []
+    for _ in range(6):
+        target["id"] = upload(srv, ALICE, list(range(64)))
+        time.sleep(0.2)
+        deleted.append(srv.req("DELETE", "/v1/datasets/" + target["id"], headers=hdr(ALICE)).status)
+    stop.set()
+    for t in threads:
+        t.join()
+    CHECK.eq(deleted, [204] * 6, "Alice's 6 DELETEs while Bob's jobs name her datasets")
+    CHECK.ok(len(answers) > 20, "Bob sent jobs all along (%d)" % len(answers))
+    odd = [a for a in answers if a[0] != 404 or a[2] != "no dataset %s (GET /v1/datasets lists them)" % a[1]]
+    CHECK.eq(odd[:5], [], "each of Bob's jobs is 404 as for a dataset that does not exist")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="gpured-auth-")
     path = os.path.join(tmp, "tokens")
@@ -239,6 +270,7 @@ def main():
         raise L.Skip("GPURED_TEST_DEVICE=gpu but this server has no GPU")
     matrix(srv)
     pages(srv)
+    delete_under_spam(srv)
     reload(srv, path)
     log = "\n".join(srv.log)
     CHECK.ok(not any(t in log for t in (ALICE, BOB, ROOT, "c4" * 16)), "no token appears in the log")
