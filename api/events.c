@@ -8,13 +8,16 @@
 
 #include "server/job_doc.h" /* gr_rfc3339 */
 #include "server/log.h"
+#include "server/tokens.h"
 #include "db/store.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #define PAGE 1000        /* events per store read */
@@ -44,6 +47,9 @@ struct sub {
     char *text; /* pending SSE text: [off, len) */
     size_t off, len, cap;
     int oom, suspended;
+    int ended; /* the client closed its end, or its token no longer holds: the stream ends */
+    int fd;    /* the connection's socket, looked at while suspended */
+    char *authorization; /* the request's, checked again after a tokens reload; NULL without tokens */
     struct gr_req *req; /* while its opening waits in `opening`: the request, parked */
     uint64_t told_by;   /* until the store's writer has told this many transactions */
 };
@@ -68,6 +74,7 @@ static struct sub *subs;
 static int nsubs;            /* in subs */
 static struct sub *opening;  /* streams whose opening waits for the writer (linked by next) */
 static int kicked, stopping, started;
+static unsigned tokens_seen; /* gr_tokens_loads() when the streams' tokens were last checked */
 static int64_t head; /* the newest seq read */
 static pthread_t thread;
 static struct gr_store *store;
@@ -166,7 +173,7 @@ static int matches(const struct sub *s, const struct ev *e)
 /* The events of v after s's cursor onto its text, while it has room (mu held). */
 static void deliver(struct sub *s, const struct evs *v)
 {
-    for (int i = 0; i < v->n && s->len - s->off < ROOM; i++) {
+    for (int i = 0; i < v->n && s->len - s->off < ROOM && !s->ended; i++) {
         if (v->ev[i].seq <= s->cursor)
             continue;
         if (matches(s, &v->ev[i]))
@@ -175,12 +182,17 @@ static void deliver(struct sub *s, const struct evs *v)
     }
 }
 
+static void sub_free(struct sub *s)
+{
+    free(s->text);
+    free(s->authorization);
+    free(s);
+}
+
 static void release(struct sub *s) /* mu held */
 {
-    if (--s->refs == 0) {
-        free(s->text);
-        free(s);
-    }
+    if (--s->refs == 0)
+        sub_free(s);
 }
 
 /* Read for up to CATCH_UP subscribers that are behind and have room; 1 if more remain. */
@@ -216,18 +228,56 @@ static int catch_up(void)
     return more;
 }
 
-/* Heartbeats for quiet streams, and a resume for each suspended one with text (mu held). */
+/* Whether a suspended stream's client has closed its end: libmicrohttpd does not watch a
+ * suspended connection, so without this its slot stays taken until the next heartbeat. */
+static int client_closed(const struct sub *s)
+{
+    if (s->fd < 0)
+        return 0;
+    char c;
+    ssize_t n = recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Whether s's token still names the one it was opened with (mu held): a token removed or moved
+ * to another tenant ends the stream, as it fails every new request. */
+static int token_holds(const struct sub *s)
+{
+    struct gr_principal p;
+    if (!s->authorization)
+        return 1;
+    if (gr_tokens_check(s->authorization, &p, NULL) != GR_OK)
+        return 0;
+    return !strcmp(p.admin ? "" : p.tenant, s->tenant);
+}
+
+/* After a tokens reload, end the streams whose token no longer holds, before anything more is
+ * delivered to them (mu held). */
+static void end_revoked(void)
+{
+    unsigned loads = gr_tokens_loads();
+    if (loads == tokens_seen)
+        return;
+    tokens_seen = loads;
+    for (struct sub *s = subs; s; s = s->next)
+        s->ended |= !token_holds(s);
+}
+
+/* Heartbeats for quiet streams, an end for those whose client left, and a resume for each
+ * suspended one with something to send or to end (mu held). */
 static void wake_ready(void)
 {
     double now = gr_mono_ms();
     for (struct sub *s = subs; s; s = s->next) {
+        if (s->suspended && client_closed(s))
+            s->ended = 1;
         if (s->len == s->off && now - s->last_ms >= s->heartbeat_ms) {
             /* with its position: a filtered or quiet stream resumes from here, not from before */
             char beat[48];
             add(s, beat, (size_t)snprintf(beat, sizeof beat, ": keep-alive\nid: %lld\n\n", (long long)s->cursor));
             s->last_ms = now;
         }
-        if (s->suspended && (s->len > s->off || s->oom || stopping)) {
+        if (s->suspended && (s->len > s->off || s->oom || s->ended || stopping)) {
             s->suspended = 0;
             MHD_resume_connection(s->conn);
         }
@@ -283,6 +333,7 @@ static void *events_main(void *arg)
         pthread_mutex_lock(&mu);
         if (rc == GR_OK && newest > head)
             head = newest;
+        end_revoked();
         if (rc == GR_OK && got.n) {
             for (struct sub *s = subs; s; s = s->next) /* up to date, or started past from */
                 if (s->cursor >= from)
@@ -358,7 +409,9 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     (void)pos;
     ssize_t n = 0;
     pthread_mutex_lock(&mu);
-    if (s->off < s->len) {
+    if (s->ended) {
+        n = MHD_CONTENT_READER_END_WITH_ERROR; /* closed at once, nothing more sent */
+    } else if (s->off < s->len) {
         n = (ssize_t)(s->len - s->off < max ? s->len - s->off : max);
         memcpy(buf, s->text + s->off, (size_t)n);
         s->off += (size_t)n;
@@ -477,8 +530,7 @@ static void open_stream(struct gr_req *r, struct sub *s)
     }
     pthread_mutex_unlock(&mu);
     if (rc != GR_OK) {
-        free(s->text);
-        free(s);
+        sub_free(s);
         gr_respond_problem(r, &e);
         return;
     }
@@ -506,14 +558,17 @@ void gr_get_events(struct gr_req *r)
     }
     s->conn = r->conn;
     s->refs = 1;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    s->fd = ci ? ci->connect_fd : -1;
+    const char *auth = gr_tokens_enabled() ? gr_header(r, MHD_HTTP_HEADER_AUTHORIZATION) : NULL;
+    s->oom = auth && !(s->authorization = strdup(auth)); /* refused when it opens */
     s->last_ms = gr_mono_ms();
     snprintf(s->tenant, sizeof s->tenant, "%s", gr_scope(r) ? gr_scope(r) : "");
     int rc = filters(r, s, &e);
     if (rc == GR_OK)
         rc = start_at(r, s, &e);
     if (rc != GR_OK) {
-        free(s->text);
-        free(s);
+        sub_free(s);
         gr_respond_problem(r, &e);
         return;
     }

@@ -7,6 +7,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct gr_token_table {
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct gr_token_table *active;
+static _Atomic unsigned loads; /* tables made active so far */
 
 int gr_tenant_valid(const char *name)
 {
@@ -150,10 +152,13 @@ int gr_tokens_load(const char *path, struct gr_err *e)
     pthread_rwlock_wrlock(&lock);
     struct gr_token_table *old = active;
     active = t;
+    loads++;
     pthread_rwlock_unlock(&lock);
     free(old);
     return GR_OK;
 }
+
+unsigned gr_tokens_loads(void) { return loads; }
 
 int gr_tokens_enabled(void)
 {

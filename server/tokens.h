@@ -32,6 +32,10 @@ int gr_tenant_valid(const char *name);
  * e filled and the tokens in use unchanged. */
 int gr_tokens_load(const char *path, struct gr_err *e);
 
+/* How many times a tokens file was made the one in use: what was checked before a change may
+ * no longer hold (an open event stream's token). */
+unsigned gr_tokens_loads(void);
+
 /* 1 if a tokens file is in use. */
 int gr_tokens_enabled(void);
 

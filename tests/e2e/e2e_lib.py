@@ -645,6 +645,13 @@ def blocker(srv, seconds, device="cpu"):
     return srv.req("POST", "/v1/benchmarks", body)
 
 
+def metric(srv, name):
+    """The value of an integer sample of GET /metrics (name with its labels), or None."""
+    text = srv.req("GET", "/metrics").body.decode()
+    m = re.search(r"^%s (\d+)" % re.escape(name), text, re.M)
+    return int(m.group(1)) if m else None
+
+
 def store_rows(srv, sql):
     """Rows of a read-only query on srv's store (its gpured.db, or its PostgreSQL database)."""
     if STORE == "postgresql":

@@ -7,6 +7,7 @@
 # and dropped at once leave the server serving, and it still stops promptly.
 import json
 import os
+import signal
 import socket
 import struct
 import tempfile
@@ -202,6 +203,20 @@ def churn(srv):
     live.close()
 
 
+def slots(srv):
+    """Streams whose clients close their sockets give their connection slots back within a second
+    or two, though no heartbeat (300 s) or event would have made the server write to them."""
+    streams = [Stream(srv, "?heartbeat=300") for _ in range(20)]
+    held = L.metric(srv, "gpured_connections_open")
+    CHECK.ok(held >= 20, "20 open streams hold 20 connections (%d open)" % held)
+    for s in streams:
+        s.close()
+    deadline = time.monotonic() + 3
+    while L.metric(srv, "gpured_connections_open") > held - 20 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    CHECK.ok(L.metric(srv, "gpured_connections_open") <= held - 20, "their slots are free within 3 s of the clients closing")
+
+
 def tenants():
     tmp = tempfile.mkdtemp(prefix="gpured-events-")
     path = os.path.join(tmp, "tokens")
@@ -219,6 +234,13 @@ def tenants():
     CHECK.eq({e[2]["tenant"] for e in admin.events}, {"alice", "bob"}, "each event names its tenant")
     for s in (a, admin):
         s.close()
+    # a token removed by a reload ends its open stream, as it fails every new request
+    b = Stream(srv, headers=auth(BOB))
+    with open(path, "w") as f:
+        f.write("alice %s\nops %s admin\n" % (ALICE, ROOT))
+    srv.proc.send_signal(signal.SIGHUP)
+    b.wait(lambda s: s.ended, "bob's stream ends once his token is removed", timeout=5)
+    CHECK.eq(srv.req("GET", "/v1/events", headers=auth(BOB)).status, 401, "and he cannot open another")
     L.check_stop(srv)
 
 
@@ -290,6 +312,7 @@ def main():
     every, ids = streams(srv)
     resume(srv, every, ids)
     churn(srv)
+    slots(srv)
     L.check_stop(srv)
     tenants()
 

@@ -7,7 +7,6 @@
 # --max-connections-per-ip is refused (counted, logged at most once a second), and a parked
 # request (?wait=) is not taken for idle.
 import http.client
-import re
 import resource
 import selectors
 import socket
@@ -104,12 +103,6 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
 
 
-def metric(srv, name):
-    text = srv.req("GET", "/metrics").body.decode()
-    m = re.search(r"^%s (\d+)" % re.escape(name), text, re.M)
-    return int(m.group(1)) if m else None
-
-
 def hold_and_serve(srv):
     held = []
     for i in range(HOLD):
@@ -118,9 +111,9 @@ def hold_and_serve(srv):
     churn = subprocess.Popen([sys.executable, "-c", CHURN, str(srv.port)], stdout=subprocess.PIPE, text=True)
     t_churn = time.monotonic()
     time.sleep(1.0)
-    CHECK.ok((metric(srv, "gpured_connections_open") or 0) >= HOLD,
+    CHECK.ok((L.metric(srv, "gpured_connections_open") or 0) >= HOLD,
              "the server holds the %d slow connections (gpured_connections_open %r)"
-             % (HOLD, metric(srv, "gpured_connections_open")))
+             % (HOLD, L.metric(srv, "gpured_connections_open")))
     health, jobs = [], []
     for i in range(200):
         health.append(timed(srv.port, "GET", "/healthz"))
@@ -150,7 +143,7 @@ def idle_closed(held):
 
 
 def per_ip(srv):
-    before = metric(srv, "gpured_connections_refused_total{reason=\"per_ip\"}") or 0
+    before = L.metric(srv, "gpured_connections_refused_total{reason=\"per_ip\"}") or 0
     socks = []
     for _ in range(PER_IP + 40):
         try:
@@ -162,7 +155,7 @@ def per_ip(srv):
     refused = count_closed(socks, settle=1.0)
     CHECK.eq(refused, len(socks) - PER_IP, "connections past --max-connections-per-ip are closed at once; "
                                            "%d stay open" % (len(socks) - refused))
-    after = metric(srv, "gpured_connections_refused_total{reason=\"per_ip\"}") or 0
+    after = L.metric(srv, "gpured_connections_refused_total{reason=\"per_ip\"}") or 0
     CHECK.ok(after - before >= len(socks) - PER_IP, "refusals counted (%d -> %d)" % (before, after))
     CHECK.eq(timed(srv.port, "GET", "/healthz")[0], 200, "another address still gets in")
     for s in socks:
@@ -185,7 +178,7 @@ def trickle(srv):
             cut = True
             break
     CHECK.ok(cut, "a body trickling at 2 B/s is cut off after --conn-timeout (%.1f s)" % (time.monotonic() - t0))
-    CHECK.ok((metric(srv, "gpured_slow_bodies_cut_total") or 0) >= 1, "and counted")
+    CHECK.ok((L.metric(srv, "gpured_slow_bodies_cut_total") or 0) >= 1, "and counted")
     s.close()
 
 
