@@ -1,6 +1,8 @@
-/* connections.c: per-address connection counts in a hash table under one mutex, taken by
- * libmicrohttpd's threads as they accept and close connections; a connection's slot rides in its
- * socket context, and a slot goes with its address's last connection. */
+/* connections.c: per-address connection counts in a hash table, and the open connections with
+ * when each began to wait for a request head, under one mutex, taken by libmicrohttpd's threads
+ * as they accept, serve and close connections and by the gr-heads thread that cuts heads past
+ * --header-timeout. A connection's record rides in its socket context; an address's slot goes
+ * with its last connection. */
 #include "api/connections.h"
 
 #include "server/log.h"
@@ -8,6 +10,7 @@
 
 #include <netinet/in.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +24,25 @@ struct addr {
     int open;
 };
 
+/* An open connection: its address's slot, its socket, and since when it awaits a request head. */
+struct conn {
+    struct conn *prev, *next;
+    struct addr *addr; /* NULL if memory ran out for the address */
+    int fd;
+    double head_since; /* gr_mono_ms() at its open or its last answer; 0 while a request is handled */
+};
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct addr *table[NBUCKETS];
+static struct conn conns = {.prev = &conns, .next = &conns}; /* the open connections, a ring */
 static int total, max_total = 1 << 30, max_per_ip = 1 << 30;
 static _Atomic int stopping; /* gr_conn_stop: every new connection is closed at once */
+
+/* the gr-heads thread */
+static pthread_t heads;
+static pthread_cond_t heads_cv = PTHREAD_COND_INITIALIZER;
+static int heads_started, heads_stopping;
+static double header_timeout_ms;
 
 void gr_conn_stop(void) { atomic_store(&stopping, 1); }
 
@@ -97,6 +115,7 @@ void gr_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, 
 {
     unsigned char key[16];
     int over_ip = 0, over_total = 0;
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     pthread_mutex_lock(&mu);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -106,14 +125,26 @@ void gr_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, 
             memcpy((*p)->key, key, 16);
         if (*p)
             over_ip = ++(*p)->open > max_per_ip;
-        *socket_context = *p;
+        struct conn *k = calloc(1, sizeof *k);
+        if (k) {
+            *k = (struct conn){&conns, conns.next, *p, fd ? fd->connect_fd : -1, gr_mono_ms()};
+            conns.next->prev = k;
+            conns.next = k;
+        } else if (*p) { /* no record: counted as an address's connection no more */
+            (*p)->open--;
+        }
+        *socket_context = k;
         over_total = ++total > max_total;
-    } else if (*socket_context) { /* an address's slot lives while it has connections */
-        struct addr *a = *socket_context, **p = link_of(a->key);
-        if (--a->open == 0) {
-            *p = a->next;
+    } else if (*socket_context) {
+        struct conn *k = *socket_context;
+        k->prev->next = k->next;
+        k->next->prev = k->prev;
+        struct addr *a = k->addr;
+        if (a && --a->open == 0) { /* an address's slot lives while it has connections */
+            *link_of(a->key) = a->next;
             free(a);
         }
+        free(k);
         total--;
     } else {
         total--;
@@ -121,9 +152,81 @@ void gr_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, 
     pthread_mutex_unlock(&mu);
     gr_metrics_connection(code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
     if (over_ip || over_total) { /* past a cap after all: libmicrohttpd reads the EOF and closes it */
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci)
-            shutdown(ci->connect_fd, SHUT_RDWR);
+        if (fd)
+            shutdown(fd->connect_fd, SHUT_RDWR);
         refused(over_ip);
     }
+}
+
+/* Mark c's head as awaited since now (at) or whole (0). */
+static void head_mark(struct MHD_Connection *c, double at)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    pthread_mutex_lock(&mu);
+    if (ci && ci->socket_context)
+        ((struct conn *)ci->socket_context)->head_since = at;
+    pthread_mutex_unlock(&mu);
+}
+
+void gr_conn_head_done(struct MHD_Connection *c) { head_mark(c, 0); }
+void gr_conn_head_awaited(struct MHD_Connection *c) { head_mark(c, gr_mono_ms()); }
+
+/* Twice a second: connections whose head is awaited past the deadline are shut down, and
+ * libmicrohttpd, reading the EOF, closes them. A trickled head counts as activity for its idle
+ * timeout, so only this ends one. */
+static void *heads_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    while (!heads_stopping) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        t.tv_nsec += 500000000L;
+        t.tv_sec += t.tv_nsec / 1000000000L;
+        t.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&heads_cv, &mu, &t);
+        double now = gr_mono_ms();
+        int cut = 0;
+        for (struct conn *k = conns.next; k != &conns; k = k->next)
+            if (k->head_since > 0 && now - k->head_since > header_timeout_ms && k->fd >= 0) {
+                shutdown(k->fd, SHUT_RDWR);
+                k->head_since = 0; /* once */
+                cut++;
+            }
+        pthread_mutex_unlock(&mu);
+        while (cut-- > 0) {
+            gr_metrics_slow_head();
+            gr_conn_log_limited("a connection whose request head took longer than --header-timeout was cut off");
+        }
+        pthread_mutex_lock(&mu);
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+int gr_conn_deadlines_start(int64_t header_timeout_s)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&heads_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    header_timeout_ms = 1000.0 * (double)header_timeout_s;
+    heads_stopping = 0;
+    heads_started = pthread_create(&heads, NULL, heads_main, NULL) == 0;
+    if (heads_started)
+        pthread_setname_np(heads, "gr-heads");
+    return heads_started;
+}
+
+void gr_conn_deadlines_stop(void)
+{
+    if (!heads_started)
+        return;
+    pthread_mutex_lock(&mu);
+    heads_stopping = 1;
+    pthread_cond_signal(&heads_cv);
+    pthread_mutex_unlock(&mu);
+    pthread_join(heads, NULL);
+    heads_started = 0;
 }

@@ -378,6 +378,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->url = url;
         r->method = method;
         r->t0 = gr_mono_ms();
+        gr_conn_head_done(conn);
         const char *cl = gr_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
         r->clen = cl ? strtoull(cl, NULL, 10) : 0;
         begin(r);
@@ -442,6 +443,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r->body);
     free(r);
     *con_cls = NULL;
+    gr_conn_head_awaited(conn); /* the next request's, on a connection kept alive */
     atomic_fetch_sub(&busy, 1);
 }
 
@@ -479,6 +481,10 @@ int gr_api_start(const struct gr_config *cfg, struct gr_store *store, int *port,
                                MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_END);
     if (!daemon_)
         return gr_fail(e, GR_EIO, "port", "cannot listen on %s:%d (in use, or not allowed)", cfg->bind, cfg->port);
+    if (!gr_conn_deadlines_start(cfg->header_timeout_s)) {
+        gr_api_stop();
+        return gr_fail(e, GR_EINTERNAL, NULL, "cannot start the request-head deadline thread");
+    }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? info->port : cfg->port;
     return GR_OK;
@@ -498,4 +504,5 @@ void gr_api_stop(void)
     if (daemon_)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;
+    gr_conn_deadlines_stop();
 }

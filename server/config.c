@@ -75,6 +75,8 @@ static const struct opt {
      offsetof(struct gr_config, max_connections_per_ip), 0, 1, 1000000, "client connections open at once from one address"},
     {"--conn-timeout", "GPURED_CONN_TIMEOUT", K_DURATION, offsetof(struct gr_config, conn_timeout_s), 0, 1, 86400,
      "close a connection that sends nothing for this long (waiting requests excepted)"},
+    {"--header-timeout", "GPURED_HEADER_TIMEOUT", K_DURATION, offsetof(struct gr_config, header_timeout_s), 0, 1,
+     86400, "close a connection whose request head is not complete this long after it opened or its last answer"},
     {"--min-body-rate", "GPURED_MIN_BODY_RATE", K_INT, offsetof(struct gr_config, min_body_rate), 0, 0, 1 << 30,
      "bytes/s a request body must average after --conn-timeout (0: no minimum)"},
     {"--idempotency-ttl", "GPURED_IDEMPOTENCY_TTL", K_DURATION, offsetof(struct gr_config, idempotency_ttl_s), 0, 1,
@@ -172,6 +174,7 @@ static void defaults(struct gr_config *c)
                             .max_connections = 10000,
                             .max_connections_per_ip = 256,
                             .conn_timeout_s = 30,
+                            .header_timeout_s = 20,
                             .min_body_rate = 1024};
 }
 

@@ -34,6 +34,7 @@ struct gr_config {
     int max_connections;        /* open at once, in all */
     int max_connections_per_ip; /* open at once from one client address */
     int64_t conn_timeout_s;     /* a connection that sends nothing for this long is closed */
+    int64_t header_timeout_s;   /* and one whose request head is not whole this long after it was awaited */
     int min_body_rate;          /* bytes/s a body must average once conn_timeout_s have passed; 0: any */
 };
 

@@ -59,7 +59,7 @@ static struct hist stages[GR_METRICS_DEVICES][NSTAGES];
 static counter bytes_done[GR_METRICS_DEVICES];
 static _Atomic int64_t queued[GR_METRICS_DEVICES], running[GR_METRICS_DEVICES];
 static _Atomic int64_t connections;
-static counter refused[2], slow_bodies; /* refused: over the total, over the per-address cap */
+static counter refused[2], slow_bodies, slow_heads; /* refused: over the total, over the per-address cap */
 
 static void add(counter *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 static uint64_t get(counter *c) { return atomic_load_explicit(c, memory_order_relaxed); }
@@ -166,6 +166,7 @@ static void render_hist(struct gr_buf *b, const char *name, const char *labels, 
 void gr_metrics_connection(int delta) { atomic_fetch_add_explicit(&connections, delta, memory_order_relaxed); }
 void gr_metrics_refused(int per_ip) { add(&refused[per_ip != 0], 1); }
 void gr_metrics_slow_body(void) { add(&slow_bodies, 1); }
+void gr_metrics_slow_head(void) { add(&slow_heads, 1); }
 
 int gr_metrics_render(const char *data_dir, char **out, size_t *len, struct gr_err *e)
 {
@@ -258,6 +259,9 @@ int gr_metrics_render(const char *data_dir, char **out, size_t *len, struct gr_e
     gr_buf_printf(&b, "gpured_connections_refused_total{reason=\"per_ip\"} %llu\n", (unsigned long long)get(&refused[1]));
     family(&b, "gpured_slow_bodies_cut_total", "counter", "Requests cut off for sending their body slower than --min-body-rate.");
     gr_buf_printf(&b, "gpured_slow_bodies_cut_total %llu\n", (unsigned long long)get(&slow_bodies));
+    family(&b, "gpured_slow_heads_cut_total", "counter",
+           "Connections cut off for not completing a request head within --header-timeout.");
+    gr_buf_printf(&b, "gpured_slow_heads_cut_total %llu\n", (unsigned long long)get(&slow_heads));
 
     family(&b, "gpured_device_info", "gauge", "Each device in use, with its name; always 1.");
     for (int d = 0; d < ndev; d++) {

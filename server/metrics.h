@@ -25,10 +25,11 @@ void gr_metrics_running(int dev, int delta);
 
 /* Connections: one opened (+1) or closed (-1); one refused at accept (per_ip: over
  * --max-connections-per-ip, else over --max-connections); one cut for a body slower than
- * --min-body-rate. */
+ * --min-body-rate, or for a request head not whole within --header-timeout. */
 void gr_metrics_connection(int delta);
 void gr_metrics_refused(int per_ip);
 void gr_metrics_slow_body(void);
+void gr_metrics_slow_head(void);
 
 /* The text exposition (format 0.0.4) into *out (malloc'd, *len bytes); data_dir's disk is
  * measured for the free-bytes gauge. GR_OK or GR_ENOMEM. */

@@ -5,11 +5,14 @@
 # measured by bench/slow_clients.sh). Then: the held connections are closed after
 # --conn-timeout, a body trickling below --min-body-rate is cut, one address past
 # --max-connections-per-ip is refused (counted, logged at most once a second), and a parked
-# request (?wait=) is not taken for idle.
+# request (?wait=) is not taken for idle. Last, request heads sent a line every second from two
+# addresses until every connection is taken: each is cut once --header-timeout passes, though
+# it is never idle, and /healthz answers again.
 import http.client
 import resource
 import selectors
 import socket
+import threading
 import subprocess
 import sys
 import time
@@ -198,6 +201,44 @@ def parked_not_idle(srv):
     srv.req("GET", "/v1/jobs/%s?wait=60" % bench.json()["id"])
 
 
+def slow_heads():
+    """The slowloris attack: 2 addresses x 30 connections (every slot) each send a header line a
+    second; --header-timeout (3 s) cuts each, and the server answers others again."""
+    head_s = 3
+    srv = L.Server(args=["--max-connections", "60", "--max-connections-per-ip", "30", "--conn-timeout", "5",
+                         "--header-timeout", str(head_s)], name="gpured-heads").start()
+    socks = []
+    for src in ("127.0.5.1", "127.0.5.2"):
+        for _ in range(30):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=5, source_address=(src, 0))
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+    stop = threading.Event()
+
+    def trickle_heads():
+        while not stop.wait(1.0):
+            for s in socks:
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=trickle_heads)
+    t.start()
+    t0 = time.monotonic()
+    closed = count_closed(socks, settle=head_s + 1.5)
+    took = time.monotonic() - t0
+    CHECK.eq(closed, len(socks), "every slow head is cut (%d of %d, in %.1f s)" % (closed, len(socks), took))
+    status, _ = timed(srv.port, "GET", "/healthz")
+    CHECK.eq(status, 200, "/healthz answers once they are cut")
+    stop.set()
+    t.join()
+    CHECK.ok((L.metric(srv, "gpured_slow_heads_cut_total") or 0) >= len(socks), "the cuts are counted")
+    for s in socks:
+        s.close()
+    L.check_stop(srv)
+
+
 def main():
     L.store_independent("test_slow_clients")
     if L.DEVICE == "gpu":
@@ -216,6 +257,7 @@ def main():
     capped = L.Server(args=["--max-connections-per-ip", str(PER_IP)], name="gpured-per-ip").start()
     per_ip(capped)
     L.check_stop(capped)
+    slow_heads()
 
 
 L.run_suite(main)
