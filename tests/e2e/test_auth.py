@@ -2,7 +2,7 @@
 # route for {no token, wrong token, another tenant, the owner, an admin}, scoped list pages,
 # start-up refusals (0.0.0.0 without tokens, a malformed tokens file), SIGHUP reloads, and no
 # token in the log. Another tenant's jobs naming a dataset neither hold its owner's DELETE nor
-# learn that it exists.
+# learn that it exists, and a list's ETag moves only with what its caller sees.
 import os
 import re
 import signal
@@ -231,6 +231,24 @@ def startup(tmp):
     CHECK.ok(rc == 1 and "cannot open the tokens file" in out, "a missing tokens file stops start-up")
 
 
+def validators(srv):
+    """Alice's list ETag stays while Bob submits (a 304 says nothing of him), and moves with her job."""
+    def tag(who):
+        r = srv.req("GET", "/v1/jobs?limit=5", headers=hdr(who))
+        CHECK.eq(r.status, 200, "a list page")
+        return r.headers.get("etag")
+
+    mine = tag(ALICE)
+    job(srv, BOB, {"op": "sum", "dtype": "int32", "data": [1, 2]})
+    again = srv.req("GET", "/v1/jobs?limit=5", headers=hdr(ALICE, {"If-None-Match": mine}))
+    CHECK.eq((again.status, again.headers.get("etag")), (304, mine), "Alice's list is 304 after Bob's job")
+    job(srv, ALICE, {"op": "sum", "dtype": "int32", "data": [1, 2]})
+    moved = srv.req("GET", "/v1/jobs?limit=5", headers=hdr(ALICE, {"If-None-Match": mine}))
+    CHECK.ok(moved.status == 200 and moved.headers.get("etag") not in (None, mine), "and 200, a new ETag, after hers")
+    CHECK.eq(srv.req("GET", "/v1/jobs?limit=5", headers=hdr(BOB, {"If-None-Match": mine})).status, 200,
+             "Alice's ETag is no validator of Bob's list")
+
+
 def delete_under_spam(srv):
     """Bob sends jobs naming Alice's dataset as fast as he can (each 404, worded as for an id that
     does not exist) while she deletes it: each DELETE is 204."""
@@ -271,6 +289,7 @@ def main():
     matrix(srv)
     pages(srv)
     delete_under_spam(srv)
+    validators(srv)
     reload(srv, path)
     log = "\n".join(srv.log)
     CHECK.ok(not any(t in log for t in (ALICE, BOB, ROOT, "c4" * 16)), "no token appears in the log")
