@@ -645,6 +645,26 @@ def blocker(srv, seconds, device="cpu"):
     return srv.req("POST", "/v1/benchmarks", body)
 
 
+def raw_exchange(srv, request, quiet=1.0):
+    """Send request bytes as they are; (everything the server sent until it closed or was quiet
+    for `quiet` seconds, whether it closed)."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(request)
+    got, closed = b"", False
+    s.settimeout(quiet)
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    return got, closed
+
+
 def metric(srv, name):
     """The value of an integer sample of GET /metrics (name with its labels), or None."""
     text = srv.req("GET", "/metrics").body.decode()

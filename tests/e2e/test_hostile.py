@@ -5,7 +5,6 @@
 # 429 with Retry-After; settings from GPURED_* variables.
 import json
 import os
-import socket
 import time
 
 import e2e_lib as L
@@ -183,25 +182,6 @@ def main():
     config_from_env()
 
 
-def raw_exchange(srv, request):
-    """Send request bytes as they are; (everything the server sent, whether it closed)."""
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-    s.sendall(request)
-    got, closed = b"", False
-    s.settimeout(1.0)
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                closed = True
-                break
-            got += chunk
-    except socket.timeout:
-        pass
-    s.close()
-    return got, closed
-
-
 def framing(srv):
     body = json.dumps(VALID).encode()
     head = b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -213,14 +193,14 @@ def framing(srv):
     count = "SELECT count(*) FROM jobs"
     before = L.store_rows(srv, count)
     for name, request in cases.items():
-        got, closed = raw_exchange(srv, request)
+        got, closed = L.raw_exchange(srv, request)
         head_end = got.find(b"\r\n\r\n")
         status = got.split(b"\r\n", 1)[0]
         CHECK.eq((status, closed), (b"HTTP/1.1 400 Bad Request", True), "%s: 400, connection closed" % name)
         CHECK.ok(b"application/problem+json" in got[:head_end] and got.count(b"HTTP/1.1") == 1,
                  "%s: one problem+json answer (%r)" % (name, got[:300]))
     CHECK.eq(L.store_rows(srv, count), before, "no job made by a request refused for its framing")
-    got, _ = raw_exchange(srv, b"HEAD /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+    got, _ = L.raw_exchange(srv, b"HEAD /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
     head_end = got.find(b"\r\n\r\n")
     CHECK.ok(got.startswith(b"HTTP/1.1 200") and b"text/event-stream" in got[:head_end] and head_end + 4 == len(got),
              "HEAD /v1/events: the stream's headers and no body (%r)" % got[:300])
