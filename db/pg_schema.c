@@ -287,6 +287,9 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                           " VALUES ($6, $8, $9, $1, $5::float8) ON CONFLICT (tenant, key) DO UPDATE SET"
                           " fingerprint = EXCLUDED.fingerprint, resource = EXCLUDED.resource, created = EXCLUDED.created",
     [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES ($1, $3, $5::float8, $6, $7::bigint)",
+    [GR_SQL_DS_INSERT_KEPT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) SELECT $1, $3, $5::float8, $6,"
+                              " $7::bigint WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = $14 AND NOT"
+                              " (epoch = $10::bigint AND status IN ('queued', 'running')))",
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = $1",
     [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = $1",
     [GR_SQL_DS_DIGEST] = "UPDATE datasets SET doc = replace(doc, '\"sha256\":null', '\"sha256\":\"' || $3 || '\"')"

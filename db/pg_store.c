@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define NPARAMS 13 /* schema.h's numbering */
+#define NPARAMS 14 /* schema.h's numbering */
 #define TEXTOID 25 /* pg_type.h's, which libpq's headers do not carry */
 #define BYTEAOID 17
 /* any constant: the advisory lock every replica takes while it migrates */
@@ -469,8 +469,8 @@ static int send_op(struct pg *s, int sql, const struct gr_store_op *o)
     snprintf(epoch, sizeof epoch, "%lld", (long long)o->epoch);
     snprintf(lease, sizeof lease, "%.17g", o->lease_s);
     snprintf(name, sizeof name, "s%d", sql);
-    const char *v[NPARAMS] = {o->id,          o->status, o->doc, o->opname, created, o->tenant, bytes, o->key,
-                              o->fingerprint, epoch,     o->owner, lease,      o->prefer};
+    const char *v[NPARAMS] = {o->id,          o->status, o->doc,   o->opname, created,   o->tenant, bytes,
+                              o->key,         o->fingerprint, epoch, o->owner,  lease,     o->prefer, o->via};
     int lengths[NPARAMS] = {0}, formats[NPARAMS] = {0};
     if (sql == GR_SQL_INPUT) {
         v[1] = o->input;
@@ -619,7 +619,8 @@ static void read_answers(struct batch *b)
         if (ran && t->kind == SENT_TX && !strcmp(PQcmdStatus(r), "ROLLBACK"))
             b->ok = 0; /* a COMMIT of an aborted transaction answers ROLLBACK: it did not commit */
         if (ran && t->kind == SENT_OP) {
-            int changes_row = t->op->sql == GR_SQL_DS_DELETE || t->op->sql == GR_SQL_JOB_DELETE;
+            int changes_row = t->op->sql == GR_SQL_DS_DELETE || t->op->sql == GR_SQL_JOB_DELETE ||
+                              t->op->sql == GR_SQL_DS_INSERT_KEPT; /* fenced out: no row */
             t->op->code = changes_row && !strcmp(PQcmdTuples(r), "0") ? GR_ENOTFOUND : GR_OK;
         } else if (ran && t->kind == SENT_MANY) {
             for (int i = 0; i < t->n; i++)

@@ -67,6 +67,9 @@ enum gr_sql_id {
     GR_SQL_KEY_INSERT,            /* ?1 resource id, ?5 created, ?6 tenant, ?8 key, ?9 fingerprint */
     GR_SQL_UPDATE,                /* ?1 id, ?2 status, ?3 doc */
     GR_SQL_DS_INSERT,             /* ?1 id, ?3 doc, ?5 created, ?6 tenant, ?7 bytes */
+    GR_SQL_DS_INSERT_KEPT,        /* as GR_SQL_DS_INSERT, a job's kept result (PostgreSQL: fenced, as the
+                                   * job's final state is: stored only while $14 the job is not stored
+                                   * yet or still held under $10 its epoch; else no row) */
     GR_SQL_DS_DELETE,             /* ?1 id */
     GR_SQL_JOB_DELETE,            /* ?1 id */
     GR_SQL_KEYS_EXPIRE,           /* ?5 created before */

@@ -171,6 +171,7 @@ const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_UPDATE] = "UPDATE jobs SET status = ?2, doc = ?3, input = CASE WHEN ?2 IN " FINAL " THEN NULL ELSE input END"
                       " WHERE id = ?1",
     [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES (?1, ?3, ?5, ?6, ?7)",
+    [GR_SQL_DS_INSERT_KEPT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES (?1, ?3, ?5, ?6, ?7)",
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = ?1",
     [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = ?1",
     /* never back in time: two jobs' ends may be stored out of order */

@@ -393,7 +393,8 @@ static int apply_one(void *impl, struct gr_store_op *o)
     }
     if (rc == SQLITE_OK && ((with_input && step_done(in) != SQLITE_OK) || (with_key && step_done(key) != SQLITE_OK) ||
                             (job && gather_event(s, o) != SQLITE_OK) ||
-                            (o->sql == GR_SQL_DS_INSERT && add_ds_event(s, o) != SQLITE_OK) ||
+                            ((o->sql == GR_SQL_DS_INSERT || o->sql == GR_SQL_DS_INSERT_KEPT) &&
+                             add_ds_event(s, o) != SQLITE_OK) ||
                             (input_done && drop_input(s, o) != SQLITE_OK)))
         return -1;
     if (rc == SQLITE_OK) {

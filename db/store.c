@@ -540,6 +540,22 @@ int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_
     return push(s, owned(o, own));
 }
 
+int gr_store_insert_kept(struct gr_store *s, const char *id, const struct gr_owner *own, uint64_t bytes, char *doc,
+                         const char *job, int64_t epoch, gr_store_done done, void *ctx)
+{
+    if (!s || bytes > INT64_MAX || !job || strlen(job) >= sizeof ((op_t *)0)->via) {
+        free(doc);
+        return GR_EINVAL;
+    }
+    op_t *o = new_op(GR_SQL_DS_INSERT_KEPT, id, "", doc, done, ctx);
+    if (o) {
+        o->bytes = (int64_t)bytes;
+        o->epoch = epoch;
+        memcpy(o->via, job, strlen(job) + 1); /* the job's writer: committed before its final state */
+    }
+    return push(s, owned(o, own));
+}
+
 int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx)
 {
     return s ? push(s, new_op(GR_SQL_DS_DELETE, id, "", NULL, done, ctx)) : GR_EINVAL;

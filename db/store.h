@@ -151,6 +151,11 @@ int gr_store_load_pending(struct gr_store *s, int limit, gr_store_pending pendin
  * (delete). Same returns as gr_store_insert_job. */
 int gr_store_insert_dataset(struct gr_store *s, const char *id, const struct gr_owner *own, uint64_t bytes,
                             char *doc, gr_store_done done, void *ctx);
+/* A job's kept result (keep.c), as insert_dataset but fenced as the job's final state is: on a
+ * shared store no row is made (done gets GR_ENOTFOUND) once another replica canceled the job or
+ * claimed it (its epoch passed), so a run fenced out never shows a result. */
+int gr_store_insert_kept(struct gr_store *s, const char *id, const struct gr_owner *own, uint64_t bytes, char *doc,
+                         const char *job, int64_t epoch, gr_store_done done, void *ctx);
 int gr_store_delete_dataset(struct gr_store *s, const char *id, gr_store_done done, void *ctx);
 /* Mark dataset id used at (epoch seconds; its resource's last_used_at), unless it is already
  * marked later; nothing is told (a dataset gone meanwhile is no error). job (or NULL): the job

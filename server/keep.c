@@ -1,5 +1,6 @@
 /* keep.c: a result too large to answer inline, and every product, kept as datasets before the
- * job's final state names them: the file durable, then its row committed. Runs on the worker
+ * job's final state names them: the file durable, then its row committed (fenced as the final
+ * state is, so a run another replica took over keeps nothing). Runs on the worker
  * that ran the job, no lock held; blocks on the disk and the store. */
 #include "server/keep.h"
 
@@ -15,11 +16,12 @@
 #include <string.h>
 
 
-/* Values of dtype and shape (ndim 1 or 2) as a new dataset id of tenant: counted against its
- * quota, its file durable, then its row committed. */
-static int keep_values(struct gr_store *s, const char *tenant, const void *values, int dtype, int ndim,
+/* Values of dtype and shape (ndim 1 or 2) as a new dataset id of job j's tenant: counted
+ * against its quota, its file durable, then its row committed, fenced as j's final state is. */
+static int keep_values(struct gr_store *s, const struct gr_job *j, const void *values, int dtype, int ndim,
                        const int64_t *shape, char id[24], struct gr_err *e)
 {
+    const char *tenant = j->tenant;
     const char *dir = gr_store_data_dir(s);
     struct gr_dsfile *f = NULL;
     struct gr_store_wait w = GR_STORE_WAIT_INIT;
@@ -47,8 +49,12 @@ static int keep_values(struct gr_store *s, const char *tenant, const void *value
     EVP_MD_CTX_free(sha);
     struct gr_owner own = {.tenant = tenant};
     if (rc == GR_OK) {
-        gr_store_wait_add(&w, gr_store_insert_dataset(s, id, &own, bytes, doc, gr_store_wait_done, &w));
-        if (gr_store_wait_all(&w) != GR_OK)
+        gr_store_wait_add(&w, gr_store_insert_kept(s, id, &own, bytes, doc, j->id,
+                                                   __atomic_load_n(&j->epoch, __ATOMIC_RELAXED), gr_store_wait_done, &w));
+        int code = gr_store_wait_all(&w);
+        if (code == GR_ENOTFOUND)
+            rc = gr_fail(e, GR_ECONFLICT, NULL, "another replica canceled the job, or claimed it while it ran here");
+        else if (code != GR_OK)
             rc = gr_fail(e, GR_EIO, NULL, "the store could not keep the result's dataset");
     }
     if (rc != GR_OK) { /* a committed file no row names is removed here (or at the next start) */
@@ -63,10 +69,10 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
     if (j->kind != GR_JOB_REDUCE || r->n <= GR_RESULT_INLINE_MAX)
         return GR_OK;
     struct gr_err why = {0};
-    int rc = keep_values(s, j->tenant, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, 1, &r->n,
+    int rc = keep_values(s, j, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, 1, &r->n,
                          j->result_dataset, &why);
     if (rc == GR_OK && r->index &&
-        (rc = keep_values(s, j->tenant, r->index, GR_INT64, 1, &r->n, j->indices_dataset, &why))) {
+        (rc = keep_values(s, j, r->index, GR_INT64, 1, &r->n, j->indices_dataset, &why))) {
         /* all or nothing: the values' dataset goes too */
         struct gr_store_wait w = GR_STORE_WAIT_INIT;
         gr_store_wait_add(&w, gr_store_delete_dataset(s, j->result_dataset, gr_store_wait_done, &w));
@@ -88,7 +94,7 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
 int gr_job_keep_product(struct gr_job *j, const void *out, struct gr_store *s, struct gr_err *e)
 {
     struct gr_err why = {0};
-    if (keep_values(s, j->tenant, out, j->dtype, 2, j->shape, j->result_dataset, &why) != GR_OK) {
+    if (keep_values(s, j, out, j->dtype, 2, j->shape, j->result_dataset, &why) != GR_OK) {
         j->result_dataset[0] = 0;
         return gr_fail(e, why.code, NULL, "the product (%lld x %lld) could not be kept as a dataset: %s",
                        (long long)j->shape[0], (long long)j->shape[1], why.msg);

@@ -6,10 +6,12 @@
 # and no dataset file lacks its row. A job queued on one replica is canceled through another, and a
 # ?wait= through another replica ends when the job does (LISTEN/NOTIFY). A replica stopped with SIGTERM hands its queued jobs back at
 # once: the others finish them while its own running job still runs. Jobs sent to a replica whose
-# device is far behind are offered through the store, and the free replicas run them.
+# device is far behind are offered through the store, and the free replicas run them. A run
+# fenced out (its replica paused past its lease) keeps no result.
 import os
 import random
 import signal
+import struct
 import threading
 import time
 
@@ -334,6 +336,49 @@ def paused(rs, rng):
              "replica 0 says it dropped them")
 
 
+def kept_fenced(rs, rng):
+    """Replica 0 paused (SIGSTOP) while it runs a product, which is always kept as a dataset;
+    another replica claims the job once the lease runs out and keeps its own. Resumed, replica 0
+    finishes its run, but its result's row is fenced out as its final state is: the job names
+    the claimer's dataset, and no other dataset or file of it is ever made."""
+    a, b = rs[0], rs[1]
+    n = 2048  # a CPU product of seconds: still running when replica 0 is paused
+    raw = struct.pack("<%dd" % (n * n), *(rng.uniform(-1, 1) for _ in range(n * n)))
+    up = a.req("POST", "/v1/datasets?dtype=float64&shape=%d,%d" % (n, n), raw, {"Content-Type": "application/octet-stream"})
+    CHECK.eq(up.status, 201, "an operand uploaded")
+    ds = up.json()["id"]
+    before = {r[0] for r in L.store_rows(a, "SELECT id FROM datasets")}
+    jid = a.req("POST", "/v1/jobs", {"op": "matmul", "dtype": "float64", "a": {"dataset": ds}, "b": {"dataset": ds},
+                                     "device": "cpu"}).json()["id"]
+    deadline = time.monotonic() + 30
+    while a.get_json("/v1/jobs/" + jid)["status"] == "queued" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    running = a.get_json("/v1/jobs/" + jid)["status"] == "running"
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        CHECK.ok(running, "replica 0 was running the product when it was paused")
+        deadline = time.monotonic() + 30
+        while L.store_rows(b, "SELECT epoch FROM jobs WHERE id = '%s'" % jid)[0][0] == "1" and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    job = b.get_json("/v1/jobs/%s?wait=120" % jid)
+    for _ in range(3):
+        if job.get("status") not in ("queued", "running"):
+            break
+        job = b.get_json("/v1/jobs/%s?wait=120" % jid)
+    CHECK.ok(job.get("status") == "succeeded" and job.get("replica") not in (None, a.get_json("/v1/devices")["replica"]),
+             "the product ran again on the replica that claimed it (%s, %s)" % (job.get("status"), job.get("replica")))
+    deadline = time.monotonic() + 30  # replica 0's run ends, its result fenced out
+    while not any(jid in line and "claimed it while it ran here" in line for line in a.log) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    CHECK.ok(any(jid in line and "claimed it while it ran here" in line for line in a.log),
+             "replica 0 says its result of %s was fenced out" % jid)
+    kept = {r[0] for r in L.store_rows(a, "SELECT id FROM datasets")} - before
+    CHECK.eq(kept, {(job.get("result") or {}).get("dataset")}, "the one dataset made is the claimer's, the job's")
+    no_orphans(a)
+
+
 def killed(rs, rng):
     a, b, c = rs
     blocker = L.blocker(a, 6)
@@ -402,6 +447,7 @@ def main():
     stray(rs, rng)
     refused_twice(rs, rng)
     paused(rs, rng)
+    kept_fenced(rs, rng)
     killed(rs, rng)
     handed_back(rs, rng)
     CHECK.ok(not any("offered to any replica" in line for line in rs[0].log + rs[1].log),
