@@ -203,6 +203,10 @@ const char *const gr_pg_schema_steps[] = {
     " END IF;"
     " IF let_go THEN PERFORM pg_notify('gpured_offers', ''); END IF;"
     " RETURN NULL; END$$;",
+    /* A job's input goes with its final state (the trigger above) or with its row
+     * (GR_SQL_JOB_DELETE), so no foreign key checks each input row: that check was a quarter of a
+     * 100,000-job batch's insert. */
+    "ALTER TABLE job_inputs DROP CONSTRAINT job_inputs_id_fkey;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -291,7 +295,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                               " $7::bigint WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = $14 AND NOT"
                               " (epoch = $10::bigint AND status IN ('queued', 'running')))",
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = $1",
-    [GR_SQL_JOB_DELETE] = "DELETE FROM jobs WHERE id = $1",
+    [GR_SQL_JOB_DELETE] = "WITH i AS (DELETE FROM job_inputs WHERE id = $1) DELETE FROM jobs WHERE id = $1",
     [GR_SQL_DS_DIGEST] = "UPDATE datasets SET doc = replace(doc, '\"sha256\":null', '\"sha256\":\"' || $3 || '\"')"
                          " WHERE id = $1",
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"

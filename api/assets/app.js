@@ -184,7 +184,7 @@ function filtersChanged() {
   refilter();
 }
 
-// The list's ETag is the store's version, the same for every query: a new filter must not send it.
+// The list's ETag is its page's digest: a new filter's page is another, so it is not sent.
 function refilter() {
   state.etag = null;
   pollJobs();
