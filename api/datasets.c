@@ -366,7 +366,7 @@ void gr_post_dataset(struct gr_req *r)
         return;
     }
     u->committed = 1;
-    u->doc = gr_dataset_render(u->id, u->tenant, u->src.dtype, u->src.ndim, u->src.shape, u->expect, u->sha);
+    u->doc = gr_dataset_render(u->id, u->tenant, u->src.dtype, u->src.ndim, u->src.shape, u->expect, u->sha, NULL);
     if (!u->doc) {
         discard(u);
         problem(r, GR_ENOMEM, NULL, "out of memory rendering the dataset (or its sha256 failed)");

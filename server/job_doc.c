@@ -423,7 +423,7 @@ int gr_digest_hex(void *sha, char hex[GR_DIGEST_HEX])
 }
 
 char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim, const int64_t *shape, size_t bytes,
-                        void *sha)
+                        void *sha, const char *job)
 {
     char hex[GR_DIGEST_HEX], created[40];
     if (sha && gr_digest_hex(sha, hex) != GR_OK)
@@ -436,6 +436,8 @@ char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim,
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:o, s:s, s:n}", "id", id, "tenant", tenant, "dtype",
                           gr_dtype_name(dtype), "shape", dims, "bytes", (json_int_t)bytes, "sha256",
                           sha ? json_string(hex) : json_null(), "created_at", created, "last_used_at");
+    if (o && job)
+        json_object_set_new(o, "job", json_string(job));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;

@@ -16,9 +16,10 @@ char *gr_job_render_as(const struct gr_job *j, int status);
 
 /* A dataset's resource (API.md; uploads and kept results alike), malloc'd, for its store row:
  * sha is the EVP sha256 digest of its values, finished here, or NULL: "sha256" is null until
- * the digest thread stores it (digests.h). NULL if out of memory. */
+ * the digest thread stores it (digests.h); job: the job whose result it keeps, or NULL for an
+ * upload. NULL if out of memory. */
 char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim, const int64_t *shape, size_t bytes,
-                        void *sha);
+                        void *sha, const char *job);
 
 /* Finish an EVP digest (sha) as lower-case hex. GR_OK or GR_EINTERNAL. */
 #define GR_DIGEST_HEX 129 /* 2 * EVP_MAX_MD_SIZE + 1 */

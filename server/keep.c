@@ -44,7 +44,7 @@ static int keep_values(struct gr_store *s, const struct gr_job *j, const void *v
     if (rc == GR_OK)
         rc = gr_dsfile_commit(f, e);
     gr_dsfile_close(f); /* a .tmp not committed goes with it */
-    if (rc == GR_OK && !(doc = gr_dataset_render(id, tenant, dtype, ndim, shape, bytes, sha)))
+    if (rc == GR_OK && !(doc = gr_dataset_render(id, tenant, dtype, ndim, shape, bytes, sha, j->id)))
         rc = gr_fail(e, GR_ENOMEM, NULL, "out of memory rendering the result's dataset");
     EVP_MD_CTX_free(sha);
     struct gr_owner own = {.tenant = tenant};

@@ -428,8 +428,8 @@ class Fuzz:
         rec = self.call(job.tenant, "GET", "/v1/datasets/" + ds_id)
         if CHECK.eq(rec.status, 200, self.what(w + ": GET kept dataset record")):
             doc = rec.json()
-            CHECK.eq((doc.get("tenant"), doc.get("dtype"), doc.get("shape"), doc.get("bytes"), doc.get("sha256")),
-                     (job.tenant, dtype, shape, len(raw), hashlib.sha256(raw).hexdigest()),
+            CHECK.eq((doc.get("tenant"), doc.get("dtype"), doc.get("shape"), doc.get("bytes"), doc.get("sha256"),
+                      doc.get("job")), (job.tenant, dtype, shape, len(raw), hashlib.sha256(raw).hexdigest(), job.id),
                      self.what(w + ": kept dataset record"))
             d = Dataset(ds_id, job.tenant, dtype, shape, vals if len(vals) <= MODEL_VALUES_MAX else None,
                         kept=True, doc=doc)

@@ -111,6 +111,7 @@ def check_kept(srv, what, job, want, idx, op, dtype, a, axis):
                  {"id": ds, "dtype": "int64" if ref.dtype == np.int64 else "float64", "shape": [n], "bytes": n * 8},
                  w + ": the dataset's record")
         CHECK.eq(rec.get("sha256"), hashlib.sha256(raw or b"").hexdigest(), w + ": the record's sha256 (of the values)")
+        CHECK.eq(rec.get("job"), job["id"], w + ": the record names its job")
         d = srv.req("GET", "/v1/datasets/%s/data" % ds)
         CHECK.ok(d.status == 200 and d.body[-n * 8:] == raw and np.array_equal(np.load(io.BytesIO(d.body)), got),
                  w + ": GET /v1/datasets/{id}/data is the same .npy")
