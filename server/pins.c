@@ -1,6 +1,7 @@
-/* pins.c: the datasets in use: a job in flight pins those it names until its final state is
- * stored (from its look-up on), and a DELETE holds its dataset against new look-ups while it runs. Any thread, under mu:
- * the HTTP threads pin and delete, the store's writers unpin at a job's end (commits.c). */
+/* pins.c: the datasets in use: a job in flight pins those it names from its look-up until its
+ * final state is stored, and a DELETE holds its dataset against new look-ups while it runs. Any
+ * thread, under mu: the HTTP threads pin and delete, the store's writers unpin at a job's end
+ * (commits.c). */
 #include "server/jobs_internal.h"
 
 #include "gpu/backend.h"
