@@ -44,116 +44,6 @@ void gr_rfc3339(double t, char *buf, size_t len)
     *p++ = 'Z', *p = '\0';
 }
 
-json_t *gr_json_double(double v)
-{
-    if (isnan(v))
-        return json_string("NaN");
-    if (isinf(v))
-        return json_string(v > 0 ? "Infinity" : "-Infinity");
-    return json_real(v);
-}
-
-static json_t *result_value(const struct gr_result *r, int64_t k)
-{
-    return r->i ? json_integer(r->i[k]) : gr_json_double(r->f[k]);
-}
-
-/* The table of a benchmark: each row's rate beside a baseline, for reductions GB/s against the
- * device's memory ceiling, for products GFLOP/s against the cublas row of the same run (none on
- * the CPU, or when cublas was not among the variants: then its percentage is null). */
-static json_t *render_bench(const struct gr_job *j)
-{
-    int mm = j->op == GR_MATMUL;
-    double base = mm ? 0 : j->backend ? j->backend->info.ceiling_gbps : 0;
-    for (int k = 0; mm && k < j->nrows; k++)
-        if (!j->rows[k].error[0] && !strcmp(j->rows[k].algorithm, "cublas"))
-            base = j->rows[k].rate;
-    const char *rate = mm ? "gflops" : "gbps", *pct = mm ? "pct_of_cublas" : "pct_of_ceiling";
-    json_t *rows = json_array();
-    for (int k = 0; k < j->nrows; k++) {
-        const struct gr_bench_row *b = &j->rows[k];
-        int ran = !b->error[0];
-        json_array_append_new(rows, json_pack("{s:s, s:o, s:o, s:o, s:b, s:o}", "algorithm", b->algorithm,
-                                              "median_ms", ran ? json_real(b->median_ms) : json_null(), rate,
-                                              ran ? json_real(b->rate) : json_null(), pct,
-                                              ran && base > 0 ? json_real(100 * b->rate / base) : json_null(),
-                                              "matched", b->matched, "error",
-                                              ran ? json_null() : json_string(b->error)));
-    }
-    return json_pack("{s:o, s:s, s:o}", "rows", rows, "reference", gr_bench_reference(j->op, j->shape[0]),
-                     mm ? "cublas_gflops" : "ceiling_gbps", base > 0 ? json_real(base) : json_null());
-}
-
-/* A result kept as datasets: where its values are, and links to download them; a product's
- * values inline as well when it is small (rows of j->result). */
-static json_t *render_kept(const struct gr_job *j)
-{
-    int mm = j->kind == GR_JOB_MATMUL;
-    json_t *shape = mm ? json_pack("[I, I]", (json_int_t)j->shape[0], (json_int_t)j->shape[1])
-                       : json_pack("[I]", (json_int_t)j->result.n);
-    json_t *o = json_pack("{s:s, s:o, s:s++}", "dataset", j->result_dataset, "shape", shape, "data", "/v1/datasets/",
-                          j->result_dataset, "/data");
-    if (o && mm && j->result.n) {
-        json_t *rows = json_array();
-        for (int64_t i = 0; i < j->shape[0]; i++) {
-            json_t *row = json_array();
-            for (int64_t k = 0; k < j->shape[1]; k++)
-                json_array_append_new(row, result_value(&j->result, i * j->shape[1] + k));
-            json_array_append_new(rows, row);
-        }
-        json_object_set_new(o, "values", rows);
-    }
-    if (o && j->indices_dataset[0]) {
-        json_object_set_new(o, "indices_dataset", json_string(j->indices_dataset));
-        json_object_set_new(o, "indices_data", json_pack("s++", "/v1/datasets/", j->indices_dataset, "/data"));
-    }
-    return o;
-}
-
-static json_t *render_result(const struct gr_job *j)
-{
-    const struct gr_result *r = &j->result;
-    if (j->kind == GR_JOB_BENCH)
-        return render_bench(j);
-    if (j->result_dataset[0])
-        return render_kept(j);
-    json_t *o = json_object();
-    if (j->axis == GR_AXIS_ALL || j->ndim == 1) {
-        json_object_set_new(o, "value", result_value(r, 0));
-        if (r->index)
-            json_object_set_new(o, "index", json_integer(r->index[0]));
-        return o;
-    }
-    json_t *vals = json_array(), *idx = r->index ? json_array() : NULL;
-    for (int64_t k = 0; k < r->n; k++) {
-        json_array_append_new(vals, result_value(r, k));
-        if (idx)
-            json_array_append_new(idx, json_integer(r->index[k]));
-    }
-    json_object_set_new(o, "values", vals);
-    if (idx)
-        json_object_set_new(o, "indices", idx);
-    return o;
-}
-
-static json_t *render_error(const struct gr_job *j)
-{
-    int code = j->err.code ? j->err.code : GR_EINTERNAL;
-    json_t *p = json_pack("{s:s+, s:s, s:i, s:s}", "type", "https://gpured.dev/problems/", gr_code_slug(code),
-                          "title", gr_code_title(code), "status", gr_http_status(code), "detail", j->err.msg);
-    if (p && j->err.field[0])
-        json_object_set_new(p, "field", json_string(j->err.field));
-    return p;
-}
-
-static json_t *render_operand(const struct gr_operand *x)
-{
-    json_t *o = json_pack("{s:[I, I]}", "shape", (json_int_t)x->rows, (json_int_t)x->cols);
-    if (o && x->dataset[0])
-        json_object_set_new(o, "dataset", json_string(x->dataset));
-    return o;
-}
-
 /* Bytes the job reads: a benchmark's generated input, a product's operands, else its values. */
 static int64_t job_bytes(const struct gr_job *j)
 {
@@ -167,12 +57,10 @@ static int64_t job_bytes(const struct gr_job *j)
     return n;
 }
 
-/* --- a job's resource as text: written straight out, not built as jansson objects and dumped
+/* --- documents as text: written straight out, not built as jansson objects and dumped
  * (json_pack and json_dumps took 5.5 µs of a queued job's and 9.4 µs of a finished one's, a fifth of a
  * 100k batch's 202). The form is jansson's compact one with 17 digits, which it was before and
- * the docs show; the parts that are rare or nested (a benchmark's table, a result kept as
- * datasets or with many values, an error, a product's operands) are still jansson's, dumped in
- * place. --- */
+ * the docs show, and which the store's reads and jansson's parse keep. --- */
 
 static void put(struct gr_buf *b, const char *s) { gr_buf_add(b, s, strlen(s)); }
 
@@ -212,7 +100,8 @@ static void put_int(struct gr_buf *b, int64_t v)
 
 /* A finite double as jansson writes it with this many significant digits (17: every double
  * exactly): "%.*g", ".0" where that reads as an integer, and the exponent without '+' or
- * leading zeros; NaN and infinities as the strings gr_json_double gives. */
+ * leading zeros; NaN and infinities as strings (JSON has no literal for them): "NaN",
+ * "Infinity", "-Infinity". */
 static void put_real_digits(struct gr_buf *b, double v, int digits)
 {
     if (isnan(v) || isinf(v)) {
@@ -269,16 +158,6 @@ static void put_time(struct gr_buf *b, double t)
     put_str(b, at);
 }
 
-/* o (jansson's, ours: released here) as it dumps; "null" if it could not be made. */
-static void put_json(struct gr_buf *b, json_t *o)
-{
-    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
-    json_decref(o);
-    put(b, s ? s : "null");
-    b->oom |= o && !s;
-    free(s);
-}
-
 /* A member: ,"name": (the first has no comma). */
 static void key(struct gr_buf *b, const char *name)
 {
@@ -287,29 +166,174 @@ static void key(struct gr_buf *b, const char *name)
     gr_buf_add(b, "\":", 2);
 }
 
-static void put_result(struct gr_buf *b, const struct gr_job *j)
+/* The first member: {"name": */
+static void open_key(struct gr_buf *b, const char *name)
 {
-    const struct gr_result *r = &j->result;
-    if (j->kind != GR_JOB_REDUCE || j->result_dataset[0] || (j->axis != GR_AXIS_ALL && j->ndim != 1)) {
-        put_json(b, render_result(j));
-        return;
-    }
-    put(b, "{\"value\":");
+    gr_buf_add(b, "{\"", 2);
+    put(b, name);
+    gr_buf_add(b, "\":", 2);
+}
+
+static void put_shape(struct gr_buf *b, int ndim, const int64_t *shape)
+{
+    put(b, "[");
+    for (int d = 0; d < ndim; d++)
+        put(b, d ? "," : ""), put_int(b, shape[d]);
+    put(b, "]");
+}
+
+static void put_value(struct gr_buf *b, const struct gr_result *r, int64_t k)
+{
     if (r->i)
-        put_int(b, r->i[0]);
+        put_int(b, r->i[k]);
     else
-        put_real(b, r->f[0]);
-    if (r->index) {
-        put(b, ",\"index\":");
-        put_int(b, r->index[0]);
+        put_real(b, r->f[k]);
+}
+
+/* A real, or null where there is none (ok 0). */
+static void put_real_or_null(struct gr_buf *b, int ok, double v)
+{
+    if (ok)
+        put_real(b, v);
+    else
+        put(b, "null");
+}
+
+/* A download link: "/v1/datasets/ID/data" */
+static void put_data_link(struct gr_buf *b, const char *dataset)
+{
+    put(b, "\"/v1/datasets/");
+    put(b, dataset); /* an id: nothing to escape */
+    put(b, "/data\"");
+}
+
+/* The table of a benchmark: each row's rate beside a baseline, for reductions GB/s against the
+ * device's memory ceiling, for products GFLOP/s against the cublas row of the same run (none on
+ * the CPU, or when cublas was not among the variants: then its percentage is null). */
+static void put_bench(struct gr_buf *b, const struct gr_job *j)
+{
+    int mm = j->op == GR_MATMUL;
+    double base = mm ? 0 : j->backend ? j->backend->info.ceiling_gbps : 0;
+    for (int k = 0; mm && k < j->nrows; k++)
+        if (!j->rows[k].error[0] && !strcmp(j->rows[k].algorithm, "cublas"))
+            base = j->rows[k].rate;
+    open_key(b, "rows"), put(b, "[");
+    for (int k = 0; k < j->nrows; k++) {
+        const struct gr_bench_row *r = &j->rows[k];
+        int ran = !r->error[0];
+        put(b, k ? "," : "");
+        open_key(b, "algorithm"), put_str(b, r->algorithm);
+        key(b, "median_ms"), put_real_or_null(b, ran, r->median_ms);
+        key(b, mm ? "gflops" : "gbps"), put_real_or_null(b, ran, r->rate);
+        key(b, mm ? "pct_of_cublas" : "pct_of_ceiling"), put_real_or_null(b, ran && base > 0, 100 * r->rate / base);
+        key(b, "matched"), put(b, r->matched ? "true" : "false");
+        key(b, "error");
+        if (ran)
+            put(b, "null");
+        else
+            put_str(b, r->error);
+        put(b, "}");
+    }
+    put(b, "]");
+    key(b, "reference"), put_str(b, gr_bench_reference(j->op, j->shape[0]));
+    key(b, mm ? "cublas_gflops" : "ceiling_gbps"), put_real_or_null(b, base > 0, base);
+    put(b, "}");
+}
+
+/* A result kept as datasets: where its values are, and links to download them; a product's
+ * values inline as well when it is small (rows of j->result). */
+static void put_kept(struct gr_buf *b, const struct gr_job *j)
+{
+    int mm = j->kind == GR_JOB_MATMUL;
+    open_key(b, "dataset"), put_str(b, j->result_dataset);
+    key(b, "shape");
+    if (mm)
+        put_shape(b, 2, j->shape);
+    else
+        put_shape(b, 1, &j->result.n);
+    key(b, "data"), put_data_link(b, j->result_dataset);
+    if (mm && j->result.n) {
+        key(b, "values"), put(b, "[");
+        for (int64_t i = 0; i < j->shape[0]; i++) {
+            put(b, i ? ",[" : "[");
+            for (int64_t k = 0; k < j->shape[1]; k++)
+                put(b, k ? "," : ""), put_value(b, &j->result, i * j->shape[1] + k);
+            put(b, "]");
+        }
+        put(b, "]");
+    }
+    if (j->indices_dataset[0]) {
+        key(b, "indices_dataset"), put_str(b, j->indices_dataset);
+        key(b, "indices_data"), put_data_link(b, j->indices_dataset);
     }
     put(b, "}");
 }
 
+static void put_result(struct gr_buf *b, const struct gr_job *j)
+{
+    const struct gr_result *r = &j->result;
+    if (j->kind == GR_JOB_BENCH) {
+        put_bench(b, j);
+        return;
+    }
+    if (j->result_dataset[0]) {
+        put_kept(b, j);
+        return;
+    }
+    if (j->axis == GR_AXIS_ALL || j->ndim == 1) {
+        open_key(b, "value"), put_value(b, r, 0);
+        if (r->index)
+            key(b, "index"), put_int(b, r->index[0]);
+        put(b, "}");
+        return;
+    }
+    open_key(b, "values"), put(b, "[");
+    for (int64_t k = 0; k < r->n; k++)
+        put(b, k ? "," : ""), put_value(b, r, k);
+    put(b, "]");
+    if (r->index) {
+        key(b, "indices"), put(b, "[");
+        for (int64_t k = 0; k < r->n; k++)
+            put(b, k ? "," : ""), put_int(b, r->index[k]);
+        put(b, "]");
+    }
+    put(b, "}");
+}
+
+static void put_error(struct gr_buf *b, const struct gr_job *j)
+{
+    int code = j->err.code ? j->err.code : GR_EINTERNAL;
+    open_key(b, "type"), put(b, "\"https://gpured.dev/problems/"), put(b, gr_code_slug(code)), put(b, "\"");
+    key(b, "title"), put_str(b, gr_code_title(code));
+    key(b, "status"), put_int(b, gr_http_status(code));
+    key(b, "detail"), put_str(b, j->err.msg);
+    if (j->err.field[0])
+        key(b, "field"), put_str(b, j->err.field);
+    put(b, "}");
+}
+
+static void put_operand(struct gr_buf *b, const struct gr_operand *x)
+{
+    const int64_t shape[2] = {x->rows, x->cols};
+    open_key(b, "shape"), put_shape(b, 2, shape);
+    if (x->dataset[0])
+        key(b, "dataset"), put_str(b, x->dataset);
+    put(b, "}");
+}
+
+/* b's text as a string of its own size, b freed (built with room: a 100k batch keeps 100k
+ * documents, and room to spare in each was pages to fault in); NULL if memory ran out. */
+static char *finish(struct gr_buf *b)
+{
+    char *doc = b->oom || !b->p ? NULL : malloc(b->len + 1);
+    if (doc)
+        memcpy(doc, b->p, b->len + 1);
+    free(b->p);
+    return doc;
+}
+
 char *gr_job_render_as(const struct gr_job *j, int status)
 {
-    /* written in a buffer with room, then copied at its size (the buffer freed for the next one
-     * to reuse): a 100k batch keeps 100k of them, and room to spare in each was pages to fault in */
     struct gr_buf b = {.p = malloc(1024), .cap = 1024}; /* a job's is ~350 bytes: grown where not */
     if (!b.p)
         return NULL;
@@ -322,10 +346,7 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     key(&b, "status"), put_str(&b, gr_status_name(status));
     key(&b, "op"), put_str(&b, gr_op_name(j->op));
     key(&b, "dtype"), put_str(&b, gr_dtype_name(j->dtype));
-    key(&b, "shape"), put(&b, "["), put_int(&b, j->shape[0]);
-    if (j->ndim == 2)
-        put(&b, ","), put_int(&b, j->shape[1]);
-    put(&b, "]");
+    key(&b, "shape"), put_shape(&b, j->ndim, j->shape);
     key(&b, "axis");
     if (j->axis == GR_AXIS_ALL)
         put(&b, "null");
@@ -346,7 +367,7 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     if (j->kind == GR_JOB_MATMUL) {
         for (int k = 0; k < GR_MM_OPERANDS; k++)
             if (j->mm[k].present)
-                key(&b, gr_operand_names[k]), put_json(&b, render_operand(&j->mm[k]));
+                key(&b, gr_operand_names[k]), put_operand(&b, &j->mm[k]);
         key(&b, "alpha"), put_real(&b, j->alpha);
         key(&b, "beta"), put_real(&b, j->beta);
     }
@@ -391,7 +412,7 @@ char *gr_job_render_as(const struct gr_job *j, int status)
         put(&b, "null");
     key(&b, "error");
     if (status == GR_FAILED)
-        put_json(&b, render_error(j));
+        put_error(&b, j);
     else
         put(&b, "null");
     key(&b, "created_at"), put_time(&b, j->created_at);
@@ -399,11 +420,7 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     /* an end told as running (not durable yet) has no finish to show */
     key(&b, "finished_at"), put_time(&b, GR_TERMINAL(status) ? j->finished_at : 0);
     put(&b, "}");
-    char *doc = b.oom ? NULL : malloc(b.len + 1);
-    if (doc)
-        memcpy(doc, b.p, b.len + 1);
-    free(b.p);
-    return doc;
+    return finish(&b);
 }
 
 char *gr_job_render(const struct gr_job *j) { return gr_job_render_as(j, j->status); }
@@ -429,18 +446,24 @@ char *gr_dataset_render(const char *id, const char *tenant, int dtype, int ndim,
     if (sha && gr_digest_hex(sha, hex) != GR_OK)
         return NULL;
     gr_rfc3339(gr_now(), created, sizeof created);
-    json_t *dims = json_array();
-    for (int d = 0; d < ndim; d++)
-        json_array_append_new(dims, json_integer(shape[d]));
+    struct gr_buf b = {0};
+    open_key(&b, "id"), put_str(&b, id);
+    key(&b, "tenant"), put_str(&b, tenant);
+    key(&b, "dtype"), put_str(&b, gr_dtype_name(dtype));
+    key(&b, "shape"), put_shape(&b, ndim, shape);
+    key(&b, "bytes"), put_int(&b, (int64_t)bytes);
+    key(&b, "sha256");
+    if (sha)
+        put_str(&b, hex);
+    else
+        put(&b, "null");
+    key(&b, "created_at"), put_str(&b, created);
     /* last_used_at: null until a job that read it ends; the store's reads fill it in */
-    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:o, s:s, s:n}", "id", id, "tenant", tenant, "dtype",
-                          gr_dtype_name(dtype), "shape", dims, "bytes", (json_int_t)bytes, "sha256",
-                          sha ? json_string(hex) : json_null(), "created_at", created, "last_used_at");
-    if (o && job)
-        json_object_set_new(o, "job", json_string(job));
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return s;
+    key(&b, "last_used_at"), put(&b, "null");
+    if (job)
+        key(&b, "job"), put_str(&b, job);
+    put(&b, "}");
+    return finish(&b);
 }
 
 static double parse_time(const char *s)

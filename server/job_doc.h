@@ -5,7 +5,6 @@
 
 #include "server/job.h"
 
-#include <jansson.h>
 #include <stddef.h>
 
 /* The job resource (API.md) as JSON text, malloc'd; NULL if out of memory. Caller holds the
@@ -35,9 +34,5 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
 
 /* RFC 3339 UTC with milliseconds into buf (>= 32 bytes). */
 void gr_rfc3339(double t, char *buf, size_t len);
-
-/* JSON number for a double; non-finite values become the strings "NaN", "Infinity",
- * "-Infinity" (JSON has no literal for them). */
-json_t *gr_json_double(double v);
 
 #endif

@@ -10,6 +10,7 @@
 #include "common/buf.h"
 #include "db/store.h"
 #include "gpu/backend.h"
+#include "gpu/bench.h"
 #include "server/job_doc.h"
 #include "server/jobs.h"
 
@@ -589,6 +590,19 @@ static void test_render_canonical(void **state)
     j->nalgos = 0;
     json_decref(canonical(doc = gr_job_render(j)));
     free(doc);
+    /* its table once it ran: one row measured, one that could not run */
+    j->status = GR_SUCCEEDED, j->shape[0] = 1 << 20, j->nrows = 2;
+    assert_non_null(j->rows = calloc(2, sizeof *j->rows));
+    j->rows[0] = (struct gr_bench_row){"fast", 0.0123, 321.5, 1, ""};
+    j->rows[1] = (struct gr_bench_row){"odd\"name\\", 0, 0, 0, "not on \"this\" device"};
+    o = canonical(doc = gr_job_render(j));
+    json_t *rows = json_object_get(json_object_get(o, "result"), "rows");
+    assert_true(member_real(json_array_get(rows, 0), "gbps", NULL) == 321.5);
+    assert_true(json_is_null(json_object_get(json_array_get(rows, 1), "median_ms")));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(rows, 1), "error")), j->rows[1].error);
+    json_decref(o);
+    free(doc);
+    j->status = GR_QUEUED;
     j->kind = GR_JOB_MATMUL, j->op = GR_MATMUL, j->status = GR_SUCCEEDED, j->alpha = 0.5, j->beta = -2;
     j->ndim = 2, j->shape[0] = 2, j->shape[1] = 3;
     j->mm[0] = (struct gr_operand){.present = 1, .rows = 2, .cols = 4};
@@ -601,7 +615,42 @@ static void test_render_canonical(void **state)
     assert_true(member_real(o, "gflops", NULL) == rate(2.0 * 2 * 3 * 4 / (0.125 * 1e6)));
     json_decref(o);
     free(doc);
+    /* kept as a dataset, its values inline too */
+    snprintf(j->result_dataset, sizeof j->result_dataset, "d_00000000000000cd");
+    for (int k = 0; k < 6; k++)
+        j->result.f[k] = odd[k];
+    o = canonical(doc = gr_job_render(j));
+    json_t *kept = json_object_get(o, "result");
+    assert_string_equal(json_string_value(json_object_get(kept, "data")), "/v1/datasets/d_00000000000000cd/data");
+    assert_true(json_real_value(json_array_get(json_array_get(json_object_get(kept, "values"), 1), 1)) == 5e-324);
+    assert_int_equal(json_array_size(json_array_get(json_object_get(kept, "values"), 1)), 3);
+    json_decref(o);
+    free(doc);
     gr_job_unref(j);
+    /* an arg op's result kept with its indices */
+    j = gr_job_new();
+    assert_non_null(j);
+    j->status = GR_SUCCEEDED, j->op = GR_ARGMAX, j->ndim = 2, j->axis = 1, j->shape[0] = 5000, j->shape[1] = 2;
+    snprintf(j->result_dataset, sizeof j->result_dataset, "d_00000000000000ef");
+    snprintf(j->indices_dataset, sizeof j->indices_dataset, "d_00000000000000f0");
+    j->result.n = 5000;
+    o = canonical(doc = gr_job_render(j));
+    kept = json_object_get(o, "result");
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(kept, "shape"), 0)), 5000);
+    assert_string_equal(json_string_value(json_object_get(kept, "indices_data")), "/v1/datasets/d_00000000000000f0/data");
+    json_decref(o);
+    free(doc);
+    gr_job_unref(j);
+    /* a dataset's document, an upload's and a kept result's */
+    const int64_t shape[3] = {2, 3, 4};
+    json_decref(canonical(doc = gr_dataset_render("d_0000000000000001", "alice", GR_FLOAT32, 3, shape, 96, NULL, NULL)));
+    free(doc);
+    o = canonical(doc = gr_dataset_render("d_0000000000000002", "b\"ob", GR_INT64, 1, shape, 16, NULL, "j_01"));
+    assert_string_equal(json_string_value(json_object_get(o, "job")), "j_01");
+    assert_true(json_is_null(json_object_get(o, "sha256")) && json_is_null(json_object_get(o, "last_used_at")));
+    assert_int_equal(json_integer_value(json_object_get(o, "bytes")), 16);
+    json_decref(o);
+    free(doc);
 }
 
 int main(void)
