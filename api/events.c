@@ -3,7 +3,9 @@
  * and resumed, under mu, once it has: a resume never comes before its suspend, and no thread
  * waits per subscriber. The gr-events thread reads the store outside mu: new events once for
  * every subscriber that is up to date, and, for one that fell behind (a resume from an old
- * Last-Event-ID, or a client reading slowly), a page of its own at a time. */
+ * Last-Event-ID, or a client reading slowly), a page of its own at a time. A tenant's stream
+ * numbers events by the tenant's own count (tseq), so its ids move only with its own events; an
+ * admin's (or any stream without tokens) by seq, the store's count of all. */
 #include "api/events.h"
 
 #include "server/job_doc.h" /* gr_rfc3339 */
@@ -43,6 +45,7 @@ struct sub {
     char job[24];    /* ?job=, or "" */
     unsigned kinds, states; /* bit masks; 0: any */
     int64_t cursor;         /* the last seq weighed for it */
+    int64_t pos;            /* a tenant's: its own number (tseq) of the last of its events weighed */
     double heartbeat_ms, last_ms;
     char *text; /* pending SSE text: [off, len) */
     size_t off, len, cap;
@@ -56,11 +59,11 @@ struct sub {
 
 /* One event, parsed for the filters and rendered once as SSE text. */
 struct ev {
-    int64_t seq;
+    int64_t seq, tseq;
     unsigned kind, state;
     char id[24], tenant[65];
-    char *text;
-    size_t len;
+    char *text, *own; /* as an admin's stream tells it (by seq), and as its tenant's (by tseq) */
+    size_t len, own_len;
 };
 
 struct evs {
@@ -87,6 +90,20 @@ static unsigned bit_of(const char *const *names, int n, const char *name)
     return 0;
 }
 
+/* The SSE text of event o (its kind k) numbered n, "seq" set to n; *len its length. NULL if memory ran out. */
+static char *render(json_t *o, unsigned k, int64_t n, size_t *len)
+{
+    json_object_set_new(o, "seq", json_integer(n));
+    char *data = json_dumps(o, JSON_COMPACT);
+    size_t room = (data ? strlen(data) : 0) + 64;
+    char *text = data ? malloc(room) : NULL;
+    if (text)
+        *len = (size_t)snprintf(text, room, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)n, k == K_JOB ? "job" : "dataset",
+                                data);
+    free(data);
+    return text;
+}
+
 /* A row of gr_store_events: parsed and rendered onto out. */
 static void take_row(void *ctx, const char *seq, const char *doc)
 {
@@ -107,31 +124,31 @@ static void take_row(void *ctx, const char *seq, const char *doc)
         return;
     }
     struct ev *e = &out->ev[out->n];
-    *e = (struct ev){.seq = strtoll(seq, NULL, 10), .kind = bit_of(kinds, 2, kind), .state = bit_of(states, NSTATES, status)};
+    *e = (struct ev){.seq = strtoll(seq, NULL, 10), .tseq = json_integer_value(json_object_get(o, "tseq")),
+                     .kind = bit_of(kinds, 2, kind), .state = bit_of(states, NSTATES, status)};
     /* kind, id, status and tenant point into o: copied before it changes */
     snprintf(e->id, sizeof e->id, "%s", id);
     snprintf(e->tenant, sizeof e->tenant, "%s", tenant);
     char at[40];
     gr_rfc3339(json_number_value(json_object_get(o, "at")), at, sizeof at);
     json_object_set_new(o, "at", json_string(at));
-    char *data = json_dumps(o, JSON_COMPACT);
+    json_object_del(o, "tseq");
+    e->text = render(o, e->kind, e->seq, &e->len);
+    e->own = render(o, e->kind, e->tseq, &e->own_len);
     json_decref(o);
-    size_t room = (data ? strlen(data) : 0) + 64;
-    if (!data || !(e->text = malloc(room))) {
-        free(data);
+    if (!e->text || !e->own) {
+        free(e->text);
+        free(e->own);
         out->oom = 1;
         return;
     }
-    e->len = (size_t)snprintf(e->text, room, "id: %s\nevent: %s\ndata: %s\n\n", seq, e->kind == K_JOB ? "job" : "dataset",
-                              data);
-    free(data);
     out->n++;
 }
 
 static void evs_free(struct evs *v)
 {
     for (int i = 0; i < v->n; i++)
-        free(v->ev[i].text);
+        free(v->ev[i].text), free(v->ev[i].own);
     free(v->ev);
 }
 
@@ -174,13 +191,19 @@ static int matches(const struct sub *s, const struct ev *e)
 static void deliver(struct sub *s, const struct evs *v)
 {
     for (int i = 0; i < v->n && s->len - s->off < ROOM && !s->ended; i++) {
-        if (v->ev[i].seq <= s->cursor)
+        const struct ev *e = &v->ev[i];
+        if (e->seq <= s->cursor)
             continue;
-        if (matches(s, &v->ev[i]))
-            add(s, v->ev[i].text, v->ev[i].len);
-        s->cursor = v->ev[i].seq;
+        if (matches(s, e))
+            add(s, s->tenant[0] ? e->own : e->text, s->tenant[0] ? e->own_len : e->len);
+        if (s->tenant[0] && !strcmp(s->tenant, e->tenant))
+            s->pos = e->tseq;
+        s->cursor = e->seq;
     }
 }
+
+/* Where s stands, as its ids count: a tenant's own number, else the seq. */
+static long long position(const struct sub *s) { return s->tenant[0] ? s->pos : s->cursor; }
 
 static void sub_free(struct sub *s)
 {
@@ -274,7 +297,7 @@ static void wake_ready(void)
         if (s->len == s->off && now - s->last_ms >= s->heartbeat_ms) {
             /* with its position: a filtered or quiet stream resumes from here, not from before */
             char beat[48];
-            add(s, beat, (size_t)snprintf(beat, sizeof beat, ": keep-alive\nid: %lld\n\n", (long long)s->cursor));
+            add(s, beat, (size_t)snprintf(beat, sizeof beat, ": keep-alive\nid: %lld\n\n", position(s)));
             s->last_ms = now;
         }
         if (s->suspended && (s->len > s->off || s->oom || s->ended || stopping)) {
@@ -472,6 +495,33 @@ static int filters(struct gr_req *r, struct sub *s, struct gr_err *e)
     return GR_OK;
 }
 
+/* The stream's opening: the reconnect delay and its position as an id (EventSource reconnects
+ * after 2 s, sending the last id it saw), and where events were pruned past the id it resumes
+ * from (after), a gap up to the oldest kept. */
+static void say_start(struct sub *s, int gap, long long after, long long oldest)
+{
+    char text[160];
+    add(s, text, (size_t)snprintf(text, sizeof text, "retry: 2000\nid: %lld\n\n", position(s)));
+    if (gap)
+        add(s, text, (size_t)snprintf(text, sizeof text, "id: %lld\nevent: gap\ndata: {\"after\":%lld,\"oldest\":%lld}\n\n",
+                                      position(s), after, oldest));
+}
+
+/* A tenant's stream's start, in its own numbers: after its number seq when from, else after its
+ * newest. Its events past that are read from the seq before the first of them; a resume from a
+ * number whose successors were pruned starts at the first kept, after a gap said as in start_at. */
+static int start_own(struct sub *s, int from, long long seq, struct gr_err *e)
+{
+    struct gr_events_own o;
+    if (gr_store_events_own(store, s->tenant, from ? seq : -1, &o, e) != GR_OK)
+        return GR_EIO;
+    int64_t first = o.tseq ? o.tseq : o.last + 1; /* its first event kept past seq, or its next to come */
+    s->cursor = from && o.tseq ? o.seq - 1 : o.newest;
+    s->pos = from ? first - 1 : o.last;
+    say_start(s, from && seq < first - 1, seq, first);
+    return GR_OK;
+}
+
 /* Where the stream starts: after Last-Event-ID (or ?after=), else after the newest event. Its
  * opening says so: the reconnect delay and that position as an id, so that a stream which sees
  * no event before it drops still resumes from here. */
@@ -479,7 +529,6 @@ static int start_at(struct gr_req *r, struct sub *s, struct gr_err *e)
 {
     const char *last = gr_header(r, "Last-Event-ID"), *after = gr_query(r, "after");
     const char *from = last && *last ? last : after;
-    char text[160];
     long long seq = -1;
     if (from) {
         char *end;
@@ -488,6 +537,8 @@ static int start_at(struct gr_req *r, struct sub *s, struct gr_err *e)
             return gr_fail(e, GR_EINVAL, last && *last ? "Last-Event-ID" : "after",
                            "an event id is a number from 0 (the id: of an event), not '%s'", from);
     }
+    if (s->tenant[0])
+        return start_own(s, from != NULL, seq, e);
     int64_t oldest, newest;
     if (gr_store_events_span(store, &oldest, &newest, e) != GR_OK)
         return GR_EIO;
@@ -502,11 +553,7 @@ static int start_at(struct gr_req *r, struct sub *s, struct gr_err *e)
         else if (seq < s->cursor)
             s->cursor = seq;
     }
-    /* EventSource reconnects after 2 s, sending the last id it saw */
-    add(s, text, (size_t)snprintf(text, sizeof text, "retry: 2000\nid: %lld\n\n", (long long)s->cursor));
-    if (from && seq < oldest - 1)
-        add(s, text, (size_t)snprintf(text, sizeof text, "id: %lld\nevent: gap\ndata: {\"after\":%lld,\"oldest\":%lld}\n\n",
-                                      (long long)oldest - 1, seq, (long long)oldest));
+    say_start(s, from && seq < oldest - 1, seq, oldest);
     return GR_OK;
 }
 

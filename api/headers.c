@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int64_t gr_parse_uint(const char *s, int64_t max)
 {
@@ -30,4 +31,23 @@ int64_t gr_prefer_wait(const char *prefer)
         return v < 0 ? -1 : v > GR_MAX_WAIT_S ? GR_MAX_WAIT_S : v;
     }
     return -1;
+}
+
+void gr_framing_add(struct gr_framing *f, const char *name, const char *value)
+{
+    if (!strcasecmp(name, "Content-Length")) {
+        f->lengths_differ |= f->length && strcmp(f->length, value);
+        f->length = f->length ? f->length : value;
+    } else if (!strcasecmp(name, "Transfer-Encoding")) {
+        f->chunked = 1;
+    }
+}
+
+int gr_framing_check(const struct gr_framing *f, struct gr_err *e)
+{
+    if (f->lengths_differ)
+        return gr_fail(e, GR_EINVAL, NULL, "Content-Length is given twice with different values: send it once");
+    if (f->length && f->chunked)
+        return gr_fail(e, GR_EINVAL, NULL, "both Content-Length and Transfer-Encoding are given: send one of them");
+    return GR_OK;
 }

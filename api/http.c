@@ -4,6 +4,7 @@
 #include "api/http.h"
 
 #include "api/connections.h"
+#include "api/headers.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -219,39 +220,22 @@ static int body_accepted(int body, const char *ct)
             (gr_ctype_is(ct, "application/octet-stream") || gr_ctype_is(ct, "application/x-npy")));
 }
 
-/* First call for a request: route it and refuse what can be refused before the body. */
-struct framing {
-    const char *length; /* the first Content-Length */
-    int lengths_differ, chunked;
-};
-
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
-    struct framing *f = cls;
-    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
-        f->lengths_differ |= f->length && strcmp(f->length, value);
-        f->length = f->length ? f->length : value;
-    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
-        f->chunked = 1;
-    }
+    gr_framing_add(cls, key, value);
     return MHD_YES;
 }
 
-/* A body's length said two ways (RFC 9112 6.3): a proxy in front may read it one way and this
- * server another, and smuggle a request past the proxy. libmicrohttpd 0.9.75 takes the first
- * Content-Length, or Transfer-Encoding over it, so these are refused here. */
+/* gr_framing_check over the request's headers */
 static int framing_ok(struct gr_req *r, struct gr_err *e)
 {
-    struct framing f = {0};
+    struct gr_framing f = {0};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_header, &f);
-    if (f.lengths_differ)
-        return gr_fail(e, GR_EINVAL, NULL, "Content-Length is given twice with different values: send it once");
-    if (f.length && f.chunked)
-        return gr_fail(e, GR_EINVAL, NULL, "both Content-Length and Transfer-Encoding are given: send one of them");
-    return GR_OK;
+    return gr_framing_check(&f, e);
 }
 
+/* First call for a request: route it and refuse what can be refused before the body. */
 static void begin(struct gr_req *r)
 {
     struct gr_err e = {0};

@@ -207,6 +207,29 @@ const char *const gr_pg_schema_steps[] = {
      * (GR_SQL_JOB_DELETE), so no foreign key checks each input row: that check was a quarter of a
      * 100,000-job batch's insert. */
     "ALTER TABLE job_inputs DROP CONSTRAINT job_inputs_id_fkey;",
+    /* Each tenant's events numbered apart, as in SQLite (sqlite_schema.c says why), when they are
+     * numbered: tseq follows the tenant's newest (event_tenants) in seq order. */
+    "ALTER TABLE events ADD COLUMN tseq bigint;"
+    "UPDATE events e SET tseq = w.t FROM (SELECT ctid c, row_number() OVER (PARTITION BY tenant ORDER BY seq) t"
+    " FROM events WHERE seq IS NOT NULL) w WHERE e.ctid = w.c;"
+    "CREATE TABLE event_tenants(tenant text PRIMARY KEY, last bigint NOT NULL);"
+    "INSERT INTO event_tenants SELECT tenant, max(tseq) FROM events WHERE tseq IS NOT NULL GROUP BY tenant;"
+    "CREATE INDEX events_tenant ON events(tenant, tseq);"
+    "CREATE OR REPLACE FUNCTION gpured_events_number() RETURNS void LANGUAGE plpgsql AS $$"
+    "DECLARE first bigint; last bigint; BEGIN"
+    " IF NOT EXISTS (SELECT 1 FROM events WHERE seq IS NULL) THEN RETURN; END IF;"
+    " PERFORM pg_advisory_xact_lock(747576);"
+    " SELECT last_value INTO first FROM events_seq_seq;"
+    " WITH n AS (SELECT c, tenant, nextval('events_seq_seq') s FROM"
+    "  (SELECT ctid c, tenant FROM events WHERE seq IS NULL ORDER BY at LIMIT 10000) p),"
+    " t AS (SELECT n.c, n.s, coalesce(et.last, 0) + row_number() OVER (PARTITION BY n.tenant ORDER BY n.s) ts"
+    "  FROM n LEFT JOIN event_tenants et ON et.tenant = n.tenant)"
+    " UPDATE events e SET seq = t.s, tseq = t.ts FROM t WHERE e.ctid = t.c;"
+    " INSERT INTO event_tenants(tenant, last) SELECT tenant, max(tseq) FROM events WHERE seq >= first GROUP BY tenant"
+    "  ON CONFLICT (tenant) DO UPDATE SET last = greatest(event_tenants.last, excluded.last);"
+    " SELECT last_value INTO last FROM events_seq_seq;"
+    " IF last / 1000 > first / 1000 THEN DELETE FROM events WHERE seq <= last - 1000000; END IF;"
+    " END$$;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -242,8 +265,14 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
     /* ORDER BY events.seq: a bare seq would name the text column, and "10" sorts before "5" */
     [GR_SQL_EVENTS] = "SELECT seq::text, json_build_object('seq', seq, 'kind', kind, 'id', id, 'status', status,"
-                      " 'tenant', tenant, 'at', at)::text FROM events WHERE seq > $1::bigint ORDER BY events.seq LIMIT $2::int",
+                      " 'tenant', tenant, 'at', at, 'tseq', tseq)::text FROM events WHERE seq > $1::bigint"
+                      " ORDER BY events.seq LIMIT $2::int",
     [GR_SQL_EVENTS_LAST] = "SELECT seq::text, '' FROM events WHERE seq > $1::bigint ORDER BY events.seq DESC LIMIT $2::int",
+    /* one statement, one snapshot, as in SQLite */
+    [GR_SQL_EVENTS_OWN] = "SELECT '', concat_ws(' ', coalesce((SELECT max(seq) FROM events), 0),"
+                          " coalesce((SELECT last FROM event_tenants WHERE tenant = $5), 0), coalesce(f.seq, 0),"
+                          " coalesce(f.tseq, 0)) FROM (SELECT 1) o LEFT JOIN LATERAL (SELECT seq, tseq FROM events"
+                          " WHERE tenant = $5 AND tseq > $1::bigint ORDER BY tseq LIMIT 1) f ON true",
     [GR_SQL_TENANTS] = GR_SQL_TENANTS_TEXT,
     [GR_SQL_OPS] = GR_SQL_OPS_TEXT("$5"),
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < $1 AND status IN " FINAL " LIMIT $2::int",

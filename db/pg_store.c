@@ -260,7 +260,7 @@ static int pg_list(void *impl, int sql, const char *before, int limit, const cha
     char n[16];
     snprintf(n, sizeof n, "%d", limit);
     const char *params[] = {before ? before : no_cursor, n, status, op, tenant};
-    if (sql == GR_SQL_EVENTS || sql == GR_SQL_EVENTS_LAST) { /* what is committed gets its seq first */
+    if (sql == GR_SQL_EVENTS || sql == GR_SQL_EVENTS_LAST || sql == GR_SQL_EVENTS_OWN) { /* what is committed gets its seq first */
         PGresult *r = query(impl, GR_SQL_EVENTS_NUMBER, NULL, 0, e);
         if (!r)
             return failed_code(e);

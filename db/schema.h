@@ -39,6 +39,8 @@ enum gr_sql_id {
     GR_SQL_EXPIRED,        /* ?1 before id, ?2 limit -> id, doc */
     GR_SQL_EVENTS,         /* ?1 after seq (text), ?2 limit -> seq, the event as JSON, oldest first */
     GR_SQL_EVENTS_LAST,    /* the same, newest first, the event "" (SQLite: a row's last seq; ?2 1 reads the newest) */
+    GR_SQL_EVENTS_OWN,     /* ?5 tenant, ?1 one of its own event numbers (text) -> "", "newest last seq tseq"
+                            * (gr_store_events_own) */
     GR_SQL_TENANTS,        /* every tenant that has jobs -> tenant, tenant */
     GR_SQL_OPS,            /* ?5 tenant: every op it has jobs of -> op, op */
     /* shared stores (PostgreSQL) only, on the cluster thread's connection: $11 owner, $12 lease

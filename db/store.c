@@ -738,6 +738,27 @@ int gr_store_events_span(struct gr_store *s, int64_t *oldest, int64_t *newest, s
     return rc ? rc : s->b->list(s->impl, GR_SQL_EVENTS_LAST, "-1", 1, NULL, NULL, NULL, seq_of, newest, e);
 }
 
+static void own_of(void *ctx, const char *unused, const char *row)
+{
+    struct gr_events_own *o = ctx;
+    long long v[4];
+    (void)unused;
+    if (sscanf(row, "%lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3]) == 4)
+        *o = (struct gr_events_own){v[0], v[1], v[2], v[3]};
+}
+
+int gr_store_events_own(struct gr_store *s, const char *tenant, int64_t after, struct gr_events_own *o,
+                        struct gr_err *e)
+{
+    char from[24];
+    snprintf(from, sizeof from, "%lld", (long long)after);
+    *o = (struct gr_events_own){-1, 0, 0, 0}; /* newest -1: no row read */
+    int rc = s->b->list(s->impl, GR_SQL_EVENTS_OWN, from, 1, NULL, NULL, tenant, own_of, o, e);
+    if (rc == GR_OK && o->newest < 0)
+        rc = gr_fail(e, GR_EIO, NULL, "store: reading %s's event numbers gave no answer", tenant);
+    return rc;
+}
+
 int gr_store_tenant_bytes(struct gr_store *s, gr_store_tenant tenant, void *ctx, struct gr_err *e)
 {
     return s->b->tenant_bytes(s->impl, tenant, ctx, e);

@@ -129,6 +129,15 @@ int gr_store_events(struct gr_store *s, int64_t after, int limit, gr_store_row r
 /* The oldest and newest seq kept (0 and 0: none yet). Unlike gr_store_events it returns at
  * once: the newest may be a write's whose done callback has not run yet (gr_store_begun). */
 int gr_store_events_span(struct gr_store *s, int64_t *oldest, int64_t *newest, struct gr_err *e);
+/* A tenant's own numbering of its events (the event's "tseq": 1, 2, ... in seq order), which
+ * moves only with its events. At one moment: the newest seq, the tenant's newest number, and
+ * its first event numbered past after (-1: none asked) as its seq and number (0 and 0: none
+ * kept). */
+struct gr_events_own {
+    int64_t newest, last, seq, tseq;
+};
+int gr_store_events_own(struct gr_store *s, const char *tenant, int64_t after, struct gr_events_own *o,
+                        struct gr_err *e);
 /* The writer's transactions begun so far (their count). Whatever a read saw committed belongs to
  * one of the first gr_store_begun() after the read; once they are told (every done callback of
  * theirs has run), reads of what they changed show it: gr_store_settled says whether the first n

@@ -3,7 +3,7 @@
 # ?job=, ?status= and ?kind= filter; ?heartbeat= sends keep-alive comments; bad parameters are
 # 400 naming the field. Streams end when gpured stops; after a restart, Last-Event-ID replays
 # exactly the events after it (they are in the store) and the stream goes on with new ones.
-# With tokens a tenant sees only its own events and an admin everyone's. Many streams opened
+# With tokens a tenant sees only its own events, numbered by its own count, and an admin everyone's. Many streams opened
 # and dropped at once leave the server serving, and it still stops promptly.
 import json
 import os
@@ -234,6 +234,7 @@ def tenants():
     CHECK.eq({e[2]["tenant"] for e in admin.events}, {"alice", "bob"}, "each event names its tenant")
     for s in (a, admin):
         s.close()
+    own_ids(srv, auth)
     # a token removed by a reload ends its open stream, as it fails every new request
     b = Stream(srv, headers=auth(BOB))
     with open(path, "w") as f:
@@ -242,6 +243,37 @@ def tenants():
     b.wait(lambda s: s.ended, "bob's stream ends once his token is removed", timeout=5)
     CHECK.eq(srv.req("GET", "/v1/events", headers=auth(BOB)).status, 401, "and he cannot open another")
     L.check_stop(srv)
+
+
+def own_ids(srv, auth):
+    """A tenant's stream numbers its events by the tenant's own count: its ids and keep-alive
+    positions move only with its own events, never with another tenant's, and resume as ever."""
+    ids = lambda st: [int(e[0]) for e in st.events]
+    a = Stream(srv, "?heartbeat=1", headers=auth(ALICE))
+    a.wait(lambda s: s.last_id is not None, "alice's stream names its position")
+    start = int(a.last_id)
+    first = submit(srv, 1, auth(ALICE))
+    a.wait(lambda s: len(s.events) >= 2, "alice's job's events")
+    CHECK.eq(ids(a), [start + 1, start + 2], "her events are numbered on from her stream's position")
+    CHECK.eq([e[2]["seq"] for e in a.events], ids(a), "each event's seq is its id")
+    b = Stream(srv, headers=auth(BOB))
+    submit(srv, 5, auth(BOB))
+    b.wait(lambda s: len(s.events) >= 10, "bob's jobs' events")
+    bob_start = ids(b)[0] - 1
+    CHECK.eq(ids(b), list(range(bob_start + 1, bob_start + 11)), "bob's are numbered by his own count")
+    beats = a.comments
+    a.wait(lambda s: s.comments >= beats + 2, "alice's keep-alives go on")
+    CHECK.eq(int(a.last_id), start + 2, "alice's position did not move with bob's 10 events")
+    later = submit(srv, 1, auth(ALICE))
+    a.wait(lambda s: len(s.events) >= 4, "her next job's events")
+    CHECK.eq(ids(a), list(range(start + 1, start + 5)), "her ids go on one by one past bob's events")
+    again = Stream(srv, headers={**auth(ALICE), "Last-Event-ID": str(start + 1)})
+    again.wait(lambda s: len(s.events) >= 3, "a resume from her first event's id")
+    time.sleep(0.3)
+    CHECK.eq(again.jobs(), [(first[0], "succeeded")] + both(later), "replays exactly her events after it")
+    CHECK.eq(ids(again), list(range(start + 2, start + 5)), "with the same ids")
+    for s in (a, b, again):
+        s.close()
 
 
 def from_now(srv):

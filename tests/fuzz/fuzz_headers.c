@@ -2,12 +2,16 @@
  * or a query value) as a Prefer header (gr_prefer_wait), as a whole number such as ?limit= or
  * ?wait= (gr_parse_uint, under several caps), and as a ?cursor= or a path's id (gr_id_valid). A
  * number is accepted only when it is all digits and within its cap, and then it is their value;
- * an id only when it is its letter, '_' and 16 lowercase hex digits. */
+ * an id only when it is its letter, '_' and 16 lowercase hex digits. Then the whole input as a
+ * request's header lines ("Name: value", split at '\n' as libmicrohttpd hands them over one by
+ * one) weighed for framing (gr_framing_add, _check): refused exactly when Content-Length comes
+ * twice with different values or beside Transfer-Encoding, and then with a message. */
 #include "api/headers.h"
 #include "common/id.h"
 #include "fuzz.h"
 
 #include <string.h>
+#include <strings.h>
 
 /* The digits of s as a number, or -1 when s is not all digits or over max: said plainly. */
 static int64_t reference(const char *s, int64_t max)
@@ -35,8 +39,50 @@ static int id_reference(const char *s, char prefix)
     return 1;
 }
 
+/* The input's lines as headers: each "Name: value" line (others skipped, as libmicrohttpd
+ * refuses them) into gr_framing_add, and the verdict checked against one said plainly. */
+static void framing(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1), *lines[64];
+    if (!text)
+        return;
+    memcpy(text, data, size);
+    text[size] = 0;
+    struct gr_framing f = {0};
+    int n = 0, lengths = 0, differ = 0, te = 0;
+    for (char *line = text, *next; line && n < 64; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        *colon = 0;
+        char *value = colon + 1 + (colon[1] == ' ');
+        lines[n++] = value;
+        gr_framing_add(&f, line, value);
+        if (!strcasecmp(line, "Content-Length")) {
+            for (int k = 0; k < n - 1; k++) /* against every earlier length: the first is enough */
+                if (lines[k] && strcmp(lines[k], value)) {
+                    differ = 1;
+                    break;
+                }
+            lengths++;
+        } else {
+            te |= !strcasecmp(line, "Transfer-Encoding");
+            lines[n - 1] = NULL; /* not a length */
+        }
+    }
+    struct gr_err e = {0};
+    int rc = gr_framing_check(&f, &e);
+    FUZZ_CHECK(rc == ((differ || (lengths && te)) ? GR_EINVAL : GR_OK));
+    FUZZ_CHECK(rc == GR_OK || e.msg[0]);
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    framing(data, size);
     char *text = strndup((const char *)data, size);
     int64_t wait = gr_prefer_wait(text);
     FUZZ_CHECK(wait >= -1 && wait <= GR_MAX_WAIT_S);

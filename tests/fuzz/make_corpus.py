@@ -115,3 +115,9 @@ for name, text in {"prefer_wait": "wait=5", "prefer_list": "respond-async, wait=
                    "zero": "0", "limit": "4096", "int64_max": "9223372036854775807",
                    "over_int64": "18446744073709551616", "negative": "-1", "trailing": "12a"}.items():
     put("fuzz_headers", name, text)
+# and request heads for framing (the whole input, line by line)
+for name, text in {"two_lengths": "Host: x\nContent-Length: 5\ncontent-length: 6\n",
+                   "same_lengths": "Content-Length: 5\nContent-Length: 5\n",
+                   "length_and_chunked": "Content-Length: 5\nTransfer-Encoding: chunked\n",
+                   "chunked": "transfer-encoding: chunked\nHost: x\n"}.items():
+    put("fuzz_headers", name, text)

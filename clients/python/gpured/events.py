@@ -30,7 +30,8 @@ _RANK = {"queued": 0, "running": 1, "succeeded": 2, "failed": 2, "canceled": 2}
 class Event:
     """One event of ``GET /v1/events`` (API.md "Events"; the ``Event`` schema of the OpenAPI).
 
-    ``seq``: its id, rising with every event (not dense). ``kind``: ``"job"`` or ``"dataset"``,
+    ``seq``: its id, rising with every event (not dense; with tokens, a tenant's stream counts that
+    tenant's events alone, an admin's counts all). ``kind``: ``"job"`` or ``"dataset"``,
     or ``"gap"`` when a resume asked for events older than the service keeps. ``id``: the job's
     (``j_...``) or dataset's (``d_...``) id. ``status``: ``queued``, ``succeeded``, ``failed``,
     ``canceled`` (jobs; ``running`` is never an event), ``created`` or ``deleted`` (datasets).
