@@ -81,6 +81,7 @@ enum gr_sql_id {
     GR_SQL_EVENT_JOB,             /* ?1 a job's id, ?2 its status as stored now, ?6 its tenant: as an event
                                    * (SQLite: ?15 a run of such jobs' ids, a JSON array, or NULL) */
     GR_SQL_EVENT_DS,              /* ?1 dataset id, ?2 created or deleted (before the delete) */
+    GR_SQL_EVENTS_PRUNE_KEEP,     /* SQLite: each tenant's newest number among the events GR_SQL_EVENTS_PRUNE drops */
     GR_SQL_EVENTS_PRUNE,          /* all but the newest 1,000,000 */
     GR_SQL_INPUT_DONE,            /* ?1 a job stored as ended: its input goes */
     /* PostgreSQL's writer stores a batch's like writes in one statement each (NULL in SQLite),

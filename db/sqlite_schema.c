@@ -109,19 +109,16 @@ const char *const gr_schema_steps[] = {
     "CREATE INDEX jobs_tenant_status ON jobs(tenant, status) WHERE " NOT_SUCCEEDED ";",
     /* Each tenant's events numbered apart (tseq: 1, 2, ... in seq order; a run's consecutive), so
      * that a tenant's stream gives ids that move only with its own events: seqs, shared by all
-     * tenants, told each one how busy the others were. event_tenants keeps each tenant's newest
-     * number, pruning or not, so that numbers only rise. */
+     * tenants, told each one how busy the others were. A tenant's next number follows its newest
+     * event's (events_tenant), or, once all of its events are pruned, the newest number pruned
+     * (event_tenants, written by the pruning: a table or trigger written with every commit cost a
+     * single job's commit a third more, measured). */
     "ALTER TABLE events ADD COLUMN tseq INTEGER;"
     "UPDATE events SET tseq = w.t FROM (SELECT seq, sum(coalesce(json_array_length(ids), 1)) OVER"
     " (PARTITION BY tenant ORDER BY seq) - coalesce(json_array_length(ids), 1) + 1 t FROM events) w"
     " WHERE w.seq = events.seq;"
     "CREATE TABLE event_tenants(tenant TEXT PRIMARY KEY, last INTEGER NOT NULL) WITHOUT ROWID;"
-    "INSERT INTO event_tenants SELECT tenant, max(tseq + coalesce(json_array_length(ids), 1) - 1) FROM events"
-    " GROUP BY tenant;"
-    "CREATE INDEX events_tenant ON events(tenant, tseq);"
-    "CREATE TRIGGER events_counted AFTER INSERT ON events BEGIN"
-    " INSERT INTO event_tenants(tenant, last) VALUES (NEW.tenant, NEW.tseq + coalesce(json_array_length(NEW.ids), 1) - 1)"
-    " ON CONFLICT(tenant) DO UPDATE SET last = excluded.last; END;",
+    "CREATE INDEX events_tenant ON events(tenant, tseq);",
 };
 const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_steps[0]);
 
@@ -140,9 +137,16 @@ const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_ste
 /* The events after ?1, each of a run's its own: the row holding seq ?1 + 1 began at most a run
  * before it. json_each yields a run's ids in order, so rows in seq order need no sort. */
 #define EVENT_SEQ "e.seq + coalesce(j.key, 0)"
-/* An event row's tseq: the one after its tenant's newest (t: the tenant, as SQL) */
-#define NEXT_TSEQ(t) "coalesce((SELECT c.last FROM event_tenants c WHERE c.tenant = " t "), 0) + 1"
+/* A tenant's newest event number (t: the tenant, as SQL), 0 if it has none */
+#define LAST_TSEQ(t)                                                                                               \
+    "coalesce((SELECT c.tseq + coalesce(json_array_length(c.ids), 1) - 1 FROM events c WHERE c.tenant = " t          \
+    " ORDER BY c.tseq DESC LIMIT 1), (SELECT k.last FROM event_tenants k WHERE k.tenant = " t "), 0)"
 #define AFTER "CAST(?1 AS INTEGER)"
+/* what of the ?5 tenant's first event numbered past ?1 (the row holding it began at most a run
+ * before), 0 if none is kept */
+#define FIRST_OWN(what)                                                                                            \
+    "coalesce((SELECT " what " FROM events WHERE tenant = ?5 AND tseq > " AFTER " - " GR_STR(GR_SQ_EVENT_RUN)      \
+    " AND tseq + coalesce(json_array_length(ids), 1) - 1 > " AFTER " ORDER BY tseq LIMIT 1), 0)"
 
 const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_LIST_ALL] = LIST_SQL(""),
@@ -177,12 +181,8 @@ const char *const gr_sql[GR_SQL_N] = {
                            " WHERE seq > CAST(?1 AS INTEGER) - " GR_STR(GR_SQ_EVENT_RUN) " ORDER BY seq DESC LIMIT ?2",
     /* one statement, one snapshot: the newest seq and the tenant's newest number agree */
     [GR_SQL_EVENTS_OWN] = "SELECT '', coalesce((SELECT seq + coalesce(json_array_length(ids), 1) - 1 FROM events"
-                          " WHERE seq = (SELECT max(seq) FROM events)), 0) || ' ' ||"
-                          " coalesce((SELECT last FROM event_tenants WHERE tenant = ?5), 0) || ' ' ||"
-                          " coalesce(f.seq + max(" AFTER " + 1 - f.tseq, 0), 0) || ' ' || coalesce(max(f.tseq, " AFTER " + 1), 0)"
-                          " FROM (SELECT 1) LEFT JOIN (SELECT seq, tseq FROM events WHERE tenant = ?5 AND tseq > " AFTER
-                          " - " GR_STR(GR_SQ_EVENT_RUN) " AND tseq + coalesce(json_array_length(ids), 1) - 1 > " AFTER
-                          " ORDER BY tseq LIMIT 1) f",
+                          " WHERE seq = (SELECT max(seq) FROM events)), 0) || ' ' || " LAST_TSEQ("?5") " || ' ' || "
+                          FIRST_OWN("seq + max(" AFTER " + 1 - tseq, 0)") " || ' ' || " FIRST_OWN("max(tseq, " AFTER " + 1)"),
     [GR_SQL_TENANTS] = GR_SQL_TENANTS_TEXT,
     [GR_SQL_OPS] = GR_SQL_OPS_TEXT("?5"),
     /* The retention sweep: finished jobs submitted before ?1 (ids are creation times), in no
@@ -208,10 +208,14 @@ const char *const gr_sql[GR_SQL_N] = {
                          " WHERE id = ?1",
     /* a job's event from the write's values, not read back from its row: 10% of a 100k batch's store */
     [GR_SQL_EVENT_JOB] = "INSERT INTO events(seq, tseq, kind, id, ids, status, tenant, at) VALUES (" NEXT_SEQ ", "
-                         NEXT_TSEQ("?6") ", 'job', ?1, ?15, ?2, ?6, " SQ_NOW ")",
+                         LAST_TSEQ("?6") " + 1, 'job', ?1, ?15, ?2, ?6, " SQ_NOW ")",
     [GR_SQL_EVENT_DS] = "INSERT INTO events(seq, tseq, kind, id, status, tenant, at) SELECT " NEXT_SEQ ", "
-                        NEXT_TSEQ("datasets.tenant") ", 'dataset', id, ?2, tenant, " SQ_NOW " FROM datasets WHERE id = ?1",
+                        LAST_TSEQ("datasets.tenant") " + 1, 'dataset', id, ?2, tenant, " SQ_NOW " FROM datasets WHERE id = ?1",
     [GR_SQL_INPUT_DONE] = "DELETE FROM job_inputs WHERE id = ?1",
+    /* NOT INDEXED: the rows pruned by their seq (the oldest), not events_tenant walked whole */
+    [GR_SQL_EVENTS_PRUNE_KEEP] = "INSERT INTO event_tenants(tenant, last) SELECT tenant, max(tseq + coalesce("
+                                 "json_array_length(ids), 1) - 1) FROM events NOT INDEXED WHERE seq <= (SELECT max(seq) FROM events)"
+                                 " - 1000000 GROUP BY tenant ON CONFLICT(tenant) DO UPDATE SET last = excluded.last",
     [GR_SQL_EVENTS_PRUNE] = "DELETE FROM events WHERE seq <= (SELECT max(seq) FROM events) - 1000000",
     /* at most a thousand at a time, so that a sweep never holds the writer for long */
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"

@@ -270,7 +270,8 @@ static int prune_events(struct sq *s, int n)
     sqlite3_int64 seq = sqlite3_last_insert_rowid(s->wdb);
     if (sqlite3_changes(s->wdb) == 0 || (seq + n - 1) / 1000 == (seq - 1) / 1000)
         return SQLITE_OK;
-    return step_done(s->w[GR_SQL_EVENTS_PRUNE - GR_SQL_NREAD]);
+    int rc = step_done(s->w[GR_SQL_EVENTS_PRUNE_KEEP - GR_SQL_NREAD]);
+    return rc == SQLITE_OK ? step_done(s->w[GR_SQL_EVENTS_PRUNE - GR_SQL_NREAD]) : rc;
 }
 
 static void run_clear(struct event_run *r) { r->n = 0, r->len = 0; }
