@@ -7,6 +7,7 @@
 #include "api/events.h"
 #include "api/headers.h"
 #include "api/idempotency.h"
+#include "api/job_delete.h"
 #include "api/parse.h"
 #include "api/results.h"
 #include "api/routes_ops.h"
@@ -663,12 +664,18 @@ static void cancel_job(struct gr_req *r)
         }
         if (rc == GR_ENOTFOUND)
             rc = gr_store_get_job(gr_api_store, r->id, gr_scope(r), &doc, status, &e);
+        if (rc == GR_OK && GR_TERMINAL(gr_status_parse(status))) {
+            gr_delete_finished_job(r, doc);
+            free(doc);
+            return;
+        }
         free(doc);
         if (rc == GR_OK && !strcmp(status, "queued") && gr_store_shared(gr_api_store) &&
             (rc = ask_holder(r, &e)) == GR_OK) /* a live replica holds it: only it knows if it runs it */
             return;
         if (rc == GR_OK)
-            gr_fail(&e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled", r->id, status);
+            gr_fail(&e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled, and finished ones deleted",
+                    r->id, status);
         else if (rc == GR_ENOTFOUND)
             gr_fail(&e, rc, NULL, "no job with id %s", r->id);
     }

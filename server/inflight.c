@@ -144,8 +144,11 @@ int gr_jobs_cancel(const char *id, const char *scope, struct gr_job **out, struc
     if (j->status != GR_QUEUED) {
         int st = j->status;
         pthread_mutex_unlock(&gr_jobs_mu);
-        return gr_fail(e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled", id,
-                       gr_status_name(st));
+        if (GR_TERMINAL(st))
+            return gr_fail(e, GR_ECONFLICT, NULL, "job %s has just ended and its end is being stored: send the "
+                                                  "DELETE again in a moment to delete it", id);
+        return gr_fail(e, GR_ECONFLICT, NULL, "job %s is %s; only queued jobs can be canceled, and finished ones "
+                                              "deleted", id, gr_status_name(st));
     }
     j->finished_at = gr_now();
     j->t.total = (j->finished_at - j->created_at) * 1e3;

@@ -173,6 +173,7 @@ class Fuzz:
         self.jobs = collections.OrderedDict()   # id -> Job
         self.ds = collections.OrderedDict()     # id -> Dataset
         self.keys = {}                          # (tenant, key) -> dict(kind, method, path, body, ctype, id, model)
+        self.gone = set()                       # ids of jobs deleted once finished
         self.nkey = 0
         self.step = 0
         self.label = "setup"
@@ -282,6 +283,14 @@ class Fuzz:
         return "seq-%d-%d-%s" % (SEED, self.nkey, self.rng.choice(["a", "B", "x y", "k.1", "~!@#"]))
 
     # ------------------------------------------------ choosing
+
+    def forget(self, job):
+        """A finished job deleted (204): it and the datasets its result was kept in are gone."""
+        self.jobs.pop(job.id, None)
+        self.gone.add(job.id)
+        for d in job.kept:
+            if d in self.ds:
+                self.ds[d].deleted = True
 
     def own_jobs(self, tenant):
         return [j for j in self.jobs.values() if j.tenant == tenant]
@@ -774,6 +783,8 @@ class Fuzz:
                 CHECK.eq(r.headers.get("location"), "/v1/datasets/" + d.id, self.what("dataset replay: Location"))
             return
         job = rec["model"]
+        if job.id in self.gone:  # the key's job was deleted: nothing to answer with
+            return self.problem("replay of a deleted job's submission", r, 404)
         if not CHECK.ok(r.status in (200, 202), self.what("job replay answered %d: %r" % (r.status, r.body[:200]))):
             return
         doc = r.json()
@@ -1010,6 +1021,12 @@ class Fuzz:
             CHECK.eq(doc.get("status"), "canceled", self.what("cancel 200: status"))
             CHECK.eq(r.headers.get("location"), "/v1/jobs/" + job.id, self.what("cancel 200: Location"))
             self.seen(job, doc, "cancel", "cancel")
+            return
+        if r.status == 204:  # it had ended: deleted, with its kept result
+            CHECK.eq(r.body, b"", self.what("204 has no body"))
+            self.forget(job)
+            for m, sub in (("GET", ""), ("DELETE", "")):
+                self.problem("%s a deleted job%s" % (m, sub), self.call(tenant, m, "/v1/jobs/" + job.id + sub), 404)
             return
         self.problem("cancel of a job that ran", r, 409)
         if not job.canceled:
@@ -1556,23 +1573,28 @@ class Fuzz:
         CHECK.eq(g.status, 404 if deleted else 200, self.what("the raced dataset after %d deletes" % deleted))
 
     def race_cancel(self, tenant, job):
-        """Cancels of one queued job at once: at most one 200."""
+        """Cancels of one queued job at once: at most one 200, and at most one 204 (a DELETE that found
+        it ended, by then or by another of them, deleted it; one after that finds none)."""
         k = self.rng.randint(2, 4)
         rs = self.batch([(tenant, "DELETE", "/v1/jobs/" + job.id, None, None)] * k, k)
         wins = [r for r in rs if r.status == 200]
-        CHECK.ok(len(wins) <= 1 and all(r.status in (200, 409) for r in rs),
+        deletes = [r for r in rs if r.status == 204]
+        CHECK.ok(len(wins) <= 1 and len(deletes) <= 1 and all(r.status in (200, 204, 404, 409) for r in rs) and
+                 (deletes or all(r.status != 404 for r in rs)),
                  self.what("%d parallel cancels of one job: %s" % (k, [r.status for r in rs])))
         for r in rs:
             self.outcomes["race cancel %d" % r.status] += 1
-            if r.status == 409:
-                self.problem("a parallel cancel", r, 409)
+            if r.status in (404, 409):
+                self.problem("a parallel cancel", r, r.status)
         if wins and not job.canceled and not job.cancel_refused:
             job.canceled = True
             self.seen(job, wins[0].json(), "cancel", "parallel cancel")
         elif wins:
             CHECK.ok(False, self.what("a parallel cancel answered 200 for a job canceled or refused before"))
-        elif not job.canceled:
+        elif not job.canceled and not deletes:
             job.cancel_refused = True
+        if deletes:
+            self.forget(job)
 
     # ------------------------------------------------ checkpoints and the end
 
@@ -1629,6 +1651,8 @@ class Fuzz:
             mine = self.walk(t, "datasets", "", 1000, "datasets of %s" % t)
             adm = self.walk("ops", "datasets", "&tenant=" + t, 1000, "admin's datasets of %s" % t)
             CHECK.eq(adm, mine, self.what("the admin's ?tenant=%s datasets = that tenant's own list" % t))
+        for i in sorted(self.gone)[:20]:  # a deleted job is gone for its tenant and for the admin
+            self.problem("GET a deleted job", self.call("ops", "GET", "/v1/jobs/" + i), 404)
         # every deleted dataset is gone on every route; every live one is readable
         for d in self.ds.values():
             if d.deleted:

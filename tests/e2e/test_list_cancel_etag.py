@@ -1,5 +1,6 @@
 # test_list_cancel_etag.py: the job list (newest first, filters, cursor pages), ETag / 304,
-# ?wait= on finished jobs, cancel (200 while queued, 409 once it ran), 404 and 405.
+# ?wait= on finished jobs, cancel (200 while queued, 409 while it runs), a finished job deleted
+# (204), 404 and 405.
 import time
 
 import e2e_lib as L
@@ -122,9 +123,12 @@ def main():
     CHECK.eq(r.status, 200, "GET ?wait=5 on a finished job")
     CHECK.ok(time.time() - t0 < 2.5, "GET ?wait=5 on a finished job took %.1fs" % (time.time() - t0))
 
-    # 409: cancel a finished job; 404: unknown; 405: wrong methods with Allow
-    L.check_problem("DELETE finished job", srv.req("DELETE", "/v1/jobs/" + jid), 409)
-    CHECK.eq(srv.req("GET", "/v1/jobs/" + jid).json().get("status"), "succeeded", "status after refused cancel")
+    # a finished job is deleted (204) and gone; 404: unknown; 405: wrong methods with Allow
+    r = srv.req("DELETE", "/v1/jobs/" + jid)
+    CHECK.eq((r.status, r.body), (204, b""), "DELETE of a finished job: 204, no body")
+    L.check_problem("GET a deleted job", srv.req("GET", "/v1/jobs/" + jid), 404)
+    L.check_problem("DELETE a deleted job", srv.req("DELETE", "/v1/jobs/" + jid), 404)
+    CHECK.ok(jid not in list_ids(srv, "limit=1000")[0], "a deleted job is not listed")
     unknown = "j_" + "0" * 16
     L.check_problem("GET unknown id", srv.req("GET", "/v1/jobs/" + unknown), 404)
     L.check_problem("DELETE unknown id", srv.req("DELETE", "/v1/jobs/" + unknown), 404)
@@ -163,12 +167,15 @@ def main():
         answer[jid] = r.status
         if r.status == 200:
             CHECK.eq(r.json().get("status"), "canceled", "DELETE %s: body status" % jid)
+        elif r.status == 204:  # it had ended: deleted
+            L.check_problem("GET %s, deleted" % jid, srv.req("GET", "/v1/jobs/" + jid), 404)
         else:
-            L.check_problem("DELETE %s (ran already)" % jid, r, 409)
-    final = wait_terminal(srv, bids, "burst")
+            L.check_problem("DELETE %s (running)" % jid, r, 409)
+    final = wait_terminal(srv, [j for j in bids if answer.get(j) != 204], "burst")
     canceled = [j for j in bids if answer.get(j) == 200]
-    print("cancel: %d of %d were still queued (200), %d had run (409)"
-          % (len(canceled), len(bids), sum(1 for v in answer.values() if v == 409)), flush=True)
+    print("cancel: %d of %d were still queued (200), %d running (409), %d had ended and were deleted (204)"
+          % (len(canceled), len(bids), sum(1 for v in answer.values() if v == 409),
+             sum(1 for v in answer.values() if v == 204)), flush=True)
     for jid, job in final.items():
         if answer.get(jid) == 200:
             CHECK.eq(job.get("status"), "canceled", "%s: canceled job's final status" % jid)
@@ -179,10 +186,13 @@ def main():
     if canceled:
         got = list_ids(srv, "status=canceled&limit=1000")[0]
         CHECK.eq(got, canceled[::-1], "filter status=canceled")
-        L.check_problem("DELETE a canceled job", srv.req("DELETE", "/v1/jobs/" + canceled[0]), 409)
+        r = srv.req("DELETE", "/v1/jobs/" + canceled[0])  # a canceled job has ended: a second DELETE deletes it
+        CHECK.eq(r.status, 204, "DELETE a canceled job (%r)" % r.body[:200])
+        answer[canceled[0]] = r.status
     # an ETag taken before a change no longer matches; one taken after it still does
-    rs = srv.batch([dict(path="/v1/jobs/" + j, headers={"If-None-Match": before[j][1] or '"none"'}) for j in bids])
-    for jid, r in zip(bids, rs):
+    kept = [j for j in bids if answer.get(j) != 204]
+    rs = srv.batch([dict(path="/v1/jobs/" + j, headers={"If-None-Match": before[j][1] or '"none"'}) for j in kept])
+    for jid, r in zip(kept, rs):
         st, tag = before[jid]
         changed = final.get(jid, {}).get("status") != st
         CHECK.eq(r.status, 200 if changed else 304,
@@ -191,7 +201,8 @@ def main():
             CHECK.ok(r.headers.get("etag") not in (None, tag), "%s: ETag unchanged after a status change" % jid)
 
     got = list_ids(srv, "limit=1000")[0]
-    CHECK.eq(got, sorted(bids + ids, reverse=True), "full list after the burst, newest first")
+    live = [j for j in bids + ids[1:] if answer.get(j) != 204]  # ids[0] and the burst's 204s were deleted
+    CHECK.eq(got, sorted(live, reverse=True), "full list after the burst, newest first")
     L.check_stop(srv)
 
 

@@ -10,8 +10,9 @@ See README.md for datasets, jobs, batches, events, errors, retries, the asyncio 
 """
 from .aio import AsyncClient
 from .client import JSON_MAX_ELEMENTS, Client, Dataset, Job
-from .errors import Error
+from .errors import Error, JobFailed, LimitExceeded, NotFound, Timeout, Unavailable
 from .events import Event, EventStream, JobWatch
 
-__all__ = ["AsyncClient", "Client", "Dataset", "Error", "Event", "EventStream", "JSON_MAX_ELEMENTS", "Job", "JobWatch"]
+__all__ = ["AsyncClient", "Client", "Dataset", "Error", "Event", "EventStream", "JSON_MAX_ELEMENTS", "Job", "JobFailed",
+           "JobWatch", "LimitExceeded", "NotFound", "Timeout", "Unavailable"]
 __version__ = "0.1.0"

@@ -23,7 +23,7 @@ USAGE = """examples:
   gpured-cli wait j_0123456789abcdef --timeout 30
   gpured-cli download d_0123456789abcdef out.npy
   gpured-cli ls jobs --status failed --limit 20
-  gpured-cli rm d_0123456789abcdef j_0123456789abcdef   # deletes a dataset, cancels a job
+  gpured-cli rm d_0123456789abcdef j_0123456789abcdef   # deletes a dataset; cancels a queued job, deletes a finished one
   gpured-cli events --kind job --status failed,canceled  # one line per event, until Ctrl-C
 """
 
@@ -126,7 +126,8 @@ def cmd_rm(c: Client, args: argparse.Namespace) -> None:
             Dataset(c, {"id": i}).delete()
             done.append({"id": i, "deleted": True})
         else:
-            done.append(c.job(i).cancel().doc)
+            job = c.job(i).cancel()
+            done.append({"id": i, "deleted": True} if job.deleted else job.doc)
     _show(args, done, many=True)
 
 
@@ -208,7 +209,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=50, help="at most this many (default %(default)s)")
     s.set_defaults(run=cmd_ls)
 
-    s = add("rm", help="delete datasets (d_...) and cancel queued jobs (j_...)")
+    s = add("rm", help="delete datasets (d_...); cancel queued jobs (j_...), delete finished ones with their kept results")
     s.add_argument("ids", nargs="+")
     s.set_defaults(run=cmd_rm)
 

@@ -17,7 +17,7 @@ import urllib3
 
 from . import _wire
 from ._wire import Body, Progress
-from .errors import Error
+from .errors import Error, JobFailed, Timeout, Unavailable
 
 if TYPE_CHECKING:
     from .events import EventStream, JobWatch
@@ -43,10 +43,13 @@ class Client:
     """A connection to one gpured service.
 
     ``url``: the service's base URL. ``token``: its bearer token, sent as ``Authorization:
-    Bearer``, when the service has a tokens file. ``timeout``: seconds to wait for a connection
-    or a reply's next bytes (long polls add the time they asked for). ``retries``: how often a
-    request answered ``429`` or ``503`` (or, where it is safe to send again, one that got no
-    answer) is sent again, after an exponential backoff of at least ``Retry-After``.
+    Bearer``, when the service has a tokens file. ``timeout``: the deadline, in seconds, of each
+    call that takes no ``timeout=`` of its own: a reduction or product from submission to
+    result, a request with its retries (long polls add the time they asked for). Past it,
+    :class:`gpured.Timeout` (also a ``TimeoutError``). ``retries``: how often a request answered
+    ``429`` or ``503`` (or, where it is safe to send again, one that got no answer from a service
+    that answered before) is sent again, after an exponential backoff of at least
+    ``Retry-After``, within the deadline.
     ``max_body_bytes``: the service's ``--max-body-bytes``; a one-shot binary job larger than
     this is sent as a dataset instead (uploaded, used, deleted). ``on_response``: called with
     every HTTP response (``requests.Response``) as it arrives, for logs or metrics.
@@ -67,6 +70,7 @@ class Client:
         self.retries = retries
         self.max_body_bytes = max_body_bytes
         self.on_response = on_response
+        self._reached = False  # whether the service has answered this client yet
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._lock = threading.Lock()
@@ -93,16 +97,19 @@ class Client:
     def request(self, method: str, path: str, *, params: Optional[Mapping[str, Any]] = None, json: Any = None,
                 body: Optional[Body] = None, content_type: Optional[str] = None,
                 headers: Optional[Mapping[str, str]] = None, key: bool = False, wait: float = 0,
-                stream: bool = False, retries: Optional[int] = None) -> requests.Response:
+                stream: bool = False, retries: Optional[int] = None,
+                deadline: Optional[float] = None) -> requests.Response:
         """Send one request to the service and return its answer (status below 400).
 
         ``key``: send an ``Idempotency-Key``, the same on every retry. ``wait``: seconds the
         service may hold the answer (a long poll), added to the timeout. Retries ``429`` and
         ``503`` (not a ``503`` naming a broken device, which only a restart repairs), a ``409``
         for this key's first try still in progress, and, for a GET or a keyed POST, a request
-        that got no answer (``retries`` times: the client's unless given). ``stream``: return
-        once the headers are in, the body read as it comes. Raises :class:`Error` with the
-        problem the service answered (or ``status`` None when none came)."""
+        that got no answer (``retries`` times: the client's unless given), all within the client's
+        timeout (plus ``wait``) or ``deadline`` (``time.monotonic()``), whichever comes first.
+        ``stream``: return once the headers are in, the body read as it comes. Raises
+        :class:`Error` (its subclass for the case) with the problem the service answered,
+        :class:`Unavailable` when none came, :class:`Timeout` past the deadline."""
         hdrs = {"Accept": "application/json"}
         if self.token:
             hdrs["Authorization"] = "Bearer " + self.token
@@ -113,18 +120,30 @@ class Client:
         hdrs.update(headers or {})
         resend = method == "GET" or key  # no harm in sending it twice
         retries = self.retries if retries is None else retries
+        end = time.monotonic() + self.timeout + wait
+        end = end if deadline is None else min(end, deadline)
+        what = "%s %s%s" % (method, self.url, path)
         for attempt in range(retries + 1):
             last = attempt == retries
+            left = end - time.monotonic()
+            if left <= 0:
+                raise Timeout("%s: no answer before the deadline (timeout %g s)" % (what, self.timeout))
             try:
                 resp = self._session().request(method, self.url + path, params=params, json=json, data=body,
-                                               headers=hdrs, timeout=self.timeout + wait, stream=stream)
-            except (requests.ConnectionError, requests.Timeout) as e:
-                if resend and not last:
-                    time.sleep(_backoff(attempt, None))
+                                               headers=hdrs, timeout=left, stream=stream)
+            except requests.Timeout as e:
+                raise Timeout("%s: no answer within %.3g s" % (what, left)) from e
+            except requests.ConnectionError as e:
+                problem, pause = _connection_problem(e), _backoff(attempt, None)
+                # no service where none has answered this client: a typo or a service down, not a restart
+                absent = problem in _ABSENT and not self._reached
+                if resend and not last and not absent and time.monotonic() + pause < end:
+                    time.sleep(pause)
                     continue
-                raise Error(None, "no answer", "%s %s%s: %s" % (method, self.url, path, e)) from e
+                raise Unavailable(None, "unavailable", "%s: %s" % (what, problem)) from e
             except requests.RequestException as e:
-                raise Error(None, "request failed", "%s %s%s: %s" % (method, self.url, path, e)) from e
+                raise Error(None, "request failed", "%s: %s" % (what, e)) from e
+            self._reached = True
             if self.on_response:
                 self.on_response(resp)
             if resp.status_code < 400:
@@ -132,10 +151,11 @@ class Client:
             err = _error_of(resp)
             again = (resp.status_code in (429, 503) and err.field != "device") or \
                     (resp.status_code == 409 and key and attempt > 0 and err.field == "Idempotency-Key")
-            if last or not again:
+            pause = _backoff(attempt, resp.headers.get("Retry-After"))
+            if last or not again or time.monotonic() + pause >= end:
                 raise err
             resp.close()
-            time.sleep(_backoff(attempt, resp.headers.get("Retry-After")))
+            time.sleep(pause)
         raise AssertionError("unreachable")
 
     def _session(self) -> requests.Session:
@@ -160,9 +180,10 @@ class Client:
             params["cursor"] = page["next_cursor"]
 
     def _fetch_npy(self, path: str, params: Optional[Mapping[str, Any]] = None,
-                   progress: Optional[Progress] = None) -> np.ndarray:
+                   progress: Optional[Progress] = None, deadline: Optional[float] = None) -> np.ndarray:
         """GET a .npy answer, read straight into the array it holds."""
-        resp = self.request("GET", path, params=params, headers={"Accept": "application/x-npy"}, stream=True)
+        resp = self.request("GET", path, params=params, headers={"Accept": "application/x-npy"}, stream=True,
+                            deadline=deadline)
         with resp:
             try:
                 return _wire.read_npy(resp.raw, int(resp.headers.get("Content-Length") or 0), progress)
@@ -190,7 +211,7 @@ class Client:
 
     def reduce(self, op: str, data: Source, axis: Axis = None, *, ties: Optional[str] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
-               shape: Optional[Sequence[int]] = None) -> Any:
+               shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None) -> Any:
         """Run a reduction and return its result (see :meth:`Job.result`): a NumPy scalar for
         ``axis`` None, else a 1-D array (one per column for 0, per row for 1); int64 for integer
         results, float64 for float ones and every mean; argmin/argmax give the indices (int64).
@@ -198,9 +219,12 @@ class Client:
         ``data``: an array (1-D or 2-D; lists are taken as numpy.asarray does, cast to
         ``dtype`` when given), a :class:`Dataset` or a dataset id. ``ties``: ``"first"`` or
         ``"last"``, which index argmin/argmax give among equal extremes. ``shape``: a 1-D or 2-D
-        view of the values. ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``."""
-        return self.submit(op, data, axis=axis, ties=ties, device=device, algorithm=algorithm, dtype=dtype,
-                           shape=shape, wait=MAX_WAIT).result()
+        view of the values. ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``. ``timeout``: seconds
+        for the whole call (the client's timeout unless given); past it, :class:`Timeout`."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        job = self.submit(op, data, axis=axis, ties=ties, device=device, algorithm=algorithm, dtype=dtype,
+                          shape=shape, wait=_wait_within(deadline), deadline=deadline)
+        return job.result(deadline=deadline)
 
     def sum(self, data: Source, axis: Axis = None, **options: Any) -> Any:
         """The sum of the values (options: as :meth:`reduce`)."""
@@ -231,13 +255,17 @@ class Client:
         return self.reduce("argmax", data, axis, ties=ties, **options)
 
     def matmul(self, a: Source, b: Source, c: Optional[Source] = None, alpha: float = 1.0, beta: float = 0.0, *,
-               device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None) -> np.ndarray:
+               device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
+               timeout: Optional[float] = None) -> np.ndarray:
         """``alpha * a @ b + beta * c`` as an array (float32 or float64, the operands' dtype
         unless ``dtype`` is given). Operands are arrays, Datasets or dataset ids; arrays of more
         than JSON_MAX_ELEMENTS values are uploaded as datasets for the job and deleted after it.
-        The service keeps the product as a dataset too (the job's ``result.dataset``)."""
-        return self.submit("matmul", a=a, b=b, c=c, alpha=alpha, beta=beta, device=device, algorithm=algorithm,
-                           dtype=dtype, wait=MAX_WAIT).result()
+        The service keeps the product as a dataset too (the job's ``result.dataset``).
+        ``timeout``: as for :meth:`reduce`."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        job = self.submit("matmul", a=a, b=b, c=c, alpha=alpha, beta=beta, device=device, algorithm=algorithm,
+                          dtype=dtype, wait=_wait_within(deadline), deadline=deadline)
+        return job.result(deadline=deadline)
 
     # ------------------------------------------------------------ jobs
 
@@ -245,7 +273,7 @@ class Client:
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, a: Optional[Source] = None, b: Optional[Source] = None,
                c: Optional[Source] = None, alpha: Optional[float] = None, beta: Optional[float] = None,
-               wait: float = 0) -> "Job":
+               wait: float = 0, deadline: Optional[float] = None) -> "Job":
         """Submit a job and return it (:class:`Job`) without waiting for it, unless ``wait``
         (seconds, at most 60: ``Prefer: wait``) asks the service to answer once it has ended.
 
@@ -253,19 +281,21 @@ class Client:
         JSON_MAX_ELEMENTS finite values, else as a one-shot binary body, else (over
         ``max_body_bytes``) as a dataset uploaded for the job. A matmul takes ``a``, ``b``,
         optional ``c``, ``alpha``, ``beta`` instead (see :meth:`matmul`). Datasets uploaded for a
-        job are deleted once :meth:`Job.wait` (or ``result``) sees it end."""
+        job are deleted once :meth:`Job.wait` (or ``result``) sees it end. ``deadline``: a
+        ``time.monotonic()`` the requests must end by (see :meth:`request`)."""
         options = dict(axis=axis, ties=ties, device=device, algorithm=algorithm, dtype=dtype, shape=shape,
                        a=a, b=b, c=c, alpha=alpha, beta=beta)
         temps: list[Dataset] = []
         try:
             members, arr = self._prepare(op, data, options, temps, batch=False)
             if arr is None:
-                resp = self.request("POST", "/v1/jobs", json=members, headers=_prefer(wait), key=True, wait=wait)
+                resp = self.request("POST", "/v1/jobs", json=members, headers=_prefer(wait), key=True, wait=wait,
+                                    deadline=deadline)
             else:
                 query = {k: ",".join(map(str, v)) if k == "shape" else str(v) for k, v in members.items()}
                 resp = self.request("POST", "/v1/jobs", params=query, body=Body.of_array(arr, npy=False),
                                     content_type="application/octet-stream", headers=_prefer(wait), key=True,
-                                    wait=wait)
+                                    wait=wait, deadline=deadline)
         except BaseException:
             _delete_all(temps)
             raise
@@ -412,6 +442,7 @@ class Job:
         self.client = client
         self.doc = doc
         self._temporary = list(temporary)  # datasets uploaded for this job, deleted once it ends
+        self.deleted = False  # a DELETE of it answered 204: the job is gone from the service
         self._ended()
 
     def __repr__(self) -> str:
@@ -445,35 +476,44 @@ class Job:
         self._ended()
         return self
 
-    def wait(self, timeout: Optional[float] = None) -> "Job":
-        """Wait until the job ends, or ``timeout`` seconds pass (whole seconds: the service's
-        ``?wait=`` long poll), and return it; ``done`` tells which."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def wait(self, timeout: Optional[float] = None, *, deadline: Optional[float] = None) -> "Job":
+        """Wait until the job ends, or ``timeout`` seconds pass (None: until it ends), and return
+        it; ``done`` tells which. ``deadline``: a ``time.monotonic()`` to stop at instead."""
+        if deadline is None and timeout is not None:
+            deadline = time.monotonic() + timeout
         while not self.done:
             left = MAX_WAIT if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 break
-            n = max(1, min(MAX_WAIT, int(left)))
-            self.doc = self.client.request("GET", "/v1/jobs/" + self.id, params={"wait": n}, wait=n).json()
+            n = min(MAX_WAIT, int(left))  # whole seconds: the service's ?wait= long poll
+            params = {"wait": n} if n else None
+            self.doc = self.client.request("GET", "/v1/jobs/" + self.id, params=params, wait=n,
+                                           deadline=deadline).json()
+            if not n and not self.done:
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))  # under a second left: polls
         self._ended()
         return self
 
-    def result(self, part: Optional[str] = None, timeout: Optional[float] = None) -> Any:
+    def result(self, part: Optional[str] = None, timeout: Optional[float] = None, *,
+               deadline: Optional[float] = None) -> Any:
         """The job's result, once it has ended (waiting up to ``timeout`` seconds).
 
         A reduction gives a NumPy scalar (whole array) or 1-D array (axis), int64 for integer
         results and float64 for float ones and means; ``part`` "values" (the default) or
         "indices" (int64, the default for argmin/argmax). Results the service keeps as datasets
         (more than 4096 outputs) are downloaded. A matmul gives the product (its dtype), a
-        benchmark its table (a dict). Raises :class:`Error` with the job's problem if it failed,
-        409 if it was canceled, and status None if it has not ended in time."""
-        self.wait(timeout)
+        benchmark its table (a dict). Raises :class:`JobFailed` with the job's problem if it
+        failed or was canceled, :class:`Timeout` if it has not ended in time."""
+        if deadline is None and timeout is not None:
+            deadline = time.monotonic() + timeout
+        self.wait(deadline=deadline)
         status = self.doc["status"]
-        if status != "succeeded":
-            if status == "failed":
-                raise Error.from_problem(self.doc.get("error") or {}, 500)
-            detail = "job %s is %s" % (self.id, status) + ("" if self.done else " after %s s" % timeout)
-            raise Error(409 if self.done else None, "no result", detail)
+        if not self.done:
+            raise Timeout("job %s is %s at the deadline" % (self.id, status))
+        if status == "failed":
+            raise JobFailed(self.id, status, self.doc.get("error") or {"status": 500, "title": "job failed"})
+        if status == "canceled":
+            raise JobFailed(self.id, status, {"status": 409, "title": "no result", "detail": "it was canceled"})
         res, op, dtype = self.doc["result"], self.doc["op"], self.doc["dtype"]
         if self.doc.get("kind") == "benchmark":
             return res
@@ -485,7 +525,7 @@ class Job:
         for k in (("index", "indices") if part == "indices" else ("value", "values")):
             if k in res:
                 return np.asarray(res[k], dtype=rtype)[()]
-        return self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part})
+        return self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline)
 
     def watch(self, timeout: Optional[float] = None) -> "JobWatch":
         """The job's statuses as they change: its current one, then each new one, ending after
@@ -498,10 +538,22 @@ class Job:
         return JobWatch(self, timeout)
 
     def cancel(self) -> "Job":
-        """Cancel the job while it is queued (``Error`` 409 once it has run)."""
-        self.doc = self.client.request("DELETE", "/v1/jobs/" + self.id).json()
+        """Cancel the job while it is queued (``Error`` 409 while it runs). The same request
+        deletes a job that has ended, with the datasets its result was kept in: then
+        :attr:`deleted` is True and ``doc`` stays the last state seen."""
+        r = self.client.request("DELETE", "/v1/jobs/" + self.id)
+        if r.status_code == 204:
+            self.deleted = True
+            return self
+        self.doc = r.json()
         self._ended()
         return self
+
+    def delete(self) -> None:
+        """Delete the job once it has ended, with the datasets its result was kept in (``Error``
+        409 while it runs, or while other jobs read its kept result). A queued job is canceled,
+        and stays listed as ``canceled`` until it is deleted too."""
+        self.cancel()
 
     def _ended(self) -> None:
         if self.done and self._temporary:
@@ -579,6 +631,11 @@ def _delete_all(datasets: Iterable[Dataset]) -> None:
                 time.sleep(0.05 * 2 ** attempt)
 
 
+def _wait_within(deadline: float) -> int:
+    """The Prefer: wait=N (whole seconds, at most MAX_WAIT) that ends before deadline."""
+    return max(0, min(MAX_WAIT, int(deadline - time.monotonic())))
+
+
 def _prefer(wait: float) -> Optional[dict]:
     return {"Prefer": "wait=%d" % math.ceil(wait)} if wait else None
 
@@ -589,8 +646,24 @@ def _error_of(resp: requests.Response) -> Error:
     except ValueError:
         doc = None
     if isinstance(doc, dict) and "title" in doc:
+        if resp.status_code == 401:  # the service's detail tells a curl user which header to send
+            doc = dict(doc, detail="the service needs a token: gpured.Client(token=...), or gpured-cli --token "
+                                   "(or GPURED_TOKEN); the service said: %s" % doc.get("detail", ""))
         return Error.from_problem(doc, resp.status_code)
-    return Error(resp.status_code, resp.reason or "error", resp.text[:500])
+    return Error.of(resp.status_code, resp.reason or "error", resp.text[:500])
+
+
+_ABSENT = ("connection refused", "name or service not known", "no route to host")
+"""Connection failures that mean no service is there (as against one that dropped a request)."""
+
+
+def _connection_problem(e: requests.ConnectionError) -> str:
+    """A connection failure in a few words (requests nests urllib3's retries and reasons)."""
+    text = str(e)
+    for short in _ABSENT + ("connection reset", "remote end closed connection"):
+        if short in text.lower():
+            return short
+    return text[:300]
 
 
 def _backoff(attempt: int, retry_after: Optional[str]) -> float:
