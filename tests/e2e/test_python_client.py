@@ -75,11 +75,13 @@ def client(base, seen=None, **kw):
     return gpured.Client(base, on_response=seen, **kw)
 
 
-def raises(what, fn, status, field=None, detail=None):
-    """fn() raises gpured.Error with this status (one of a tuple), field and words in its detail."""
+def raises(what, fn, status, field=None, detail=None, kind=gpured.Error):
+    """fn() raises gpured.Error (of class kind) with this status (one of a tuple), field and words
+    in its detail."""
     try:
         got = fn()
     except gpured.Error as e:
+        CHECK.ok(isinstance(e, kind), "%s: a %s, not a %s (%s)" % (what, kind.__name__, type(e).__name__, e))
         want = status if isinstance(status, tuple) else (status,)
         CHECK.ok(e.status in want, "%s: status %r, expected %s (%s)" % (what, e.status, want, e))
         CHECK.ok(isinstance(e, Exception) and e.detail and e.title and e.type and e.problem.get("status") == e.status,
@@ -91,6 +93,44 @@ def raises(what, fn, status, field=None, detail=None):
         return e
     CHECK.ok(False, "%s: no gpured.Error raised (returned %r)" % (what, got))
     return None
+
+
+def timed_out(what, fn, seconds):
+    """fn() raises gpured.Timeout, also a TimeoutError, within about seconds (not long after)."""
+    t0 = time.monotonic()
+    try:
+        got = fn()
+    except gpured.Timeout as e:
+        took = time.monotonic() - t0
+        CHECK.ok(isinstance(e, TimeoutError) and e.status is None, "%s: a TimeoutError too (%r)" % (what, e))
+        CHECK.ok(seconds * 0.9 <= took <= seconds + 1.5, "%s: raised after %.2f s, for %g s" % (what, took, seconds))
+        return
+    CHECK.ok(False, "%s: no gpured.Timeout raised (returned %r)" % (what, got))
+
+
+def errors_and_deadlines(srv, c):
+    """Each error class a caller can catch, and deadlines that hold for a whole call: jobs behind a
+    blocker on the CPU cannot end in time."""
+    failed = gpured.Job(c, {"id": NO_JOB, "status": "failed", "op": "sum", "dtype": "int32", "error": {
+        "type": "https://gpured.dev/problems/store-full", "title": "Insufficient Storage", "status": 507,
+        "detail": "no room for the result"}})
+    e = raises("the result of a failed job", failed.result, 507, None, "no room for the result", kind=gpured.JobFailed)
+    CHECK.ok(e is not None and (e.job_id, e.job_status) == (NO_JOB, "failed"), "JobFailed of a failed job: %r" % e)
+    t0 = time.monotonic()
+    e = raises("a service that is not there", lambda: gpured.Client("http://127.0.0.1:9").sum([1]), None,
+               kind=gpured.Unavailable)
+    CHECK.ok(time.monotonic() - t0 < 1.0 and e is not None and isinstance(e, ConnectionError) and
+             "connection refused" in str(e) and "\n" not in str(e), "said at once, in one line: %r" % e)
+    blocker = L.blocker(srv, 8)
+    CHECK.eq(blocker.status, 202, "a benchmark holding the CPU")
+    queued = c.submit("sum", [1, 2], device="cpu")
+    timed_out("job.result(timeout=1) behind the blocker", lambda: queued.result(timeout=1), 1)
+    timed_out("c.sum(timeout=1.5) behind the blocker", lambda: c.sum([1, 2], device="cpu", timeout=1.5), 1.5)
+    timed_out("c.matmul(timeout=1) behind the blocker",
+              lambda: c.matmul(np.ones((2, 2)), np.ones((2, 2)), device="cpu", timeout=1), 1)
+    timed_out("Client(timeout=0.5).sum behind the blocker",
+              lambda: client(srv.base, timeout=0.5).sum([1, 2], device="cpu"), 0.5)
+    queued.cancel()
 
 
 # ---------------------------------------------------------------- reductions against NumPy
@@ -300,7 +340,8 @@ def jobs(srv, c, seen, rng):
              "job.wait(1) behind the blocker: still queued after a second (%s)" % queued.doc["status"])
     queued.cancel()
     CHECK.eq((queued.status, c.job(queued.id).status), ("canceled", "canceled"), "job.cancel()")
-    raises("the result of a canceled job", queued.result, 409)
+    e = raises("the result of a canceled job", queued.result, 409, kind=gpured.JobFailed)
+    CHECK.ok(e is not None and (e.job_id, e.job_status) == (queued.id, "canceled"), "JobFailed names the job: %r" % e)
     CHECK.ok(queued.id in [j.id for j in c.jobs(status="canceled")], "c.jobs(status='canceled') lists it")
     queued.delete()  # it has ended: deleted now
     CHECK.ok(queued.deleted, "job.delete() of a canceled job: deleted")
@@ -321,7 +362,7 @@ def jobs(srv, c, seen, rng):
     check_value("job.result() argmax", "argmax", a, None, "last", job2.result())
     CHECK.eq(float(job2.result("values")), float(a.max()), "job.result('values') of an argmax")
     raises("job.result('indices') of a sum", lambda: job.result("indices"), 409)
-    raises("an unknown job", lambda: c.job(NO_JOB), 404, None, NO_JOB)
+    raises("an unknown job", lambda: c.job(NO_JOB), 404, None, NO_JOB, kind=gpured.NotFound)
     raises("a sum of an unknown dataset", lambda: c.sum(NO_DATASET, device=L.DEVICE), 404)
     raises("a bad dtype (JSON)", lambda: c.sum(np.array([1, 2], np.int8), device=L.DEVICE),
            (400, 422), "dtype", "dtype")
@@ -461,7 +502,8 @@ def retries():
             break
         print("the %d s blocker ended within %.1f s of the quota taken: again with a longer one" % (seconds, took))
         srv.get_json("/v1/jobs/%s?wait=60" % filler.json()["id"])
-    CHECK.ok(err is not None and err.status == 429, "a POST refused 429 twice (retries=1): %r, %r" % (err, got))
+    CHECK.ok(isinstance(err, gpured.LimitExceeded) and err.status == 429,
+             "a POST refused 429 twice (retries=1): a LimitExceeded, %r, %r" % (err, got))
     tries = seen.since(mark, "POST")
     CHECK.eq([r["status"] for r in tries], [429, 429], "retries=1: two tries, each answered 429")
     CHECK.ok(took >= 0.95, "the retry waited Retry-After: 1 (took %.2f s)" % took)
@@ -947,6 +989,7 @@ def main():
     for name, part in (("reductions", lambda: reductions(c, seen, rng)), ("matmul", lambda: matmuls(c, seen, rng)),
                        ("datasets", lambda: datasets(c, seen, rng)), ("large upload", lambda: large_upload(c)),
                        ("jobs", lambda: jobs(srv, c, seen, rng)),
+                       ("errors and deadlines", lambda: errors_and_deadlines(srv, c)),
                        ("AsyncClient", lambda: async_client(srv.base, rng)), ("retries", retries),
                        ("tokens", lambda: tokens(rng)), ("events", events), ("SSE parsing", sse_parsing),
                        ("gpured-cli", lambda: cli(srv, c, rng))):
