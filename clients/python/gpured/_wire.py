@@ -22,9 +22,25 @@ class Readable(Protocol):
     def readinto(self, b: Any) -> Optional[int]: ...
 
 
+TAKEN = ("int32", "int64", "float32", "float64")
+"""The dtypes gpured stores and reduces."""
+UPCAST = {"bool": "int32", "int8": "int32", "uint8": "int32", "int16": "int32", "uint16": "int32",
+          "uint32": "int64", "float16": "float32"}
+"""The dtypes sent as a wider one, every value exact: small integers and bools as int32 (sums
+accumulate in int64 on the service, as NumPy's do), uint32 as int64, float16 as float32."""
+
+
 def as_array(x: Any, dtype: Optional[str] = None) -> np.ndarray:
-    """x as a C-ordered, little-endian array (of dtype, when given): what gpured reads."""
+    """x as a C-ordered, little-endian array (of dtype, when given) of a dtype gpured takes
+    (UPCAST widens the smaller ones); TypeError for others (uint64, complex, text)."""
     arr = np.asarray(x, dtype=dtype)
+    name = arr.dtype.name
+    if name in UPCAST:
+        arr = arr.astype(UPCAST[name])
+    elif name not in TAKEN:
+        hint = " (convert with .astype(np.int64) if every value fits)" if name == "uint64" else ""
+        raise TypeError("gpured takes %s values (and %s, widened); not %s%s" %
+                        (", ".join(TAKEN), ", ".join(UPCAST), name, hint))
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("<"))
     # not np.ascontiguousarray: it makes a 0-D array 1-D, and a 0-D upload keeps shape []

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import sys
@@ -106,17 +105,18 @@ def cmd_upload(c: Client, args: argparse.Namespace) -> None:
 
 def cmd_download(c: Client, args: argparse.Namespace) -> None:
     bar = ProgressBar("download", args.quiet)
-    if args.id.startswith("j_"):
-        c._save("/v1/jobs/%s/result?part=%s" % (args.id, args.part), args.file, bar)
+    if args.id.startswith("j_"):  # by default what Job.result() gives: an arg op's indices, else values
+        part = args.part or ("indices" if c.job(args.id).doc.get("op") in ("argmin", "argmax") else "values")
+        c._save("/v1/jobs/%s/result?part=%s" % (args.id, part), args.file, bar)
     else:
         c.dataset(args.id).save(args.file, bar)
     _show(args, [{"id": args.id, "file": args.file, "bytes": os.path.getsize(args.file)}])
 
 
 def cmd_ls(c: Client, args: argparse.Namespace) -> None:
-    page = min(args.limit, 1000)
-    items = c.datasets(limit=page) if args.what == "datasets" else c.jobs(status=args.status, op=args.op, limit=page)
-    _show(args, list(itertools.islice(items, args.limit)), many=True)
+    items = c.datasets(limit=args.limit) if args.what == "datasets" else \
+        c.jobs(status=args.status, op=args.op, limit=args.limit)
+    _show(args, list(items), many=True)
 
 
 def cmd_rm(c: Client, args: argparse.Namespace) -> None:
@@ -199,7 +199,8 @@ def parser() -> argparse.ArgumentParser:
     s = add("download", help="save a dataset's values, or a job's result, as a .npy file")
     s.add_argument("id")
     s.add_argument("file")
-    s.add_argument("--part", choices=["values", "indices"], default="values", help="a job's values or indices")
+    s.add_argument("--part", choices=["values", "indices"],
+                   help="a job's values or indices (default: indices for argmin/argmax, as Job.result())")
     s.set_defaults(run=cmd_download)
 
     s = add("ls", help="list jobs or datasets, newest first")

@@ -169,12 +169,17 @@ class Client:
     def _get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None}).json()
 
-    def _pages(self, path: str, member: str, **params: Any) -> Iterator[dict]:
-        """Every item of a paged list, following next_cursor to the last page."""
+    def _pages(self, path: str, member: str, most: Optional[int], size: Optional[int], **params: Any) -> Iterator[dict]:
+        """The items of a paged list, at most ``most`` (None: all), following next_cursor, ``size``
+        per page (None: up to 1000 where most is given, else the service's default)."""
         params = {k: v for k, v in params.items() if v is not None}
-        while True:
-            page = self._get(path, **params)
-            yield from page[member]
+        left = math.inf if most is None else most
+        while left > 0:
+            want = size if size is not None else min(left, 1000) if most is not None else None
+            page = self._get(path, limit=want, **params)
+            items = page[member][:left] if most is not None else page[member]
+            yield from items
+            left -= len(items)
             if not page.get("next_cursor"):
                 return
             params["cursor"] = page["next_cursor"]
@@ -211,20 +216,24 @@ class Client:
 
     def reduce(self, op: str, data: Source, axis: Axis = None, *, ties: Optional[str] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
-               shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None) -> Any:
+               shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None, keep: bool = False) -> Any:
         """Run a reduction and return its result (see :meth:`Job.result`): a NumPy scalar for
         ``axis`` None, else a 1-D array (one per column for 0, per row for 1); int64 for integer
         results, float64 for float ones and every mean; argmin/argmax give the indices (int64).
 
         ``data``: an array (1-D or 2-D; lists are taken as numpy.asarray does, cast to
-        ``dtype`` when given), a :class:`Dataset` or a dataset id. ``ties``: ``"first"`` or
-        ``"last"``, which index argmin/argmax give among equal extremes. ``shape``: a 1-D or 2-D
-        view of the values. ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``. ``timeout``: seconds
-        for the whole call (the client's timeout unless given); past it, :class:`Timeout`."""
+        ``dtype`` when given; bool, 8- and 16-bit integers and float16 are widened to int32 or
+        float32, uint32 to int64), a :class:`Dataset` or a dataset id. ``axis``: 0, 1, or
+        negative as in NumPy (-1 the last). ``ties``: ``"first"`` or ``"last"``, which index
+        argmin/argmax give among equal extremes. ``shape``: a 1-D or 2-D view of the values.
+        ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``. ``timeout``: seconds for the whole
+        call (the client's timeout unless given); past it, :class:`Timeout`. The job, and a
+        result the service kept as a dataset, are deleted once the result is downloaded, unless
+        ``keep``."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         job = self.submit(op, data, axis=axis, ties=ties, device=device, algorithm=algorithm, dtype=dtype,
                           shape=shape, wait=_wait_within(deadline), deadline=deadline)
-        return job.result(deadline=deadline)
+        return job._result_once(keep, deadline)
 
     def sum(self, data: Source, axis: Axis = None, **options: Any) -> Any:
         """The sum of the values (options: as :meth:`reduce`)."""
@@ -256,16 +265,16 @@ class Client:
 
     def matmul(self, a: Source, b: Source, c: Optional[Source] = None, alpha: float = 1.0, beta: float = 0.0, *,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
-               timeout: Optional[float] = None) -> np.ndarray:
+               timeout: Optional[float] = None, keep: bool = False) -> np.ndarray:
         """``alpha * a @ b + beta * c`` as an array (float32 or float64, the operands' dtype
         unless ``dtype`` is given). Operands are arrays, Datasets or dataset ids; arrays of more
         than JSON_MAX_ELEMENTS values are uploaded as datasets for the job and deleted after it.
-        The service keeps the product as a dataset too (the job's ``result.dataset``).
-        ``timeout``: as for :meth:`reduce`."""
+        The service keeps the product as a dataset (the job's ``result.dataset``); it goes with
+        the job once downloaded, unless ``keep``. ``timeout``: as for :meth:`reduce`."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         job = self.submit("matmul", a=a, b=b, c=c, alpha=alpha, beta=beta, device=device, algorithm=algorithm,
                           dtype=dtype, wait=_wait_within(deadline), deadline=deadline)
-        return job.result(deadline=deadline)
+        return job._result_once(keep, deadline)
 
     # ------------------------------------------------------------ jobs
 
@@ -340,7 +349,16 @@ class Client:
         members.update(ref)
         if arr is not None:
             members.setdefault("shape", list(arr.shape) or [1])
+        if isinstance(members.get("axis"), int) and members["axis"] < 0:  # from the end, as in NumPy
+            dims = members.get("shape") or (np.shape(data) if _dataset_id(data) is None else self._dataset_shape(data))
+            if members["axis"] + len(dims) >= 0:
+                members["axis"] += len(dims)
         return members, arr
+
+    def _dataset_shape(self, data: Source) -> list:
+        """The shape of a Dataset or dataset id (read from the service when only the id is known)."""
+        doc = data.doc if isinstance(data, Dataset) and "shape" in data.doc else self._get("/v1/datasets/" + data)
+        return list(doc.get("shape") or [])
 
     def _values(self, data: Source, dtype: Optional[str], temps: list["Dataset"],
                 binary: bool = False) -> tuple[dict, Optional[np.ndarray]]:
@@ -366,10 +384,11 @@ class Client:
         return Job(self, self._get("/v1/jobs/" + job_id))
 
     def jobs(self, status: Optional[str] = None, op: Optional[str] = None, limit: Optional[int] = None,
-             tenant: Optional[str] = None) -> Iterator["Job"]:
-        """Every job (of this status / op; an admin token: of this tenant), newest first,
-        fetched ``limit`` (1 to 1000; the service's default 50) per page as the iteration goes."""
-        for doc in self._pages("/v1/jobs", "jobs", status=status, op=op, limit=limit, tenant=tenant):
+             tenant: Optional[str] = None, page: Optional[int] = None) -> Iterator["Job"]:
+        """The jobs (of this status / op; an admin token: of this tenant), newest first, at most
+        ``limit`` of them (None: every one), fetched a page (``page`` jobs, 1 to 1000) at a time
+        as the iteration goes."""
+        for doc in self._pages("/v1/jobs", "jobs", limit, page, status=status, op=op, tenant=tenant):
             yield Job(self, doc)
 
     def benchmark(self, op: str, dtype: str, n: int, *, algorithms: Optional[Sequence[str]] = None,
@@ -403,9 +422,11 @@ class Client:
         """The dataset with this id (``Error`` 404 if there is none, or it is another tenant's)."""
         return Dataset(self, self._get("/v1/datasets/" + dataset_id))
 
-    def datasets(self, limit: Optional[int] = None, tenant: Optional[str] = None) -> Iterator["Dataset"]:
-        """Every dataset, newest first, fetched ``limit`` per page as the iteration goes."""
-        for doc in self._pages("/v1/datasets", "datasets", limit=limit, tenant=tenant):
+    def datasets(self, limit: Optional[int] = None, tenant: Optional[str] = None,
+                 page: Optional[int] = None) -> Iterator["Dataset"]:
+        """The datasets, newest first, at most ``limit`` of them (None: every one), fetched a page
+        (``page`` datasets) at a time as the iteration goes."""
+        for doc in self._pages("/v1/datasets", "datasets", limit, page, tenant=tenant):
             yield Dataset(self, doc)
 
     # ------------------------------------------------------------ events
@@ -526,6 +547,18 @@ class Job:
             if k in res:
                 return np.asarray(res[k], dtype=rtype)[()]
         return self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline)
+
+    def _result_once(self, keep: bool, deadline: float) -> Any:
+        """The result, then (unless keep) the job deleted with its kept result: a one-call
+        reduction or product leaves nothing behind. One that cannot go yet (another job reads
+        its result) is left with a warning."""
+        value = self.result(deadline=deadline)
+        if not keep and self.doc.get("result", {}).get("dataset"):
+            try:
+                self.delete()
+            except Error as e:
+                warnings.warn("gpured: job %s and its kept result are left: %s" % (self.id, e), stacklevel=3)
+        return value
 
     def watch(self, timeout: Optional[float] = None) -> "JobWatch":
         """The job's statuses as they change: its current one, then each new one, ending after
