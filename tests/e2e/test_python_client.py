@@ -952,8 +952,43 @@ def cli(srv, c, rng):
     raises("the finished job gpured-cli rm deleted", lambda: c.job(jid), 404)
     p = run(["get", NO_JOB], want=1)
     CHECK.ok("404" in p.stderr and NO_JOB in p.stderr, "gpured-cli get of an unknown job: %r" % p.stderr)
+    cli_more(c, run, run_cli, env, tmp)
     cli_events(c, run_cli, env, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cli_more(c, run, run_cli, env, tmp):
+    """gpured-cli result, devices, algorithms, benchmark and cleanup; the errors a shell user meets."""
+    p = run(["submit", "argmax", "--data", "[[1, 5], [7, 2]]", "--axis", "1", "--device", L.DEVICE, "--wait"])
+    jid = p.stdout.split()[0] if p.stdout else ""
+    CHECK.eq(run(["--json", "result", jid]).stdout.strip(), "[1, 0]", "gpured-cli result of an argmax: its indices")
+    CHECK.eq(run(["result", jid, "--part", "values"]).stdout.strip(), "[5 7]", "gpured-cli result --part values")
+    CHECK.eq(json.loads(run(["--json", "devices"]).stdout or "{}").get("cpu"), c.devices()["cpu"], "gpured-cli devices")
+    CHECK.ok("cpu cpu_seq sum" in run(["algorithms"]).stdout, "gpured-cli algorithms: a line per variant")
+    p = run(["benchmark", "sum", "float32", "4096", "--device", "cpu", "--repeats", "2", "--algorithms", "cpu_seq"])
+    CHECK.ok(p.stdout.startswith("cpu_seq") and "gbps matched" in p.stdout, "gpured-cli benchmark: %r" % p.stdout)
+    kept = c.submit("argmax", np.ones((5000, 2)), axis=1, device=L.DEVICE).wait(30)
+    p = run(["--json", "cleanup", "--kept"])
+    CHECK.ok({"id": kept.id, "deleted": True} in json.loads(p.stdout or "[]"),
+             "gpured-cli cleanup --kept deletes a job whose result was kept: %r" % p.stdout[:300])
+    raises("the job cleanup deleted", lambda: c.job(kept.id), 404)
+    old = c.submit("sum", [1, 2], device=L.DEVICE).wait(30)
+    CHECK.ok(old.id in c.cleanup(older_than=0), "Client.cleanup(older_than=0): every finished job")
+    p = run(["submit", "sum", "--data", "[1, 2"], want=2)
+    CHECK.ok(p.stderr.startswith("gpured-cli: --data is not JSON"), "a bad --data names the flag: %r" % p.stderr)
+    t0 = time.monotonic()
+    p = run(["--url", "http://127.0.0.1:9", "ls"], want=1)
+    CHECK.ok(time.monotonic() - t0 < 5 and p.stderr.count("\n") == 1 and "connection refused" in p.stderr,
+             "a dead URL: one line, at once: %r" % p.stderr)
+    for _ in range(3):
+        c.submit("sum", [1], device=L.DEVICE)
+    head = subprocess.Popen(["head", "-c", "10"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    ls = subprocess.run(run_cli + ["ls", "--json", "--limit", "1000"], stdout=head.stdin, stderr=subprocess.PIPE,
+                        text=True, cwd=tmp, env=env, timeout=60)
+    head.stdin.close()
+    head.wait()
+    CHECK.ok(ls.returncode == 0 and ls.stderr == "", "gpured-cli ls | head: ends quietly (%d, %r)" % (ls.returncode,
+                                                                                                   ls.stderr))
 
 
 def cli_events(c, run_cli, env, tmp):

@@ -24,6 +24,9 @@ USAGE = """examples:
   gpured-cli ls jobs --status failed --limit 20
   gpured-cli rm d_0123456789abcdef j_0123456789abcdef   # deletes a dataset; cancels a queued job, deletes a finished one
   gpured-cli events --kind job --status failed,canceled  # one line per event, until Ctrl-C
+  gpured-cli result j_0123456789abcdef    # the values (argmin/argmax: the indices)
+  gpured-cli benchmark sum float32 16777216 --device gpu
+  gpured-cli cleanup --kept --older-than 86400   # finished jobs (and kept results) to delete
 """
 
 
@@ -49,7 +52,17 @@ def _values(arg: Optional[str]) -> Any:
     """A .npy file's array, a dataset id (d_...) as it is, or None."""
     if arg is None or arg.startswith("d_"):
         return arg
-    return np.load(arg)
+    try:
+        return np.load(arg)
+    except (OSError, ValueError) as e:
+        raise ValueError("%s is not a .npy file gpured-cli can read: %s" % (arg, e)) from e
+
+
+def _json(flag: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ValueError("%s is not JSON (%s): %r" % (flag, e, text[:80])) from e
 
 
 def _line(obj: Any) -> str:
@@ -83,7 +96,7 @@ def cmd_submit(c: Client, args: argparse.Namespace) -> None:
         options.update(a=_values(args.a), b=_values(args.b), c=_values(args.c), alpha=args.alpha, beta=args.beta)
         data = None
     else:
-        data = args.dataset or (json.loads(args.data) if args.data is not None else _values(args.file))
+        data = args.dataset or (_json("--data", args.data) if args.data is not None else _values(args.file))
     job = c.submit(args.op, data, **options)
     _show(args, [job.wait() if args.wait else job])
 
@@ -129,6 +142,57 @@ def cmd_rm(c: Client, args: argparse.Namespace) -> None:
             job = c.job(i).cancel()
             done.append({"id": i, "deleted": True} if job.deleted else job.doc)
     _show(args, done, many=True)
+
+
+def cmd_result(c: Client, args: argparse.Namespace) -> None:
+    """A job's result (waiting for it up to --timeout): as JSON with --json, else as NumPy prints it."""
+    value = c.job(args.id).result(args.part, timeout=args.timeout)
+    if args.json:
+        print(json.dumps(value if isinstance(value, dict) else np.asarray(value).tolist()))
+    else:
+        print(value if isinstance(value, dict) else np.array2string(np.asarray(value), threshold=1000))
+
+
+def cmd_devices(c: Client, args: argparse.Namespace) -> None:
+    d = c.devices()
+    if args.json:
+        print(json.dumps(d, indent=2))
+        return
+    for g in d.get("gpus", []):
+        print("%s %s %.1f GiB %s GB/s cached %d" % (g.get("id"), g.get("name"), (g.get("memory_bytes") or 0) / 2**30,
+                                                   g.get("ceiling_gbps"), len((g.get("cache") or {}).get("datasets", []))))
+    cpu = d.get("cpu") or {}
+    print("%s %s %s threads" % (cpu.get("id"), cpu.get("name"), cpu.get("threads")))
+
+
+def cmd_algorithms(c: Client, args: argparse.Namespace) -> None:
+    algos = c.algorithms()
+    if args.json:
+        print(json.dumps(algos, indent=2))
+        return
+    for a in algos:
+        print("%s %s %s: %s" % (a.get("device"), a.get("name"), ",".join(a.get("ops", [])), a.get("description", "")))
+
+
+def cmd_benchmark(c: Client, args: argparse.Namespace) -> None:
+    algos = args.algorithms.split(",") if args.algorithms else None
+    job = c.benchmark(args.op, args.dtype, args.n, algorithms=algos, repeats=args.repeats, device=args.device)
+    table = job.result()
+    if args.json:
+        print(json.dumps(table, indent=2))
+        return
+    rate = "gflops" if args.op == "matmul" else "gbps"
+    for r in table.get("rows", []):
+        if r.get("error"):
+            print("%-20s did not run: %s" % (r.get("algorithm"), r["error"]))
+            continue
+        print("%-20s %10.4f ms %10.2f %s %s" % (r.get("algorithm"), r["median_ms"], r[rate], rate,
+                                               "matched" if r.get("matched") else "MISMATCH"))
+
+
+def cmd_cleanup(c: Client, args: argparse.Namespace) -> None:
+    gone = c.cleanup(older_than=args.older_than, kept=args.kept)
+    _show(args, [{"id": i, "deleted": True} for i in gone], many=True)
 
 
 def cmd_events(c: Client, args: argparse.Namespace) -> None:
@@ -214,6 +278,32 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("ids", nargs="+")
     s.set_defaults(run=cmd_rm)
 
+    s = add("result", help="print a job's result (waiting for it)")
+    s.add_argument("id")
+    s.add_argument("--part", choices=["values", "indices"], help="default: indices for argmin/argmax, else values")
+    s.add_argument("--timeout", type=float, help="seconds to wait for the job (default: the client's 60)")
+    s.set_defaults(run=cmd_result)
+
+    s = add("devices", help="the GPUs and the CPU backend")
+    s.set_defaults(run=cmd_devices)
+
+    s = add("algorithms", help="the variants per op and device")
+    s.set_defaults(run=cmd_algorithms)
+
+    s = add("benchmark", help="run a device's variants side by side and print the table")
+    s.add_argument("op", choices=["sum", "prod", "min", "max", "mean", "argmin", "argmax", "matmul"])
+    s.add_argument("dtype", choices=["int32", "int64", "float32", "float64"])
+    s.add_argument("n", type=int, help="values (matmul: n x n operands)")
+    s.add_argument("--algorithms", help="comma-separated (default: all)")
+    s.add_argument("--repeats", type=int)
+    s.add_argument("--device", default="auto")
+    s.set_defaults(run=cmd_benchmark)
+
+    s = add("cleanup", help="delete finished jobs in bulk, with the datasets their results were kept in")
+    s.add_argument("--older-than", type=float, metavar="SECONDS", help="jobs that ended this long ago")
+    s.add_argument("--kept", action="store_true", help="jobs whose result the service kept as datasets")
+    s.set_defaults(run=cmd_cleanup)
+
     s = add("events", help="print job and dataset events as they happen, until Ctrl-C "
                            "(reconnecting and resuming if the service restarts)")
     s.add_argument("--job", help="one job's (j_...)")
@@ -233,6 +323,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Error as e:
         print("gpured-cli: %s" % e, file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader went away (| head): quietly, with nothing left to flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (OSError, ValueError) as e:
         print("gpured-cli: %s" % e, file=sys.stderr)
         return 2
