@@ -108,6 +108,39 @@ def timed_out(what, fn, seconds):
     CHECK.ok(False, "%s: no gpured.Timeout raised (returned %r)" % (what, got))
 
 
+def many(srv, c, seen):
+    """gpured.as_completed and gpured.wait: jobs yielded as they end, those ended already first,
+    through one event stream (no GET per job while waiting), and Timeout where they cannot end."""
+    ended = c.submit("sum", [1, 2], device=L.DEVICE, wait=30)
+    blocker = L.blocker(srv, 3)
+    CHECK.eq(blocker.status, 202, "a benchmark holding the CPU")
+    behind = [c.submit("sum", [i, 1], device="cpu") for i in range(6)]  # end one after another, after it
+    mark = seen.mark()
+    order = [j.id for j in gpured.as_completed([behind[5], ended] + behind[:5], timeout=60)]
+    CHECK.eq(order[0], ended.id, "as_completed: the job ended already first")
+    CHECK.eq(sorted(order), sorted([ended.id] + [j.id for j in behind]), "as_completed: every job once")
+    CHECK.ok(all(j.done and j.result() == j.doc["result"]["value"] for j in behind), "each yielded job ended, with its result")
+    gets = [r for r in seen.since(mark, "GET") if r["path"].startswith("/v1/jobs/")]
+    CHECK.ok(len(gets) <= len(behind), "no more than one GET per job, as it ends (%d)" % len(gets))
+    CHECK.eq(len([r for r in seen.since(mark, "GET") if r["path"] == "/v1/events"]), 1, "one event stream")
+    blocker = L.blocker(srv, 3)
+    queued = [c.submit("max", [i, 2], device="cpu") for i in range(3)]
+    done, left = gpured.wait(queued + [ended], timeout=0.5)
+    CHECK.eq((done, left), ({ended}, set(queued)), "wait(timeout=0.5) behind a blocker: (done, not_done)")
+    done, left = gpured.wait(queued, return_when=gpured.FIRST_COMPLETED, timeout=60)
+    CHECK.ok(len(done) >= 1 and done | left == set(queued), "wait(FIRST_COMPLETED): %d done" % len(done))
+    done, left = gpured.wait(queued, timeout=60)
+    CHECK.eq((done, left), (set(queued), set()), "wait(): all of them")
+    blocker = L.blocker(srv, 3)
+    stuck = c.submit("min", [1], device="cpu")
+    try:
+        list(gpured.as_completed([stuck], timeout=0.5))
+        CHECK.ok(False, "as_completed of a job behind a blocker, timeout 0.5: Timeout")
+    except gpured.Timeout as e:
+        CHECK.ok(stuck.id in str(e), "as_completed raises Timeout naming the job: %s" % e)
+    stuck.wait(60)
+
+
 def errors_and_deadlines(srv, c):
     """Each error class a caller can catch, and deadlines that hold for a whole call: jobs behind a
     blocker on the CPU cannot end in time."""
@@ -1054,6 +1087,7 @@ def main():
                        ("datasets", lambda: datasets(c, seen, rng)), ("large upload", lambda: large_upload(c)),
                        ("jobs", lambda: jobs(srv, c, seen, rng)),
                        ("errors and deadlines", lambda: errors_and_deadlines(srv, c)),
+                       ("as_completed and wait", lambda: many(srv, c, seen)),
                        ("AsyncClient", lambda: async_client(srv.base, rng)), ("retries", retries),
                        ("tokens", lambda: tokens(rng)), ("events", events), ("SSE parsing", sse_parsing),
                        ("gpured-cli", lambda: cli(srv, c, rng))):

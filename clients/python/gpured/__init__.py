@@ -12,7 +12,9 @@ from .aio import AsyncClient
 from .client import JSON_MAX_ELEMENTS, Client, Dataset, Job
 from .errors import Error, JobFailed, LimitExceeded, NotFound, Timeout, Unavailable
 from .events import Event, EventStream, JobWatch
+from .waiting import ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION, as_completed, wait
 
-__all__ = ["AsyncClient", "Client", "Dataset", "Error", "Event", "EventStream", "JSON_MAX_ELEMENTS", "Job", "JobFailed",
-           "JobWatch", "LimitExceeded", "NotFound", "Timeout", "Unavailable"]
+__all__ = ["ALL_COMPLETED", "AsyncClient", "Client", "Dataset", "Error", "Event", "EventStream", "FIRST_COMPLETED",
+           "FIRST_EXCEPTION", "JSON_MAX_ELEMENTS", "Job", "JobFailed", "JobWatch", "LimitExceeded", "NotFound", "Timeout",
+           "Unavailable", "as_completed", "wait"]
 __version__ = "0.1.0"
