@@ -5,7 +5,9 @@ import asyncio
 import functools
 from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterator, Optional, TypeVar, Union
 
-from .client import Client, Dataset, Job
+import numpy as np
+
+from .client import Client, Dataset, Job, Result
 from .events import Event, EventStream, JobWatch
 
 T = TypeVar("T")
@@ -148,7 +150,7 @@ class AsyncClient:
         """:meth:`Job.wait` in a worker thread."""
         return await asyncio.to_thread(job.wait, timeout)
 
-    async def result(self, job: Job, part: Optional[str] = None, timeout: Optional[float] = None) -> Any:
+    async def result(self, job: Job, part: Optional[str] = None, timeout: Optional[float] = None) -> Result:
         """:meth:`Job.result` in a worker thread."""
         return await asyncio.to_thread(job.result, part, timeout)
 
@@ -156,7 +158,7 @@ class AsyncClient:
         """:meth:`Job.cancel` in a worker thread."""
         return await asyncio.to_thread(job.cancel)
 
-    async def download(self, dataset: Dataset, progress: Any = None) -> Any:
+    async def download(self, dataset: Dataset, progress: Any = None) -> np.ndarray:
         """:meth:`Dataset.download` in a worker thread."""
         return await asyncio.to_thread(dataset.download, progress)
 

@@ -36,6 +36,10 @@ BACKOFF_FIRST, BACKOFF_MAX = 0.25, 30.0
 """Seconds before the first retry; it doubles with each one, up to BACKOFF_MAX."""
 
 Axis = Optional[int]
+Reduced = Union[np.generic, np.ndarray]
+"""What a reduction gives: a NumPy scalar (whole array) or a 1-D array (an axis)."""
+Result = Union[np.generic, np.ndarray, dict]
+"""What Job.result gives: a reduction's, a product's array, or a benchmark's table."""
 Source = Any
 """Values to reduce: anything numpy.asarray takes (1-D or 2-D), a Dataset, or a dataset id."""
 
@@ -217,7 +221,7 @@ class Client:
 
     def reduce(self, op: str, data: Source, axis: Axis = None, *, ties: Optional[str] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
-               shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None, keep: bool = False) -> Any:
+               shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None, keep: bool = False) -> Reduced:
         """Run a reduction and return its result (see :meth:`Job.result`): a NumPy scalar for
         ``axis`` None, else a 1-D array (one per column for 0, per row for 1); int64 for integer
         results, float64 for float ones and every mean; argmin/argmax give the indices (int64).
@@ -236,31 +240,31 @@ class Client:
                           shape=shape, wait=_wait_within(deadline), deadline=deadline)
         return job._result_once(keep, deadline)
 
-    def sum(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+    def sum(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The sum of the values (options: as :meth:`reduce`)."""
         return self.reduce("sum", data, axis, **options)
 
-    def prod(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+    def prod(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The product of the values (options: as :meth:`reduce`)."""
         return self.reduce("prod", data, axis, **options)
 
-    def min(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+    def min(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The smallest value (options: as :meth:`reduce`)."""
         return self.reduce("min", data, axis, **options)
 
-    def max(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+    def max(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The largest value (options: as :meth:`reduce`)."""
         return self.reduce("max", data, axis, **options)
 
-    def mean(self, data: Source, axis: Axis = None, **options: Any) -> Any:
+    def mean(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The mean of the values, float64 (options: as :meth:`reduce`)."""
         return self.reduce("mean", data, axis, **options)
 
-    def argmin(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Any:
+    def argmin(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Reduced:
         """The index of the smallest value (int64; ties "first" or "last"; options: as :meth:`reduce`)."""
         return self.reduce("argmin", data, axis, ties=ties, **options)
 
-    def argmax(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Any:
+    def argmax(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Reduced:
         """The index of the largest value (int64; ties "first" or "last"; options: as :meth:`reduce`)."""
         return self.reduce("argmax", data, axis, ties=ties, **options)
 
@@ -539,7 +543,7 @@ class Job:
         return self
 
     def result(self, part: Optional[str] = None, timeout: Optional[float] = None, *,
-               deadline: Optional[float] = None) -> Any:
+               deadline: Optional[float] = None) -> Result:
         """The job's result, once it has ended (waiting up to ``timeout`` seconds).
 
         A reduction gives a NumPy scalar (whole array) or 1-D array (axis), int64 for integer
@@ -571,7 +575,7 @@ class Job:
                 return np.asarray(res[k], dtype=rtype)[()]
         return self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline)
 
-    def _result_once(self, keep: bool, deadline: float) -> Any:
+    def _result_once(self, keep: bool, deadline: float) -> Any:  # Reduced, or a product's array
         """The result, then (unless keep) the job deleted with its kept result: a one-call
         reduction or product leaves nothing behind. One that cannot go yet (another job reads
         its result) is left with a warning."""
