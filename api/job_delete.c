@@ -1,7 +1,11 @@
 /* job_delete.c: DELETE /v1/jobs/{id} on a finished job: the datasets its result was kept in go
- * first, then its row, as retention removes them. Runs on HTTP threads; the request owns its
- * struct deletion (r->state) and is suspended while each delete commits. */
+ * first, then its row, as retention removes them; and DELETE /v1/jobs, finished jobs in bulk,
+ * which the sweep thread deletes. Runs on HTTP threads; the request owns its struct deletion or
+ * gr_cleanup (r->state) and is suspended while the deletes commit. */
 #include "api/job_delete.h"
+
+#include "api/headers.h"
+#include "server/sweep.h"
 
 #include "db/dsfile.h"
 #include "db/store.h"
@@ -138,4 +142,58 @@ void gr_delete_finished_job(struct gr_req *r, const char *doc)
     }
     r->state = d;
     next(r);
+}
+
+/* Runs on the sweep thread once the bulk delete is done. */
+static void cleaned(struct gr_cleanup *c) { gr_wake(c->ctx); }
+
+static void answer_cleanup(struct gr_req *r)
+{
+    struct gr_cleanup *c = r->state;
+    r->state = NULL;
+    if (c->code != GR_OK) {
+        gr_respond_problem(r, &c->e);
+    } else {
+        char *body = malloc(96);
+        int n = body ? snprintf(body, 96, "{\"deleted\":%d,\"in_use\":%d}", c->deleted, c->in_use) : 0;
+        gr_respond(r, 200, "application/json", body, (size_t)n, NULL);
+        gr_log(GR_LOG_INFO, "%d finished job(s) deleted on request, %d left in use", c->deleted, c->in_use);
+    }
+    free(c);
+}
+
+void gr_cleanup_jobs(struct gr_req *r)
+{
+    struct gr_err e = {0};
+    const char *older = gr_query(r, "older_than"), *kept = gr_query(r, "kept"), *tenant;
+    int64_t secs = older ? gr_parse_uint(older, INT64_MAX / 1000000) : -1;
+    int rc = GR_OK;
+    if (older && secs < 0)
+        rc = gr_fail(&e, GR_EINVAL, "older_than", "older_than must be whole seconds (0 or more), not '%.40s'", older);
+    else if (kept && strcmp(kept, "true") && strcmp(kept, "false"))
+        rc = gr_fail(&e, GR_EINVAL, "kept", "kept must be true or false, not '%.40s'", kept);
+    else if (!older && !(kept && !strcmp(kept, "true")))
+        rc = gr_fail(&e, GR_EINVAL, NULL, "say which finished jobs to delete: ?older_than=SECONDS (submitted that long "
+                                          "ago), ?kept=true (results kept as datasets), or both");
+    if (rc != GR_OK) {
+        gr_respond_problem(r, &e);
+        return;
+    }
+    if (gr_list_tenant(r, &tenant) != GR_OK)
+        return;
+    struct gr_cleanup *c = calloc(1, sizeof *c);
+    if (!c) {
+        gr_fail(&e, GR_ENOMEM, NULL, "out of memory");
+        gr_respond_problem(r, &e);
+        return;
+    }
+    c->tenant = tenant; /* the request's or its token's: kept while it is parked */
+    c->kept = kept && !strcmp(kept, "true");
+    if (older) /* ids are microseconds since the epoch: every job id below this one was submitted earlier */
+        snprintf(c->before, sizeof c->before, "j_%016llx", (unsigned long long)((gr_now() - (double)secs) * 1e6));
+    c->done = cleaned;
+    c->ctx = r;
+    r->state = c;
+    gr_suspend(r, answer_cleanup);
+    gr_sweep_cleanup(c);
 }

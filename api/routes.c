@@ -951,7 +951,7 @@ static void devices(struct gr_req *r)
 }
 
 const struct gr_route gr_routes[] = {
-    {"/v1/jobs", list_jobs, post_job, NULL, GR_BODY_JSON | GR_BODY_BINARY, NULL, 0},
+    {"/v1/jobs", list_jobs, post_job, gr_cleanup_jobs, GR_BODY_JSON | GR_BODY_BINARY, NULL, 0},
     {"/v1/jobs/{id}", get_job, NULL, cancel_job, 0, NULL, 0},
     {"/v1/jobs/{id}/result", get_result, NULL, NULL, 0, NULL, 0},
     {"/v1/benchmarks", NULL, post_benchmark, NULL, GR_BODY_JSON, NULL, 0},

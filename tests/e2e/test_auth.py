@@ -279,6 +279,44 @@ def delete_under_spam(srv):
     CHECK.eq(odd[:5], [], "each of Bob's jobs is 404 as for a dataset that does not exist")
 
 
+def cleanup(srv):
+    """DELETE /v1/jobs: a tenant deletes its own finished jobs in bulk (by kept result, by age),
+    never another's; an admin names the tenant."""
+    rows = 5000
+    big = upload(srv, ALICE, [1] * (2 * rows))
+    kept = job(srv, ALICE, {"op": "argmin", "dataset": big, "shape": [rows, 2], "axis": 1})
+    small = job(srv, ALICE, {"op": "sum", "dtype": "int32", "data": [1]})
+    bobs = job(srv, BOB, {"op": "sum", "dtype": "int32", "data": [2]})
+    bob_kept = job(srv, BOB, {"op": "matmul", "dtype": "float32", "a": {"data": [[1]]}, "b": {"data": [[2]]}})
+    L.check_problem("DELETE /v1/jobs saying which jobs", srv.req("DELETE", "/v1/jobs", headers=hdr(ALICE)), 400)
+    L.check_problem("?older_than=soon", srv.req("DELETE", "/v1/jobs?older_than=soon", headers=hdr(ALICE)), 400,
+                    "older_than")
+    r = srv.req("DELETE", "/v1/jobs?kept=true", headers=hdr(ALICE))
+    CHECK.eq((r.status, r.json().get("in_use")), (200, 0), "alice's jobs with kept results deleted (%r)" % r.body[:200])
+    CHECK.ok(r.json().get("deleted", 0) >= 1, "at least her argmin: %r" % r.json())
+    gone = [srv.req("GET", p, headers=hdr(ALICE)).status for p in
+            ("/v1/jobs/" + kept["id"], "/v1/datasets/" + kept["result"]["dataset"])]
+    CHECK.eq(gone, [404, 404], "the job and its kept result are gone")
+    CHECK.eq(srv.req("GET", "/v1/jobs/" + small["id"], headers=hdr(ALICE)).status, 200, "a job without one stays")
+    CHECK.eq(srv.req("DELETE", "/v1/jobs?older_than=0", headers=hdr(ALICE)).status, 200, "alice: every finished job")
+    CHECK.eq(srv.req("GET", "/v1/jobs/" + small["id"], headers=hdr(ALICE)).status, 404, "her job submitted before: gone")
+    CHECK.eq([srv.req("GET", "/v1/jobs/" + j["id"], headers=hdr(BOB)).status for j in (bobs, bob_kept)], [200, 200],
+             "bob's jobs stay")
+    r = srv.req("DELETE", "/v1/jobs?kept=true&tenant=bob", headers=hdr(ROOT))
+    CHECK.eq((r.status, r.json().get("deleted")), (200, 1), "the admin deletes bob's kept product (%r)" % r.body[:200])
+    CHECK.eq([srv.req("GET", "/v1/jobs/" + j["id"], headers=hdr(BOB)).status for j in (bobs, bob_kept)], [200, 404],
+             "bob's product went, his sum stays")
+    # more than a page of the sweep's (256): every one goes
+    r = srv.req("POST", "/v1/jobs", [{"op": "sum", "dtype": "int32", "data": [i]} for i in range(600)],
+                hdr(BOB, {"Prefer": "wait=30"}), timeout=120)
+    CHECK.eq(r.status, 200, "bob's batch of 600 ended (%r)" % r.body[:200])
+    had = len(srv.req("GET", "/v1/jobs?limit=1000", headers=hdr(BOB)).json().get("jobs", []))
+    r = srv.req("DELETE", "/v1/jobs?older_than=0", headers=hdr(BOB), timeout=120)
+    CHECK.ok(had > 601 - 1 and (r.status, r.json().get("deleted")) == (200, had),
+             "bob deletes his %d finished jobs (%r)" % (had, r.body[:200]))
+    CHECK.eq(srv.req("GET", "/v1/jobs", headers=hdr(BOB)).json().get("jobs"), [], "bob has none left")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="gpured-auth-")
     path = os.path.join(tmp, "tokens")
@@ -291,6 +329,7 @@ def main():
     pages(srv)
     delete_under_spam(srv)
     validators(srv)
+    cleanup(srv)
     reload(srv, path)
     log = "\n".join(srv.log)
     CHECK.ok(not any(t in log for t in (ALICE, BOB, ROOT, "c4" * 16)), "no token appears in the log")

@@ -133,7 +133,7 @@ def main():
     L.check_problem("GET unknown id", srv.req("GET", "/v1/jobs/" + unknown), 404)
     L.check_problem("DELETE unknown id", srv.req("DELETE", "/v1/jobs/" + unknown), 404)
     for method, path, allow in (("PUT", "/v1/jobs/" + jid, ("GET", "DELETE")), ("POST", "/v1/jobs/" + jid, ("GET", "DELETE")),
-                                ("PUT", "/v1/jobs", ("GET", "POST")), ("DELETE", "/v1/jobs", ("GET", "POST"))):
+                                ("PUT", "/v1/jobs", ("GET", "POST", "DELETE")), ("PATCH", "/v1/jobs", ("GET", "POST", "DELETE"))):
         r = srv.req(method, path)
         what = "%s %s" % (method, path)
         L.check_problem(what, r, 405)

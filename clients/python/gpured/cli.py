@@ -26,7 +26,7 @@ USAGE = """examples:
   gpured-cli events --kind job --status failed,canceled  # one line per event, until Ctrl-C
   gpured-cli result j_0123456789abcdef    # the values (argmin/argmax: the indices)
   gpured-cli benchmark sum float32 16777216 --device gpu
-  gpured-cli cleanup --kept --older-than 86400   # finished jobs (and kept results) to delete
+  gpured-cli cleanup --kept --older-than 86400   # finished jobs with kept results, a day old
 """
 
 
@@ -191,8 +191,7 @@ def cmd_benchmark(c: Client, args: argparse.Namespace) -> None:
 
 
 def cmd_cleanup(c: Client, args: argparse.Namespace) -> None:
-    gone = c.cleanup(older_than=args.older_than, kept=args.kept)
-    _show(args, [{"id": i, "deleted": True} for i in gone], many=True)
+    _show(args, [c.cleanup(older_than=args.older_than, kept=args.kept)])
 
 
 def cmd_events(c: Client, args: argparse.Namespace) -> None:
@@ -300,7 +299,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(run=cmd_benchmark)
 
     s = add("cleanup", help="delete finished jobs in bulk, with the datasets their results were kept in")
-    s.add_argument("--older-than", type=float, metavar="SECONDS", help="jobs that ended this long ago")
+    s.add_argument("--older-than", type=int, metavar="SECONDS", help="jobs submitted this long ago")
     s.add_argument("--kept", action="store_true", help="jobs whose result the service kept as datasets")
     s.set_defaults(run=cmd_cleanup)
 

@@ -1,7 +1,6 @@
 # client.py: gpured.Client, the HTTP API (docs/API.md) as Python calls, with its Job and Dataset.
 from __future__ import annotations
 
-import datetime
 import email.utils
 import math
 import os
@@ -396,27 +395,14 @@ class Client:
         for doc in self._pages("/v1/jobs", "jobs", limit, page, status=status, op=op, tenant=tenant):
             yield Job(self, doc)
 
-    def cleanup(self, older_than: Optional[float] = None, kept: bool = False) -> list[str]:
-        """Delete finished jobs in bulk, each with the datasets its result was kept in, and return
-        their ids: those that ended more than ``older_than`` seconds ago, or (``kept``) those whose
-        result the service kept as datasets; both given: jobs that are either. A job whose kept
-        result other jobs read now stays (it is left out of the list)."""
-        if older_than is None and not kept:
-            raise ValueError("cleanup: say which jobs: older_than= (seconds) or kept=True")
-        cutoff = None if older_than is None else time.time() - older_than
-        gone = []
-        for status in TERMINAL:
-            for job in list(self.jobs(status=status, page=1000)):
-                ended = _epoch(job.doc.get("finished_at"))
-                old = cutoff is not None and ended is not None and ended < cutoff
-                if old or (kept and (job.doc.get("result") or {}).get("dataset")):
-                    try:
-                        job.delete()
-                        gone.append(job.id)
-                    except Error as e:
-                        if e.status not in (404, 409):  # deleted meanwhile, or its result is read now
-                            raise
-        return gone
+    def cleanup(self, older_than: Optional[float] = None, kept: bool = False, tenant: Optional[str] = None) -> dict:
+        """Delete finished jobs in bulk (``DELETE /v1/jobs``), each with the datasets its result
+        was kept in: those submitted more than ``older_than`` seconds ago, and/or (``kept``) those
+        whose result the service kept as datasets. Returns ``{"deleted": n, "in_use": m}``: m jobs
+        stay because other jobs read their kept result now. An admin token may name a tenant."""
+        params = {"older_than": None if older_than is None else int(older_than), "kept": "true" if kept else None,
+                  "tenant": tenant}
+        return self.request("DELETE", "/v1/jobs", params={k: v for k, v in params.items() if v is not None}).json()
 
     def benchmark(self, op: str, dtype: str, n: int, *, algorithms: Optional[Sequence[str]] = None,
                   repeats: Optional[int] = None, device: str = "auto", wait: bool = True) -> "Job":
@@ -689,13 +675,6 @@ def _delete_all(datasets: Iterable[Dataset]) -> None:
                     warnings.warn("gpured: the dataset %s uploaded for a job is left: %s" % (ds.id, e), stacklevel=3)
                     break
                 time.sleep(0.05 * 2 ** attempt)
-
-
-def _epoch(rfc3339: Optional[str]) -> Optional[float]:
-    """Seconds since the epoch of the service's RFC 3339 UTC times ("2026-11-23T18:00:00.123Z")."""
-    if not rfc3339:
-        return None
-    return datetime.datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
 def _wait_within(deadline: float) -> int:
