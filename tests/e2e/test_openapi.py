@@ -57,7 +57,8 @@ def tokens_file():
 CONFIG = """
 [checks]
 enabled = true
-# DELETE /v1/jobs/{id} cancels: the job stays readable (status canceled), it is not removed.
+# DELETE /v1/jobs/{id} of a queued job cancels it (200): the job stays readable (status canceled);
+# only a finished one's DELETE (204) removes it.
 use_after_free.enabled = false
 
 [[operations]]
