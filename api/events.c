@@ -5,7 +5,9 @@
  * every subscriber that is up to date, and, for one that fell behind (a resume from an old
  * Last-Event-ID, or a client reading slowly), a page of its own at a time. A tenant's stream
  * numbers events by the tenant's own count (tseq), so its ids move only with its own events; an
- * admin's (or any stream without tokens) by seq, the store's count of all. */
+ * admin's (or any stream without tokens) by seq, the store's count of all. A job's running event
+ * is never stored: the workers tell it (gr_events_running, under mu), and each round hands it
+ * to the streams that are up to date, after its job's queued event and never after its end. */
 #include "api/events.h"
 
 #include "server/job_doc.h" /* gr_rfc3339 */
@@ -29,11 +31,14 @@
 #define ROUND_MS 500     /* a round without a kick: heartbeats, other replicas' events */
 #define GAP_MS 5         /* rounds at most this often: under load one read serves many commits */
 #define SUBS_PER_MS 100  /* and 1 ms further apart per this many streams: each round walks them all */
+#define RUNS_MAX 65536   /* running events told between two rounds, at most: the rest are not told */
 
 enum { K_JOB = 1, K_DATASET = 2 };
 static const char *const kinds[] = {"job", "dataset"};
-/* what an event's status can be: running is never stored, so it is no event */
-static const char *const states[] = {"queued", "succeeded", "failed", "canceled", "created", "deleted"};
+/* what an event's status can be (running: told live, never stored) */
+static const char *const states[] = {"queued", "running", "succeeded", "failed", "canceled", "created", "deleted"};
+#define RUNNING 0x2u /* its bit */
+#define ENDS 0x1cu    /* succeeded, failed, canceled */
 #define NSTATES (int)(sizeof states / sizeof states[0])
 
 struct sub {
@@ -64,6 +69,8 @@ struct ev {
     char id[24], tenant[65];
     char *text, *own; /* as an admin's stream tells it (by seq), and as its tenant's (by tseq) */
     size_t len, own_len;
+    char *run; /* an end's: its job's running event, told in the round that read the end, sent first */
+    size_t run_len;
 };
 
 struct evs {
@@ -71,10 +78,22 @@ struct evs {
     int n, cap, oom;
 };
 
+/* A job that began running, as the workers told it. */
+struct run {
+    char id[24], tenant[65], op[16], device[16];
+    double at;
+};
+
+struct runs {
+    struct run *r;
+    int n, cap;
+};
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static struct sub *subs;
-static int nsubs;            /* in subs */
+static int nsubs;            /* in subs (atomic: a worker looks without mu) */
+static struct runs told, pending; /* running events told since the last round, and those for the next */
 static struct sub *opening;  /* streams whose opening waits for the writer (linked by next) */
 static int kicked, stopping, started;
 static unsigned tokens_seen; /* gr_tokens_loads() when the streams' tokens were last checked */
@@ -133,6 +152,12 @@ static void take_row(void *ctx, const char *seq, const char *doc)
     gr_rfc3339(json_number_value(json_object_get(o, "at")), at, sizeof at);
     json_object_set_new(o, "at", json_string(at));
     json_object_del(o, "tseq");
+    const char *k;
+    json_t *v;
+    void *next;
+    json_object_foreach_safe(o, next, k, v) /* a dataset's, or a job deleted since: no op, device or error */
+        if (json_is_null(v))
+            json_object_del(o, k);
     e->text = render(o, e->kind, e->seq, &e->len);
     e->own = render(o, e->kind, e->tseq, &e->own_len);
     json_decref(o);
@@ -148,7 +173,7 @@ static void take_row(void *ctx, const char *seq, const char *doc)
 static void evs_free(struct evs *v)
 {
     for (int i = 0; i < v->n; i++)
-        free(v->ev[i].text), free(v->ev[i].own);
+        free(v->ev[i].text), free(v->ev[i].own), free(v->ev[i].run);
     free(v->ev);
 }
 
@@ -181,10 +206,11 @@ static void add(struct sub *s, const char *p, size_t n)
     s->len += n;
 }
 
-static int matches(const struct sub *s, const struct ev *e)
+/* Whether s wants e's event of status state (a bit of states). */
+static int matches(const struct sub *s, const struct ev *e, unsigned state)
 {
     return (!s->tenant[0] || !strcmp(s->tenant, e->tenant)) && (!s->job[0] || !strcmp(s->job, e->id)) &&
-           (!s->kinds || (s->kinds & e->kind)) && (!s->states || (s->states & e->state));
+           (!s->kinds || (s->kinds & e->kind)) && (!s->states || (s->states & state));
 }
 
 /* The events of v after s's cursor onto its text, while it has room (mu held). */
@@ -194,7 +220,9 @@ static void deliver(struct sub *s, const struct evs *v)
         const struct ev *e = &v->ev[i];
         if (e->seq <= s->cursor)
             continue;
-        if (matches(s, e))
+        if (e->run && matches(s, e, RUNNING))
+            add(s, e->run, e->run_len);
+        if (matches(s, e, e->state))
             add(s, s->tenant[0] ? e->own : e->text, s->tenant[0] ? e->own_len : e->len);
         if (s->tenant[0] && !strcmp(s->tenant, e->tenant))
             s->pos = e->tseq;
@@ -322,6 +350,102 @@ static void open_ready(void)
     }
 }
 
+/* The SSE text of running event r: no id, since it is not stored and no stream resumes from it. */
+static char *render_run(const struct run *r, size_t *len)
+{
+    char at[40];
+    gr_rfc3339(r->at, at, sizeof at);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "kind", "job", "id", r->id, "status", "running",
+                          "tenant", r->tenant, "at", at, "op", r->op, "device", r->device);
+    char *data = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    size_t room = (data ? strlen(data) : 0) + 32;
+    char *text = data ? malloc(room) : NULL;
+    if (text)
+        *len = (size_t)snprintf(text, room, "event: job\ndata: %s\n\n", data);
+    free(data);
+    return text;
+}
+
+/* Each pending running event whose job's end is in page v goes with that end, to be sent just
+ * before it (mu held). */
+static void attach_running(struct evs *v)
+{
+    int kept = 0;
+    for (int i = 0; i < pending.n; i++) {
+        const struct run *r = &pending.r[i];
+        struct ev *end = NULL;
+        for (int k = 0; k < v->n && !end; k++)
+            if ((v->ev[k].state & ENDS) && v->ev[k].kind == K_JOB && !strcmp(v->ev[k].id, r->id))
+                end = &v->ev[k];
+        if (!end)
+            pending.r[kept++] = *r;
+        else if (!end->run)
+            end->run = render_run(r, &end->run_len);
+    }
+    pending.n = kept;
+}
+
+/* The running events still pending to the streams that are up to date, once the round's read
+ * reached the newest event (complete); else they wait for the next round, since the queued events
+ * they follow may be past what it read (mu held). */
+static void tell_running(int complete)
+{
+    for (int i = 0; complete && i < pending.n; i++) {
+        const struct run *r = &pending.r[i];
+        struct ev e = {.kind = K_JOB};
+        snprintf(e.id, sizeof e.id, "%s", r->id);
+        snprintf(e.tenant, sizeof e.tenant, "%s", r->tenant);
+        char *text = NULL;
+        size_t len = 0;
+        for (struct sub *s = subs; s; s = s->next)
+            if (s->cursor >= head && s->len - s->off < ROOM && !s->ended && matches(s, &e, RUNNING) &&
+                (text || (text = render_run(r, &len))))
+                add(s, text, len);
+        free(text);
+    }
+    if (complete)
+        pending.n = 0;
+}
+
+/* Append the running events told since the last round to those pending, as many as fit (mu held). */
+static void take_told(void)
+{
+    int n = told.n < RUNS_MAX - pending.n ? told.n : RUNS_MAX - pending.n;
+    if (pending.cap < pending.n + n) {
+        struct run *grown = realloc(pending.r, (size_t)(pending.n + n) * sizeof *grown);
+        if (!grown)
+            n = 0;
+        else
+            pending.r = grown, pending.cap = pending.n + n;
+    }
+    memcpy(pending.r + pending.n, told.r, (size_t)n * sizeof *told.r);
+    pending.n += n;
+    told.n = 0;
+}
+
+void gr_events_running(const char *id, const char *tenant, const char *op, const char *device, double at)
+{
+    if (!__atomic_load_n(&nsubs, __ATOMIC_RELAXED)) /* no one listens: nothing kept */
+        return;
+    pthread_mutex_lock(&mu);
+    if (told.n == told.cap && told.cap < RUNS_MAX) {
+        int cap = told.cap ? 2 * told.cap : 256;
+        struct run *grown = realloc(told.r, (size_t)cap * sizeof *grown);
+        if (grown)
+            told.r = grown, told.cap = cap;
+    }
+    if (told.n < told.cap) {
+        struct run *r = &told.r[told.n++];
+        snprintf(r->id, sizeof r->id, "%s", id);
+        snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
+        snprintf(r->op, sizeof r->op, "%s", op);
+        snprintf(r->device, sizeof r->device, "%s", device);
+        r->at = at;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
 /* Wait on cv until ms from now have passed (kicked: until then, or a kick; mu held). */
 static void sleep_for(long ms, int kickable)
 {
@@ -348,6 +472,7 @@ static void *events_main(void *arg)
         open_ready();
         int64_t from = head, oldest, newest = 0;
         int any = subs != NULL;
+        take_told(); /* before the read: each one's queued event was committed before it was told */
         pthread_mutex_unlock(&mu);
         struct evs got = {0};
         struct gr_err e = {0};
@@ -357,6 +482,8 @@ static void *events_main(void *arg)
         if (rc == GR_OK && newest > head)
             head = newest;
         end_revoked();
+        if (rc == GR_OK)
+            attach_running(&got);
         if (rc == GR_OK && got.n) {
             for (struct sub *s = subs; s; s = s->next) /* up to date, or started past from */
                 if (s->cursor >= from)
@@ -364,6 +491,7 @@ static void *events_main(void *arg)
             head = got.ev[got.n - 1].seq;
             kicked |= got.n == PAGE;
         }
+        tell_running(rc == GR_OK && got.n < PAGE);
         evs_free(&got);
         kicked |= catch_up();
         wake_ready();
@@ -421,6 +549,8 @@ void gr_events_stop(void)
     pthread_join(thread, NULL);
     pthread_mutex_lock(&mu);
     started = 0;
+    free(told.r), free(pending.r);
+    told = pending = (struct runs){0};
     pthread_mutex_unlock(&mu);
     pthread_cond_destroy(&cv); /* no kick signals it now: started is 0 */
 }
@@ -458,7 +588,7 @@ static void unsubscribe(void *cls)
     for (struct sub **p = &subs; *p; p = &(*p)->next)
         if (*p == s) {
             *p = s->next;
-            nsubs--;
+            __atomic_fetch_sub(&nsubs, 1, __ATOMIC_RELAXED);
             break;
         }
     s->gone = 1;
@@ -482,8 +612,8 @@ static int filters(struct gr_req *r, struct sub *s, struct gr_err *e)
         unsigned bit = n < sizeof name ? (memcpy(name, p, n), bit_of(states, NSTATES, name)) : 0;
         if (!bit)
             return gr_fail(e, GR_EINVAL, "status",
-                           "status must list queued, succeeded, failed, canceled, created or deleted, comma-separated "
-                           "(running is never stored, so it is no event); not '%.*s'", (int)n, p);
+                           "status must list queued, running, succeeded, failed, canceled, created or deleted, "
+                           "comma-separated; not '%.*s'", (int)n, p);
         s->states |= bit;
         p += n + (p[n] == ',');
     }
@@ -570,7 +700,7 @@ static void open_stream(struct gr_req *r, struct sub *s)
     if (rc == GR_OK) {
         s->next = subs;
         subs = s;
-        nsubs++;
+        __atomic_fetch_add(&nsubs, 1, __ATOMIC_RELAXED);
         s->refs++; /* this handler's, until the response holds s (refs 1: unsubscribe's) */
         kicked = 1;
         pthread_cond_signal(&cv);

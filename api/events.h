@@ -1,6 +1,6 @@
-/* events.h: GET /v1/events, the store's job and dataset events as Server-Sent Events. The
- * handler runs on the request's HTTP thread; one thread of this module (gr-events) reads new
- * events and hands them to every subscriber. */
+/* events.h: GET /v1/events, the store's job and dataset events and the jobs' running events, as
+ * Server-Sent Events. The handler runs on the request's HTTP thread; one thread of this module
+ * (gr-events) reads new events and hands them to every subscriber. */
 #ifndef GR_EVENTS_H
 #define GR_EVENTS_H
 
@@ -16,6 +16,10 @@ void gr_events_kick(void);
  * 503; the thread stops. Before the daemon stops: no stream stays suspended (each ends, and
  * gr_api_busy counts it until it has). */
 void gr_events_stop(void);
+
+/* Job id of tenant runs from at (gr_now's clock), on device (a worker, with the pipeline's lock held: quick, and
+ * nothing kept while no stream is open): a running event for the streams (gr_jobs_on_running). */
+void gr_events_running(const char *id, const char *tenant, const char *op, const char *device, double at);
 
 void gr_get_events(struct gr_req *r);
 

@@ -263,10 +263,13 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_KEY_GET] = "SELECT fingerprint, resource FROM idempotency WHERE tenant = $1 AND key = $2"
                        " AND created >= $3::float8",
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
-    /* ORDER BY events.seq: a bare seq would name the text column, and "10" sorts before "5" */
-    [GR_SQL_EVENTS] = "SELECT seq::text, json_build_object('seq', seq, 'kind', kind, 'id', id, 'status', status,"
-                      " 'tenant', tenant, 'at', at, 'tseq', tseq)::text FROM events WHERE seq > $1::bigint"
-                      " ORDER BY events.seq LIMIT $2::int",
+    /* ORDER BY the table's seq: a bare seq would name the text column, and "10" sorts before "5". A job
+     * event's op, device and a failure's problem as in SQLite (sqlite_schema.c's EVENT_JOB). */
+    [GR_SQL_EVENTS] = "SELECT e.seq::text, json_build_object('seq', e.seq, 'kind', e.kind, 'id', e.id, 'status', e.status,"
+                      " 'tenant', e.tenant, 'at', e.at, 'tseq', e.tseq, 'op', jb.op, 'device', jb.doc::json->>'device',"
+                      " 'error', CASE WHEN e.status = 'failed' THEN jb.doc::json->'error' END)::text FROM events e"
+                      " LEFT JOIN jobs jb ON e.kind = 'job' AND jb.id = e.id COLLATE \"C\" WHERE e.seq > $1::bigint"
+                      " ORDER BY e.seq LIMIT $2::int",
     [GR_SQL_EVENTS_LAST] = "SELECT seq::text, '' FROM events WHERE seq > $1::bigint ORDER BY events.seq DESC LIMIT $2::int",
     /* one statement, one snapshot, as in SQLite */
     [GR_SQL_EVENTS_OWN] = "SELECT '', concat_ws(' ', coalesce((SELECT max(seq) FROM events), 0),"

@@ -16,10 +16,12 @@
 
 /* A job id's number (common/id.c: "j_" and 16 hex digits), in SQL: the last migration's copy of
  * text keys. Bound values are converted in sqlite_store.c (bind_key). */
-#define HEX(i) "((instr('0123456789abcdef', substr(id, " #i ", 1)) - 1) << (4 * (18 - " #i ")))"
-#define ID_KEY                                                                                                     \
-    "(" HEX(3) " | " HEX(4) " | " HEX(5) " | " HEX(6) " | " HEX(7) " | " HEX(8) " | " HEX(9) " | " HEX(10) " | "    \
-    HEX(11) " | " HEX(12) " | " HEX(13) " | " HEX(14) " | " HEX(15) " | " HEX(16) " | " HEX(17) " | " HEX(18) ")"
+#define HEX(x, i) "((instr('0123456789abcdef', substr(" x ", " #i ", 1)) - 1) << (4 * (18 - " #i ")))"
+#define ID_KEY_OF(x)                                                                                               \
+    "(" HEX(x, 3) " | " HEX(x, 4) " | " HEX(x, 5) " | " HEX(x, 6) " | " HEX(x, 7) " | " HEX(x, 8) " | " HEX(x, 9)   \
+    " | " HEX(x, 10) " | " HEX(x, 11) " | " HEX(x, 12) " | " HEX(x, 13) " | " HEX(x, 14) " | " HEX(x, 15) " | "     \
+    HEX(x, 16) " | " HEX(x, 17) " | " HEX(x, 18) ")"
+#define ID_KEY ID_KEY_OF("id")
 
 const char *const gr_schema_steps[] = {
     "CREATE TABLE jobs(id TEXT PRIMARY KEY NOT NULL, status TEXT NOT NULL, op TEXT NOT NULL,"
@@ -137,6 +139,12 @@ const int gr_schema_nsteps = (int)(sizeof gr_schema_steps / sizeof gr_schema_ste
 /* The events after ?1, each of a run's its own: the row holding seq ?1 + 1 began at most a run
  * before it. json_each yields a run's ids in order, so rows in seq order need no sort. */
 #define EVENT_SEQ "e.seq + coalesce(j.key, 0)"
+#define EVENT_ID "coalesce(j.value, e.id)"
+/* A job event's op and device, and a failure's problem, as its job (jb) has them when read:
+ * reading them costs the event stream, where storing them would cost every job's commit. */
+#define EVENT_JOB                                                                                                  \
+    "'op', jb.op, 'device', json_extract(jb.doc, '$.device'),"                                                     \
+    " 'error', json(CASE WHEN e.status = 'failed' THEN json_extract(jb.doc, '$.error') END)"
 /* A tenant's newest event number (t: the tenant, as SQL), 0 if it has none */
 #define LAST_TSEQ(t)                                                                                               \
     "coalesce((SELECT c.tseq + coalesce(json_array_length(c.ids), 1) - 1 FROM events c WHERE c.tenant = " t          \
@@ -171,9 +179,10 @@ const char *const gr_sql[GR_SQL_N] = {
     [GR_SQL_KEY_GET] = "SELECT fingerprint, resource FROM idempotency WHERE tenant = ?1 AND key = ?2 AND created >= ?3",
     /* Start-up only: one pass over the datasets. */
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
-    [GR_SQL_EVENTS] = "SELECT " EVENT_SEQ ", json_object('seq', " EVENT_SEQ ", 'kind', e.kind, 'id', coalesce(j.value, e.id),"
-                      " 'status', e.status, 'tenant', e.tenant, 'at', e.at, 'tseq', e.tseq + coalesce(j.key, 0))"
-                      " FROM events e LEFT JOIN json_each(e.ids) j"
+    [GR_SQL_EVENTS] = "SELECT " EVENT_SEQ ", json_object('seq', " EVENT_SEQ ", 'kind', e.kind, 'id', " EVENT_ID ","
+                      " 'status', e.status, 'tenant', e.tenant, 'at', e.at, 'tseq', e.tseq + coalesce(j.key, 0),"
+                      " " EVENT_JOB ") FROM events e LEFT JOIN json_each(e.ids) j"
+                      " LEFT JOIN jobs jb ON e.kind = 'job' AND jb.id = " ID_KEY_OF(EVENT_ID)
                       " WHERE e.seq > CAST(?1 AS INTEGER) - " GR_STR(GR_SQ_EVENT_RUN) " AND " EVENT_SEQ
                       " > CAST(?1 AS INTEGER) ORDER BY e.seq LIMIT ?2",
     /* a row's last seq */

@@ -63,6 +63,8 @@ void gr_commits_record(struct gr_job *j, int status, int code, struct gr_waiter 
     if (code == GR_OK) {
         if (j->committed == -1)
             j->stored_ms = gr_mono_ms();
+        if (j->committed == -1 && status == GR_QUEUED && j->status == GR_RUNNING) /* it began before this */
+            gr_jobs_told_running(j);
         if (status > j->committed && j->committed != -3) /* an offer's end may be told before its insert's commit */
             j->committed = status;
     } else if (code == GR_ENOTFOUND && j->committed >= 0 && gr_store_shared(gr_jobs_store)) {

@@ -10,6 +10,15 @@
 pthread_mutex_t gr_jobs_mu = GR_MUTEX_INITIALIZER;
 struct gr_store *gr_jobs_store;
 static int capacity;
+static gr_jobs_running_fn *on_running; /* set once before the workers start */
+
+void gr_jobs_on_running(gr_jobs_running_fn *fn) { on_running = fn; }
+
+void gr_jobs_told_running(const struct gr_job *j)
+{
+    if (on_running)
+        on_running(j->id, j->tenant, gr_op_name(j->op), j->device, j->started_at);
+}
 
 int gr_jobs_start(struct gr_store *s, struct gr_backend **backends, int nbackends, int queue_capacity,
                   struct gr_err *e)

@@ -89,6 +89,13 @@ double gr_jobs_least_backlog_ms(void);
 /* On a shared store: the replica this one is, named in the jobs it runs. */
 void gr_jobs_set_replica(const char *replica);
 
+/* Told (fn) of each job once it runs and its queued state is stored, so that it never comes
+ * before that state's event: its id, tenant, op, device and start (gr_now's clock). A job stored once, final (answered
+ * within its wait), is not told. Called with the pipeline's lock held: fn is quick and calls
+ * nothing of the pipeline's. Set before gr_jobs_start. */
+typedef void gr_jobs_running_fn(const char *id, const char *tenant, const char *op, const char *device, double at);
+void gr_jobs_on_running(gr_jobs_running_fn *fn);
+
 /* Small whole-array reductions queued one behind another, of one op, dtype and length, run as one
  * launch of at most n jobs (1..GR_JOBS_GROUP_MAX; 1: each alone). Set before gr_jobs_start. */
 #define GR_JOBS_GROUP_MAX 256

@@ -22,6 +22,8 @@
 
 extern pthread_mutex_t gr_jobs_mu;     /* the one jobs lock ("mu"): what it guards, and how, jobs.c says */
 extern struct gr_store *gr_jobs_store; /* set once before any job runs */
+/* j runs, and its queued state is stored: told to gr_jobs_on_running's fn (mu held) */
+void gr_jobs_told_running(const struct gr_job *j);
 
 /* --- inflight.c (mu held) --- */
 

@@ -131,6 +131,7 @@ static int serve(struct gr_config *cfg)
     }
     gr_jobs_set_launch_group(cfg->launch_group);
     gr_store_observe_commits(store, committed);
+    gr_jobs_on_running(gr_events_running);
     if (gr_jobs_start(store, backends, nb, cfg->queue_capacity, &e) != GR_OK) {
         die("cannot start the workers", &e);
         goto out;

@@ -160,6 +160,8 @@ static void begin(struct queue *q, struct gr_job *j, struct gr_waiter **fired)
     j->started_at = gr_now();
     j->t.queue = (j->started_at - j->created_at) * 1e3;
     j->status = GR_RUNNING; /* in memory only: one store write less per job */
+    if (j->committed == GR_QUEUED) /* else told once it is (commits.c) */
+        gr_jobs_told_running(j);
     gr_metrics_running(gr_queue_dev(q), 1);
     gr_waiters_collect(j, gr_mono_ms(), fired);
 }

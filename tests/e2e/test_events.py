@@ -1,5 +1,7 @@
 # test_events.py: GET /v1/events, Server-Sent Events of job and dataset changes, on the real
-# server. A stream gets each job's queued and final events, in seq order, with ids that resume;
+# server. A stream gets each job's queued and final events, in seq order, with ids that resume,
+# and between them a running event told live (no id, never replayed), each with its op and device,
+# a failure's with its problem;
 # ?job=, ?status= and ?kind= filter; ?heartbeat= sends keep-alive comments; bad parameters are
 # 400 naming the field. Streams end when gpured stops; after a restart, Last-Event-ID replays
 # exactly the events after it (they are in the store) and the stream goes on with new ones.
@@ -21,8 +23,8 @@ ALICE, BOB, ROOT = "a1" * 16, "b2" * 16, "r00t" * 8
 
 
 class Stream:
-    """One event stream, read on a thread of its own: events as (id, event, data), and comments.
-    A plain HTTP/1.0 socket (the body is the stream itself, unchunked), so close() can shut it
+    """One event stream, read on a thread of its own: the stored events as (id, event, data), the
+    running events told live (no id) as (event, data) in runs, and comments. A plain HTTP/1.0 socket (the body is the stream itself, unchunked), so close() can shut it
     down under the reader."""
 
     def __init__(self, srv, query="", headers=None):
@@ -34,7 +36,8 @@ class Stream:
         CHECK.eq(self.status, 200, "GET /v1/events%s answers 200" % query)
         while self.file.readline() not in (b"\r\n", b""):
             pass
-        self.events, self.comments, self.ended, self.last_id = [], 0, False, None
+        self.events, self.runs, self.comments, self.ended, self.last_id = [], [], 0, False, None
+        self.order = []  # every event's data, stored or told live, as they came
         self.lock = threading.RLock()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -53,8 +56,14 @@ class Stream:
                         with self.lock:
                             self.last_id = v
                 elif "data" in fields:
+                    data = json.loads(fields["data"])
                     with self.lock:
-                        self.events.append((fields.get("id"), fields.get("event"), json.loads(fields["data"])))
+                        self.order.append(data)
+                        if data.get("status") == "running":
+                            CHECK.ok("id" not in fields and "seq" not in data, "a running event has no id: %r" % fields)
+                            self.runs.append((fields.get("event"), data))
+                        else:
+                            self.events.append((fields.get("id"), fields.get("event"), data))
                     fields = {}
                 else:
                     fields = {}
@@ -117,7 +126,10 @@ def streams(srv):
     schema = srv.get_json("/openapi.json")["components"]["schemas"]["Event"]  # what the spec promises
     props = schema["properties"]
     for _, kind, ev in every.events:
-        CHECK.eq(sorted(ev), sorted(schema["required"]), "an event's members are the Event schema's")
+        CHECK.eq(sorted(ev), sorted(schema["required"] + ["seq", "op", "device"]), "a stored job event's members: the "
+                 "Event schema's required, its seq, op and device")
+        CHECK.ok(set(ev) <= set(props), "each of them in the schema: %r" % sorted(ev))
+        CHECK.ok(ev["op"] == "sum" and ev["device"].startswith(L.DEVICE), "the job's op and device: %r" % ev)
         CHECK.ok(ev.get("kind") == kind and kind in props["kind"]["enum"] and ev.get("status") in props["status"]["enum"],
                  "kind and status from the schema's enums: %r" % ev)
         CHECK.ok(isinstance(ev.get("seq"), int) and isinstance(ev.get("at"), str) and L.RFC3339.match(ev["at"]),
@@ -136,6 +148,7 @@ def streams(srv):
     datasets.wait(lambda s: len(s.events) >= 2, "the dataset's two events")
     CHECK.eq([(e[1], e[2]["id"], e[2]["status"]) for e in datasets.events], [("dataset", ds, "created"), ("dataset", ds, "deleted")],
              "?kind=dataset: created, then deleted")
+    CHECK.eq(sorted(datasets.events[0][2]), sorted(schema["required"] + ["seq"]), "a dataset event has no op or device")
     time.sleep(0.5)
     CHECK.eq(one.jobs(), [], "?job= of a job that ended before the stream began: nothing new")
     for s in (one, done, datasets):
@@ -153,13 +166,53 @@ def streams(srv):
     quiet.close()
     more += late
 
-    for query, field in (("?status=running", "status"), ("?status=done", "status"), ("?kind=jobs", "kind"), ("?heartbeat=0", "heartbeat"),
+    for query, field in (("?status=runs", "status"), ("?status=done", "status"), ("?kind=jobs", "kind"), ("?heartbeat=0", "heartbeat"),
                          ("?job=d_1", "job"), ("?after=-3", "after")):
         r = srv.req("GET", "/v1/events" + query)
         L.check_problem("GET /v1/events%s" % query, r, 400, field)
     r = srv.req("GET", "/v1/events", headers={"Last-Event-ID": "x"})
     L.check_problem("a Last-Event-ID that is no number", r, 400, "Last-Event-ID")
     return every, ids + more
+
+
+def running(srv):
+    """A job's running event comes between its queued event and its end, told live: no id, so the
+    stream's position stays, and never replayed. Each event names the job's op and device, and a
+    failed job's end carries its problem. A job held behind a blocker on the CPU fails when it
+    runs, its dataset's file gone from under it."""
+    every, runs = Stream(srv, "?kind=job"), Stream(srv, "?status=running")
+    r = srv.req("POST", "/v1/datasets?dtype=int32&shape=4", struct.pack("<4i", 1, 2, 3, 4),
+                {"Content-Type": "application/octet-stream"})
+    CHECK.eq(r.status, 201, "a dataset")
+    ds = r.json().get("id")
+    blocker = L.blocker(srv, 2)
+    CHECK.eq(blocker.status, 202, "a benchmark holding the CPU")
+    r = srv.req("POST", "/v1/jobs", {"op": "max", "dtype": "int32", "dataset": ds, "device": "cpu"})
+    CHECK.eq(r.status, 202, "a job on the dataset, queued behind it")
+    held, doomed = blocker.json()["id"], r.json()["id"]
+    os.remove(os.path.join(srv.data_dir, "datasets", ds + ".bin"))
+    every.wait(lambda s: (doomed, "failed") in s.jobs(), "the job's end")
+    runs.wait(lambda s: len(s.runs) >= 2, "both jobs' running events on ?status=running")
+    CHECK.eq(runs.events, [], "?status=running: no stored event")
+    time.sleep(0.3)
+    for job, op, end in ((held, "sum", "succeeded"), (doomed, "max", "failed")):
+        with every.lock:
+            told = [d for d in every.order if d["id"] == job]
+        CHECK.eq([d["status"] for d in told], ["queued", "running", end], "job %s: queued, running, its end, in order" % job)
+        for d in told:
+            CHECK.eq((d["kind"], d["op"], d["device"], d["tenant"]), ("job", op, "cpu", "default"),
+                     "job %s's %s event: its kind, op, device and tenant" % (job, d["status"]))
+            CHECK.ok(L.RFC3339.match(d.get("at", "")), "and when: %r" % d)
+        CHECK.eq("error" in told[2], end == "failed", "job %s: a problem in its end's event when it failed" % job)
+    problem = srv.get_json("/v1/jobs/" + doomed)["error"]
+    CHECK.ok(isinstance(problem, dict) and "detail" in problem, "the doomed job failed with a problem: %r" % problem)
+    CHECK.eq(told[2]["error"], problem, "the failed event's problem is the job's")
+    again = Stream(srv, "?kind=job&after=%s" % every.events[0][0])
+    again.wait(lambda s: len(s.events) >= 3, "a resume replays the stored events")
+    time.sleep(0.3)
+    CHECK.eq(again.runs, [], "and no running event: they are not stored")
+    for s in (every, runs, again):
+        s.close()
 
 
 def resume(srv, every, ids):
@@ -343,6 +396,7 @@ def main():
     open_while_storing(srv)
     every, ids = streams(srv)
     resume(srv, every, ids)
+    running(srv)
     churn(srv)
     slots(srv)
     L.check_stop(srv)

@@ -31,12 +31,15 @@ class Event:
     """One event of ``GET /v1/events`` (API.md "Events"; the ``Event`` schema of the OpenAPI).
 
     ``seq``: its id, rising with every event (not dense; with tokens, a tenant's stream counts that
-    tenant's events alone, an admin's counts all). ``kind``: ``"job"`` or ``"dataset"``,
-    or ``"gap"`` when a resume asked for events older than the service keeps. ``id``: the job's
-    (``j_...``) or dataset's (``d_...``) id. ``status``: ``queued``, ``succeeded``, ``failed``,
-    ``canceled`` (jobs; ``running`` is never an event), ``created`` or ``deleted`` (datasets).
-    ``tenant``: whose it is. ``at``: when the store kept it (RFC 3339 text). ``data``: the event's
-    JSON as sent.
+    tenant's events alone, an admin's counts all). A ``running`` event is told live and never
+    stored, so it has no id of its own: its ``seq`` is the stream's position when it came.
+    ``kind``: ``"job"`` or ``"dataset"``, or ``"gap"`` when a resume asked for events older than
+    the service keeps. ``id``: the job's (``j_...``) or dataset's (``d_...``) id. ``status``:
+    ``queued``, ``running``, ``succeeded``, ``failed``, ``canceled`` (jobs), ``created`` or
+    ``deleted`` (datasets). ``tenant``: whose it is. ``at``: when the store kept it (RFC 3339
+    text). A job's event has its ``op`` and ``device``, and a ``failed`` one its problem as
+    ``error`` (unless the job was deleted before the event was read). ``data``: the event's JSON
+    as sent.
 
     A gap has ``after`` (the id the stream resumed after) and ``oldest`` (the oldest id still
     kept), empty ``id``/``status``/``tenant``/``at``, and ``seq`` = ``oldest - 1``: the position
@@ -50,19 +53,25 @@ class Event:
     status: str = ""
     tenant: str = ""
     at: str = ""
+    op: str = ""
+    device: str = ""
+    error: Optional[dict] = None
     after: Optional[int] = None
     oldest: Optional[int] = None
     data: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, name: str, text: str) -> "Event":
-        """The event of an SSE ``event:`` name and ``data:`` text."""
+    def of(cls, name: str, text: str, position: Optional[int] = None) -> "Event":
+        """The event of an SSE ``event:`` name and ``data:`` text; ``position``: the stream's
+        (the last id it had) for an event with no seq of its own."""
         try:
             doc = json.loads(text)
             if name == "gap":
                 return cls(int(doc["oldest"]) - 1, "gap", after=int(doc["after"]), oldest=int(doc["oldest"]), data=doc)
-            return cls(int(doc["seq"]), str(doc.get("kind", name)), str(doc.get("id", "")), str(doc.get("status", "")),
-                       str(doc.get("tenant", "")), str(doc.get("at", "")), data=doc)
+            seq = doc["seq"] if "seq" in doc or position is None else position
+            return cls(int(seq), str(doc.get("kind", name)), str(doc.get("id", "")), str(doc.get("status", "")),
+                       str(doc.get("tenant", "")), str(doc.get("at", "")), str(doc.get("op", "")),
+                       str(doc.get("device", "")), doc.get("error"), data=doc)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise Error(None, "bad answer", "GET /v1/events: event %r with data %r: %s" % (name, text[:200], e)) from e
 
@@ -234,7 +243,7 @@ class EventStream:
         for line in _lines(resp.iter_content(None if chunked else 1)):
             if not line:  # the end of an event
                 if data:
-                    ev = Event.of(name or "message", "\n".join(data))
+                    ev = Event.of(name or "message", "\n".join(data), last)
                     if ev.kind == "gap":
                         last = ev.seq
                     self.last_id = last
@@ -261,7 +270,7 @@ class JobWatch:
 
     It subscribes to the job's events first, then reads the job, so that no change between
     the two is lost: the first status is the job's current one (``queued``, ``running`` or a
-    final one), then each later one the events bring (``running`` is never an event), the last
+    final one), then each later one the events bring, the last
     being the final status (``succeeded``, ``failed``, ``canceled``); a status is never given
     twice. After a reconnection the job is read again (events while away are not replayed to
     a stream that had seen none). An older gpured could open a stream after an end's event while
