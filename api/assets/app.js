@@ -2,13 +2,14 @@
 // idle page costs 304s) and the dataset list on each event, polling as the fallback; filters the
 // job table (kept in the URL hash), shows a job's detail and downloads its result as .npy; lists
 // and deletes datasets; charts stages, throughput and, from /metrics, each device's queue and
-// jobs/s and each stage's latency p50/p99 over time; lists the devices and submits jobs; asks for
-// a bearer token when the API answers 401 and keeps it in the tab's sessionStorage.
+// jobs/s and each stage's latency p50/p99 over time; lists the devices and submits jobs
+// (reductions and products, on values typed in or on datasets); uploads .npy files as datasets,
+// showing the bytes sent; asks for a bearer token when the API answers 401 and keeps it in the
+// tab's sessionStorage.
 // Single-threaded (the page).
 'use strict';
 
-const OPS = ['sum', 'prod', 'min', 'max', 'mean', 'argmin', 'argmax'];
-const FILTER_OPS = OPS.concat(['matmul']); // matmul jobs come from the API, not from the form
+const OPS = ['sum', 'prod', 'min', 'max', 'mean', 'argmin', 'argmax', 'matmul'];
 const DTYPES = ['int32', 'int64', 'float32', 'float64'];
 const STAGES = [['queue', '#9aa5b1'], ['h2d', '#e0a030'], ['kernel', '#2a6fdb'], ['d2h', '#8e44ad']];
 const POLL_MS = 1000;        // without the event stream
@@ -66,7 +67,7 @@ function resultText(res) {
   // kept as a dataset (over 4096 values, or a product): its id and shape, the values only if inline
   if (res.dataset && !res.values) return 'dataset ' + res.dataset + ' (' + res.shape.join('×') + ')';
   const vals = res.values || [];
-  const head = vals.slice(0, 4).map(String).join(', ');
+  const head = vals.slice(0, 4).map((v) => Array.isArray(v) ? JSON.stringify(v) : String(v)).join(', '); // a product's rows
   return '[' + head + (vals.length > 4 ? ', … ' + vals.length + ' values' : '') + ']';
 }
 
@@ -508,8 +509,74 @@ function renderDatasets() {
     return tr;
   });
   $('datasets').tBodies[0].replaceChildren(...rows);
+  for (const id of ['source', 'source-b']) fillSources($(id));
   $('datasets-meta').textContent = !state.datasets.length ? '(none)'
     : state.datasetsMore ? '(newest ' + state.datasets.length + ')' : '(' + state.datasets.length + ')';
+}
+
+// A job's input choices: the values typed in, or a listed dataset (the choice kept while listed).
+function fillSources(sel) {
+  const keep = sel.value;
+  sel.replaceChildren();
+  option(sel, '', 'the values below');
+  for (const d of state.datasets) option(sel, d.id, d.id + ' ' + d.dtype + ' ' + shapeText(d.shape));
+  sel.value = [...sel.options].some((o) => o.value === keep) ? keep : '';
+}
+
+// POST /v1/datasets with the chosen .npy file, through XMLHttpRequest: fetch() cannot tell how
+// much of a body has gone, and a large upload shows its bytes sent as they go.
+function uploadDataset(ev) {
+  ev.preventDefault();
+  const file = $('upload-file').files[0], out = $('upload-msg'), bar = $('upload-progress');
+  out.className = '';
+  delete out.dataset.status;
+  if (!file) {
+    out.textContent = 'choose a .npy file first';
+    out.className = 'failed';
+    return;
+  }
+  const xhr = new XMLHttpRequest();
+  xhr.open('POST', '/v1/datasets');
+  xhr.setRequestHeader('Content-Type', 'application/x-npy');
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) xhr.setRequestHeader('Authorization', 'Bearer ' + token);
+  bar.hidden = false;
+  bar.max = file.size || 1;
+  bar.value = 0;
+  $('upload').disabled = true;
+  xhr.upload.onprogress = (e) => {
+    bar.value = e.loaded;
+    out.textContent = 'sent ' + bytesText(e.loaded) + ' of ' + bytesText(file.size);
+  };
+  xhr.onload = () => {
+    $('upload').disabled = false;
+    let body = {};
+    try { body = JSON.parse(xhr.responseText); } catch (err) { /* said below */ }
+    if (xhr.status === 201) {
+      bar.value = bar.max;
+      out.textContent = 'uploaded ' + file.name + ' as ' + body.id + ' (' + body.dtype + ', ' + shapeText(body.shape) +
+        ', ' + bytesText(body.bytes) + ')';
+      out.dataset.status = 'created';
+      out.dataset.id = body.id;
+      $('upload-file').value = '';
+      loadDatasets();
+    } else {
+      bar.hidden = true; // what was sent is not stored
+      if (xhr.status === 401) askToken(token);
+      out.textContent = 'cannot upload ' + file.name + ': ' + xhr.status + ' ' + (body.title ? body.title + ': ' : '') +
+        (body.detail || xhr.statusText);
+      out.className = 'failed';
+      out.dataset.status = 'refused';
+    }
+  };
+  xhr.onerror = () => {
+    $('upload').disabled = false;
+    bar.hidden = true;
+    out.textContent = 'cannot upload ' + file.name + ': the connection failed';
+    out.className = 'failed';
+    out.dataset.status = 'error';
+  };
+  xhr.send(file);
 }
 
 function actionButton(action, label, cls) {
@@ -841,10 +908,12 @@ function refreshAlgorithms() {
   sel.replaceChildren();
   option(sel, 'auto');
   for (const a of state.algorithms)
-    if (a.device === dev && a.name !== 'auto' && a.ops.includes(op) && a.dtypes.includes(dtype) && a.axes.includes(axis))
+    if (a.device === dev && a.name !== 'auto' && a.ops.includes(op) && a.dtypes.includes(dtype) &&
+        (op === 'matmul' || a.axes.includes(axis)))
       option(sel, a.name);
   sel.value = [...sel.options].some((o) => o.value === keep) ? keep : 'auto';
   $('ties').disabled = !op.startsWith('arg');
+  $('submit-form').classList.toggle('matmul', op === 'matmul');
 }
 
 // POST spec to path, waiting up to waitS seconds for the job; the answer (or problem) goes in out.
@@ -880,20 +949,38 @@ async function post(path, spec, waitS, btn, out) {
   pollJobs();
 }
 
+// An input as the API names it: {dataset} when one is chosen in sourceId, else {data} parsed from
+// boxId (a JSON error names the field).
+function inputOf(sourceId, boxId, name) {
+  if ($(sourceId).value) return { dataset: $(sourceId).value };
+  try {
+    return { data: JSON.parse($(boxId).value) };
+  } catch (err) {
+    throw new Error(name + ' is not JSON: ' + err.message);
+  }
+}
+
 function submitJob(ev) {
   ev.preventDefault();
-  const out = $('submit-result');
-  let data;
+  const out = $('submit-result'), op = $('op').value;
+  const spec = { op, device: $('device').value, algorithm: $('algorithm').value };
   try {
-    data = JSON.parse($('data').value);
+    if (op === 'matmul') {
+      spec.a = inputOf('source', 'data', 'a');
+      spec.b = inputOf('source-b', 'data-b', 'b');
+    } else {
+      Object.assign(spec, inputOf('source', 'data', 'data'));
+      if ($('axis').value !== '') spec.axis = Number($('axis').value);
+      if (op.startsWith('arg')) spec.ties = $('ties').value;
+    }
   } catch (err) {
-    out.textContent = 'data is not JSON: ' + err.message;
+    out.textContent = err.message;
     out.className = 'failed';
+    delete out.dataset.status;
     return;
   }
-  const spec = { op: $('op').value, dtype: $('dtype').value, data, device: $('device').value, algorithm: $('algorithm').value };
-  if ($('axis').value !== '') spec.axis = Number($('axis').value);
-  if (spec.op.startsWith('arg')) spec.ties = $('ties').value;
+  // a dataset has its dtype: the form's goes with values typed in only
+  if (spec.data || (spec.a && spec.a.data) || (spec.b && spec.b.data)) spec.dtype = $('dtype').value;
   post('/v1/jobs', spec, 10, $('submit'), out);
 }
 
@@ -929,7 +1016,7 @@ async function refreshDevices() {
 
 async function start() {
   for (const op of OPS) option($('op'), op);
-  for (const op of FILTER_OPS) option($('filter-op'), op);
+  for (const op of OPS) option($('filter-op'), op);
   for (const dt of DTYPES) option($('dtype'), dt);
   $('dtype').value = 'float64';
   makeCharts();
@@ -960,6 +1047,7 @@ async function start() {
   $('detail-download-indices').addEventListener('click', () => downloadResult('indices'));
   $('datasets').tBodies[0].addEventListener('click', datasetAction);
   $('submit-form').addEventListener('submit', submitJob);
+  $('upload-form').addEventListener('submit', uploadDataset);
   $('bench-run').addEventListener('click', runBenchmark);
   checkReady();
   setInterval(checkReady, 15000);

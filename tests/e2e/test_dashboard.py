@@ -8,7 +8,9 @@
 # 409); the per-device chart shows the queue a blocked worker builds and as many jobs/s as the
 # server counted; the stage latency chart's p50 and p99 lie within the buckets the server counted
 # jobs in, with a gap where no job ended; the job filters narrow the table to the API's answer and
-# survive a reload; it fits 1280x800 and a phone; screenshots go to <build>/artifacts/. Then
+# survive a reload; a product from the form, a .npy uploaded from the page with its bytes sent
+# shown, and jobs on datasets picked as the form's inputs; it fits 1280x800 and a phone;
+# screenshots go to <build>/artifacts/. Then
 # against a server with --tokens-file: the 401s bring up the token form, a wrong token is refused,
 # the right one loads the tenant's jobs (sent as a header, never in a URL, kept in sessionStorage)
 # and "Forget token" drops it.
@@ -76,17 +78,23 @@ def console_errors(driver, what, allow=()):
     return logs
 
 
-def submit(driver, op, dtype, data, axis=""):
-    """Fill the form as a person would and press Run; returns the result line's dataset."""
+def submit(driver, op, dtype, data, axis="", source="", b=None, source_b=""):
+    """Fill the form as a person would and press Run: a reduction's data (or the dataset chosen as
+    its input, source), or a product's a and b (typed in, or datasets). Returns the result line's
+    status, job id and text."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
     Select(driver.find_element(By.ID, "op")).select_by_value(op)
     Select(driver.find_element(By.ID, "dtype")).select_by_value(dtype)
-    Select(driver.find_element(By.ID, "axis")).select_by_value(axis)
+    if op != "matmul":
+        Select(driver.find_element(By.ID, "axis")).select_by_value(axis)
     Select(driver.find_element(By.ID, "device")).select_by_value("cpu")
-    box = driver.find_element(By.ID, "data")
-    box.clear()
-    box.send_keys(json.dumps(data))
+    for sel, box, values in (("source", "data", data), ("source-b", "data-b", b)):
+        if sel == "source" or op == "matmul":
+            Select(driver.find_element(By.ID, sel)).select_by_value(source if sel == "source" else source_b)
+            if values is not None:
+                driver.find_element(By.ID, box).clear()
+                driver.find_element(By.ID, box).send_keys(json.dumps(values))
     driver.execute_script("document.getElementById('submit-result').removeAttribute('data-status')")
     driver.find_element(By.ID, "submit").click()
     st = wait_for(driver, "return document.getElementById('submit-result').dataset.status", "the form's answer")
@@ -101,6 +109,76 @@ def submit_bench(driver, op, dtype):
     Select(driver.find_element(By.ID, "dtype")).select_by_value(dtype)
     Select(driver.find_element(By.ID, "device")).select_by_value("cpu")
     driver.find_element(By.ID, "bench-run").click()
+
+
+def check_products_and_uploads(driver, srv, rng):
+    """A product from the form, a and b typed in; a .npy uploaded from the page, the bytes sent
+    shown as they go, and a file that is no .npy refused with the API's words; then a reduction
+    and a product on datasets picked as the form's inputs."""
+    import io
+
+    import numpy as np
+    a = [[rng.randint(-9, 9) for _ in range(3)] for _ in range(2)]
+    b = [[rng.randint(-9, 9) for _ in range(2)] for _ in range(3)]
+    st, jid, line = submit(driver, "matmul", "float64", a, b=b)
+    want = (np.array(a, float) @ np.array(b, float)).tolist()
+    CHECK.eq(st, "succeeded", "a product from the form (%s)" % line)
+    if st == "succeeded":
+        CHECK.eq(srv.get_json("/v1/jobs/" + jid)["result"]["values"], want, "the form's product: a @ b")
+        CHECK.ok(json.dumps([int(x) for x in want[0]], separators=(",", ":")) in line, "its rows in the answer: %r" % line)
+    shown = driver.execute_script("return ['axis', 'ties', 'data-b'].map(id => document.getElementById(id)"
+                                  ".closest('label').offsetParent !== null)")
+    CHECK.eq(shown, [False, False, True], "matmul: the form hides axis and ties and shows b")
+
+    tmp = tempfile.mkdtemp(prefix="gpured-dashboard-upload-")
+    big = np.random.default_rng(rng.randrange(1 << 30)).integers(-1000, 1000, (1024, 1024), dtype=np.int32)
+    path = os.path.join(tmp, "big.npy")
+    np.save(path, big)
+    size = os.path.getsize(path)
+    state = lambda: driver.execute_script("const o = document.getElementById('upload-msg'), p = "
+                                          "document.getElementById('upload-progress'); return [o.dataset.status, "
+                                          "o.dataset.id, o.textContent, p.hidden, p.value, p.max]")
+    driver.find_element("id", "upload-file").send_keys(path)
+    click(driver, "#upload")
+    wait_for(driver, "return document.getElementById('upload-msg').dataset.status", "the upload's answer", 60)
+    st, did, text, hidden, sent, total = state()
+    CHECK.eq((st, hidden, sent, total), ("created", False, size, size),
+             "an upload from the page: [status, bar hidden, bytes sent, of]: %s" % text)
+    doc = srv.get_json("/v1/datasets/%s" % did) if did else {}
+    CHECK.eq((doc.get("dtype"), doc.get("shape")), ("int32", [1024, 1024]), "the .npy stored as it was: %r" % doc)
+    CHECK.ok(did and did in text and "int32" in text and "1024×1024" in text, "the page names it: %r" % text)
+    bad = os.path.join(tmp, "notes.npy")
+    with open(bad, "w") as f:
+        f.write("not a .npy file\n")
+    driver.find_element("id", "upload-file").send_keys(bad)
+    click(driver, "#upload")
+    wait_for(driver, "return document.getElementById('upload-msg').dataset.status === 'refused'", "the refusal")
+    refused = srv.req("POST", "/v1/datasets", b"not a .npy file\n", {"Content-Type": "application/x-npy"})
+    text, hidden = state()[2:4]
+    CHECK.ok(400 <= refused.status < 500 and str(refused.status) in text and refused.json()["detail"] in text and hidden,
+             "a file that is no .npy: the page shows the API's problem, no bar: %r" % text)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    # the upload as a reduction's input, picked in the form (its dtype is the dataset's)
+    pick = "return [...document.getElementById('%s').options].some(o => o.value === '%s')"
+    if did and wait_for(driver, pick % ("source", did), "the upload among the form's inputs"):
+        st, jid, line = submit(driver, "sum", "float32", None, source=did)
+        job = srv.get_json("/v1/jobs/" + jid) if jid else {}
+        CHECK.eq((st, job.get("dataset"), job.get("dtype"), (job.get("result") or {}).get("value")),
+                 ("succeeded", did, "int32", int(big.sum(dtype=np.int64))), "a sum of the picked dataset (%s)" % line)
+    # a product with a from a dataset, b typed in
+    left = np.random.default_rng(rng.randrange(1 << 30)).integers(-9, 9, (64, 32)).astype(np.float64)
+    buf = io.BytesIO()
+    np.save(buf, left)
+    r = srv.req("POST", "/v1/datasets", buf.getvalue(), {"Content-Type": "application/x-npy"})
+    right = [[rng.randint(-9, 9) for _ in range(2)] for _ in range(32)]
+    if CHECK.eq(r.status, 201, "a 64x32 float64 dataset") and wait_for(driver, pick % ("source", r.json()["id"]), "it in the form"):
+        st, jid, line = submit(driver, "matmul", "float64", None, source=r.json()["id"], b=right)
+        job = srv.get_json("/v1/jobs/" + jid) if jid else {}
+        CHECK.eq((st, job.get("a", {}).get("dataset"), (job.get("result") or {}).get("values")),
+                 ("succeeded", r.json()["id"], (left @ np.array(right, float)).tolist()),
+                 "a product of a picked dataset and b typed in (%s)" % line)
+    submit(driver, "sum", "float64", [1], source="")  # the form as it was: values typed in
 
 
 def row_of(driver, jid):
@@ -575,6 +653,7 @@ def main():
         check_load_chart(driver, srv, jobs_before)  # before the filters' reload starts the chart anew
         check_latency_chart(driver, srv, started, art)
         check_filters(driver, srv, canceled)
+        check_products_and_uploads(driver, srv, rng)
 
         # nothing came from anywhere but this server (no CDN)
         urls = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
@@ -583,7 +662,8 @@ def main():
         # no tokens on this server: the token form never showed, nothing asks to be forgotten
         CHECK.eq(driver.execute_script(TOKEN_UI), [False, False, None], "no tokens: [form shown, forget shown, token]")
         # Chromium logs an answer >= 400 to fetch as an error: the 409 asked for above is no fault
-        console_errors(driver, "desktop", allow=("%s - Failed to load resource: the server responded with a status of 409" % refused,))
+        console_errors(driver, "desktop", allow=("%s - Failed to load resource: the server responded with a status of 409" % refused,
+                                                 "/v1/datasets - Failed to load resource: the server responded with a status of 4"))
         screenshots(driver, art, "dashboard-1280x800")
 
         # a phone: nothing wider than the screen, the form still usable

@@ -908,11 +908,9 @@ def events():
 
 def builder():
     """A python3 that can build the package without the network and run it: this one, or
-    Debian's. setuptools below 70.1 needs the wheel package (python3-wheel) to build; the
-    venv sees the interpreter's numpy and requests (--system-site-packages). None if neither."""
-    probe = ("import importlib.util, setuptools, sys, numpy, requests; "
-             "v = tuple(int(x) for x in setuptools.__version__.split('.')[:2]); "
-             "sys.exit(0 if v >= (61, 0) and (v >= (70, 1) or importlib.util.find_spec('wheel')) else 1)")
+    Debian's. It builds with flit_core (Debian: flit); the venv sees the interpreter's numpy and
+    requests (--system-site-packages). None if neither."""
+    probe = "import flit_core.buildapi, numpy, requests"
     for py in (sys.executable, "/usr/bin/python3"):
         if os.access(py, os.X_OK) and subprocess.run([py, "-c", probe], capture_output=True).returncode == 0:
             return py
@@ -936,11 +934,13 @@ def cli(srv, c, rng):
     env = dict(os.environ, GPURED_URL=srv.base, PYTHONPATH=os.pathsep.join(
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != here))
     python = builder()
-    CHECK.ok(python is not None, "a python3 that builds the package offline (Debian: python3-setuptools, "
-             "python3-wheel, python3-numpy, python3-requests)")
+    CHECK.ok(python is not None, "a python3 that builds the package offline (Debian: flit, python3-numpy, "
+             "python3-requests)")
     if python:
         src, venv = os.path.join(tmp, "src"), os.path.join(tmp, "venv")
-        shutil.copytree(CLIENT_SRC, src, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+        shutil.copytree(CLIENT_SRC, src, ignore=shutil.ignore_patterns("__pycache__"))
+        tree = lambda: sorted(os.path.relpath(os.path.join(d, f), src) for d, _, fs in os.walk(src) for f in fs)
+        before = tree()
         p = subprocess.run([python, "-m", "venv", "--system-site-packages", venv],
                            capture_output=True, text=True)
         CHECK.eq(p.returncode, 0, "python3 -m venv --system-site-packages: %s" % p.stderr[-500:])
@@ -948,6 +948,7 @@ def cli(srv, c, rng):
         p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--no-build-isolation", "--no-deps",
                             "--no-index", src], capture_output=True, text=True, cwd=tmp, env=env)
         CHECK.eq(p.returncode, 0, "pip install of the client: %s" % (p.stdout + p.stderr)[-1500:])
+        CHECK.eq(tree(), before, "the install leaves the source tree as it was: no build/ or *.egg-info")
         py = os.path.join(venv, "bin", "python")
         p = subprocess.run([py, "-c", "import gpured, os; print(gpured.__file__); "
                             "print(os.path.exists(os.path.join(os.path.dirname(gpured.__file__), 'py.typed')))"],
