@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any, Callable, Iterator, Optional, Protocol, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Union
 
 import numpy as np
 import numpy.lib.format as npy_format
@@ -124,3 +124,17 @@ def read_npy(src: Readable, total: int, progress: Optional[Progress] = None) -> 
     header_len = total - arr.nbytes if total else 0
     read_exactly(src, arr.reshape(-1, order="A").view(np.uint8).data, header_len, total, progress)
     return arr
+
+
+def save(pieces: Iterable[bytes], file: Union[str, "os.PathLike[str]"], total: int,
+         progress: Optional[Progress] = None) -> None:
+    """Write an answer's pieces to file as they arrive (total: its length, 0 when unknown)."""
+    done = 0
+    with open(file, "wb") as out:
+        for piece in pieces:
+            out.write(piece)
+            done += len(piece)
+            if progress:
+                progress(done, total)
+    if total and done != total:
+        raise EOFError("the answer ended after %d of %d bytes" % (done, total))

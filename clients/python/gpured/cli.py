@@ -118,9 +118,8 @@ def cmd_upload(c: Client, args: argparse.Namespace) -> None:
 
 def cmd_download(c: Client, args: argparse.Namespace) -> None:
     bar = ProgressBar("download", args.quiet)
-    if args.id.startswith("j_"):  # by default what Job.result() gives: an arg op's indices, else values
-        part = args.part or ("indices" if c.job(args.id).doc.get("op") in ("argmin", "argmax") else "values")
-        c._save("/v1/jobs/%s/result?part=%s" % (args.id, part), args.file, bar)
+    if args.id.startswith("j_"):
+        c.job(args.id).save(args.file, args.part, bar)
     else:
         c.dataset(args.id).save(args.file, bar)
     _show(args, [{"id": args.id, "file": args.file, "bytes": os.path.getsize(args.file)}])

@@ -1,4 +1,6 @@
 # client.py: gpured.Client, the HTTP API (docs/API.md) as Python calls, with its Job and Dataset.
+# Each call that talks to the service is written once, as a flow (_flows.py): Client runs it with
+# requests, AsyncClient (aio.py) with aiohttp.
 from __future__ import annotations
 
 import email.utils
@@ -9,13 +11,14 @@ import threading
 import time
 import uuid
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import requests
 import urllib3
 
 from . import _wire
+from ._flows import Flow, Got, Lost, Send, Sleep, drive, flow
 from ._wire import Body, Progress
 from .errors import Error, JobFailed, Timeout, Unavailable
 
@@ -56,7 +59,8 @@ class Client:
     ``Retry-After``, within the deadline.
     ``max_body_bytes``: the service's ``--max-body-bytes``; a one-shot binary job larger than
     this is sent as a dataset instead (uploaded, used, deleted). ``on_response``: called with
-    every HTTP response (``requests.Response``) as it arrives, for logs or metrics.
+    every HTTP response as it arrives (``requests.Response``; an AsyncClient's, ``aiohttp``'s),
+    for logs or metrics.
 
     Every POST that creates a job or dataset carries an ``Idempotency-Key`` (a uuid4), the same
     one on each retry, so a retry never makes a second one. Batches (:meth:`submit_many`) take
@@ -67,7 +71,7 @@ class Client:
 
     def __init__(self, url: str = "http://127.0.0.1:8080", token: Optional[str] = None, timeout: float = 60,
                  retries: int = 5, max_body_bytes: int = 8 << 20,
-                 on_response: Optional[Callable[[requests.Response], None]] = None) -> None:
+                 on_response: Optional[Callable[[Any], None]] = None) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -114,6 +118,18 @@ class Client:
         ``stream``: return once the headers are in, the body read as it comes. Raises
         :class:`Error` (its subclass for the case) with the problem the service answered,
         :class:`Unavailable` when none came, :class:`Timeout` past the deadline."""
+        got = drive(self._request(method, path, params=params, json=json, body=body, content_type=content_type,
+                                  headers=headers, key=key, wait=wait, answer="stream" if stream else "json",
+                                  retries=retries, deadline=deadline), self._do)
+        return got.response
+
+    def _request(self, method: str, path: str, *, params: Optional[Mapping[str, Any]] = None, json: Any = None,
+                 body: Optional[Body] = None, content_type: Optional[str] = None,
+                 headers: Optional[Mapping[str, str]] = None, key: bool = False, wait: float = 0,
+                 answer: str = "json", file: Any = None, progress: Optional[Progress] = None,
+                 retries: Optional[int] = None, deadline: Optional[float] = None) -> Flow[Got]:
+        """:meth:`request` as a flow; ``answer`` says how the transport reads a body below 400:
+        ``json`` (text), ``npy`` (into an array), ``file`` (into ``file``), ``stream`` (not yet)."""
         hdrs = {"Accept": "application/json"}
         if self.token:
             hdrs["Authorization"] = "Bearer " + self.token
@@ -122,6 +138,7 @@ class Client:
         if content_type:
             hdrs["Content-Type"] = content_type
         hdrs.update(headers or {})
+        params = {k: str(v) for k, v in (params or {}).items()}
         resend = method == "GET" or key  # no harm in sending it twice
         retries = self.retries if retries is None else retries
         end = time.monotonic() + self.timeout + wait
@@ -132,35 +149,65 @@ class Client:
             left = end - time.monotonic()
             if left <= 0:
                 raise Timeout("%s: no answer before the deadline (timeout %g s)" % (what, self.timeout))
-            try:
-                resp = self._session().request(method, self.url + path, params=params, json=json, data=body,
-                                               headers=hdrs, timeout=left, stream=stream)
-            except requests.Timeout as e:
-                raise Timeout("%s: no answer within %.3g s" % (what, left)) from e
-            except requests.ConnectionError as e:
-                problem, pause = _connection_problem(e), _backoff(attempt, None)
+            got = yield Send(method, self.url + path, params, json, body, hdrs, left, answer, file, progress)
+            if isinstance(got, Lost):
+                if got.timed_out:
+                    raise Timeout("%s: no answer within %.3g s" % (what, left)) from got.cause
+                if got.problem is None:
+                    raise Error(None, "request failed", "%s: %s" % (what, got.cause)) from got.cause
+                pause = _backoff(attempt, None)
                 # no service where none has answered this client: a typo or a service down, not a restart
-                absent = problem in _ABSENT and not self._reached
+                absent = got.problem in _ABSENT and not self._reached
                 if resend and not last and not absent and time.monotonic() + pause < end:
-                    time.sleep(pause)
+                    yield Sleep(pause)
                     continue
-                raise Unavailable(None, "unavailable", "%s: %s" % (what, problem)) from e
-            except requests.RequestException as e:
-                raise Error(None, "request failed", "%s: %s" % (what, e)) from e
+                raise Unavailable(None, "unavailable", "%s: %s" % (what, got.problem)) from got.cause
             self._reached = True
-            if self.on_response:
-                self.on_response(resp)
-            if resp.status_code < 400:
-                return resp
-            err = _error_of(resp)
-            again = (resp.status_code in (429, 503) and err.field != "device") or \
-                    (resp.status_code == 409 and key and attempt > 0 and err.field == "Idempotency-Key")
-            pause = _backoff(attempt, resp.headers.get("Retry-After"))
+            if got.status < 400:
+                return got
+            err = _error_of(got)
+            again = (got.status in (429, 503) and err.field != "device") or \
+                    (got.status == 409 and key and attempt > 0 and err.field == "Idempotency-Key")
+            pause = _backoff(attempt, got.headers.get("Retry-After"))
             if last or not again or time.monotonic() + pause >= end:
                 raise err
-            resp.close()
-            time.sleep(pause)
+            yield Sleep(pause)
         raise AssertionError("unreachable")
+
+    def _do(self, step: Union[Send, Sleep]) -> Optional[Union[Got, Lost]]:
+        """One step of a flow, with requests: a sleep, or an exchange and what came of it."""
+        if isinstance(step, Sleep):
+            time.sleep(step.seconds)
+            return None
+        try:
+            resp = self._session().request(step.method, step.url, params=step.params, json=step.json,
+                                           data=step.body, headers=step.headers, timeout=step.timeout,
+                                           stream=step.answer != "json")
+        except requests.Timeout as e:
+            return Lost(e, timed_out=True)
+        except requests.ConnectionError as e:
+            return Lost(e, problem=_connection_problem(str(e)))
+        except requests.RequestException as e:
+            return Lost(e)
+        if self.on_response:
+            self.on_response(resp)
+        got = Got(resp.status_code, resp.reason or "", resp.headers, response=resp)
+        if resp.status_code >= 400 or step.answer == "json":
+            got.text = resp.text
+        elif step.answer == "npy":
+            with resp:
+                try:
+                    got.array = _wire.read_npy(resp.raw, int(resp.headers.get("Content-Length") or 0), step.progress)
+                except (EOFError, ValueError, OSError, urllib3.exceptions.HTTPError) as e:
+                    raise Error(None, "bad answer", "%s %s: not a whole .npy: %s" % (step.method, step.url, e)) from e
+        elif step.answer == "file":
+            with resp:
+                try:
+                    _wire.save(resp.iter_content(_wire.CHUNK), step.file, int(resp.headers.get("Content-Length") or 0),
+                               step.progress)
+                except (requests.RequestException, EOFError) as e:
+                    raise Error(None, "bad answer", "%s %s: %s" % (step.method, step.url, e)) from e
+        return got
 
     def _session(self) -> requests.Session:
         s = getattr(self._local, "session", None)
@@ -170,54 +217,24 @@ class Client:
                 self._sessions.append(s)
         return s
 
-    def _get(self, path: str, **params: Any) -> Any:
-        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None}).json()
+    def _get(self, path: str, **params: Any) -> Flow[Any]:
+        got = yield from self._request("GET", path, params={k: v for k, v in params.items() if v is not None})
+        return got.json()
 
-    def _pages(self, path: str, member: str, most: Optional[int], size: Optional[int], **params: Any) -> Iterator[dict]:
-        """The items of a paged list, at most ``most`` (None: all), following next_cursor, ``size``
-        per page (None: up to 1000 where most is given, else the service's default)."""
-        params = {k: v for k, v in params.items() if v is not None}
-        left = math.inf if most is None else most
-        while left > 0:
-            want = size if size is not None else min(left, 1000) if most is not None else None
-            page = self._get(path, limit=want, **params)
-            items = page[member][:left] if most is not None else page[member]
-            yield from items
-            left -= len(items)
-            if not page.get("next_cursor"):
-                return
-            params["cursor"] = page["next_cursor"]
+    def _pages(self, pager: "Pager") -> Iterator[dict]:
+        while not pager.done:
+            yield from pager.take(drive(pager.next(), self._do))
 
     def _fetch_npy(self, path: str, params: Optional[Mapping[str, Any]] = None,
-                   progress: Optional[Progress] = None, deadline: Optional[float] = None) -> np.ndarray:
+                   progress: Optional[Progress] = None, deadline: Optional[float] = None) -> Flow[np.ndarray]:
         """GET a .npy answer, read straight into the array it holds."""
-        resp = self.request("GET", path, params=params, headers={"Accept": "application/x-npy"}, stream=True,
-                            deadline=deadline)
-        with resp:
-            try:
-                return _wire.read_npy(resp.raw, int(resp.headers.get("Content-Length") or 0), progress)
-            except (EOFError, ValueError, OSError, urllib3.exceptions.HTTPError) as e:
-                raise Error(None, "bad answer", "GET %s: not a whole .npy: %s" % (path, e)) from e
-
-    def _save(self, path: str, file: Union[str, "os.PathLike[str]"], progress: Optional[Progress] = None) -> None:
-        """GET a .npy answer into a file, as it arrives."""
-        resp = self.request("GET", path, headers={"Accept": "application/x-npy"}, stream=True)
-        total = int(resp.headers.get("Content-Length") or 0)
-        with resp, open(file, "wb") as out:
-            done = 0
-            try:
-                for piece in resp.iter_content(_wire.CHUNK):
-                    out.write(piece)
-                    done += len(piece)
-                    if progress:
-                        progress(done, total)
-            except requests.RequestException as e:
-                raise Error(None, "bad answer", "GET %s: %s" % (path, e)) from e
-        if total and done != total:
-            raise Error(None, "bad answer", "GET %s ended after %d of %d bytes" % (path, done, total))
+        got = yield from self._request("GET", path, params=params, headers={"Accept": "application/x-npy"},
+                                       answer="npy", progress=progress, deadline=deadline)
+        return got.array
 
     # ------------------------------------------------------------ reductions and products
 
+    @flow
     def reduce(self, op: str, data: Source, axis: Axis = None, *, ties: Optional[str] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None, keep: bool = False) -> Reduced:
@@ -235,38 +252,46 @@ class Client:
         result the service kept as a dataset, are deleted once the result is downloaded, unless
         ``keep``."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        job = self.submit(op, data, axis=axis, ties=ties, device=device, algorithm=algorithm, dtype=dtype,
-                          shape=shape, wait=_wait_within(deadline), deadline=deadline)
-        return job._result_once(keep, deadline)
+        job = yield from Client.submit.flow(self, op, data, axis=axis, ties=ties, device=device, algorithm=algorithm,
+                                            dtype=dtype, shape=shape, wait=_wait_within(deadline), deadline=deadline)
+        return (yield from job._result_once(keep, deadline))
 
+    @flow
     def sum(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The sum of the values (options: as :meth:`reduce`)."""
-        return self.reduce("sum", data, axis, **options)
+        return (yield from Client.reduce.flow(self, "sum", data, axis, **options))
 
+    @flow
     def prod(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The product of the values (options: as :meth:`reduce`)."""
-        return self.reduce("prod", data, axis, **options)
+        return (yield from Client.reduce.flow(self, "prod", data, axis, **options))
 
+    @flow
     def min(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The smallest value (options: as :meth:`reduce`)."""
-        return self.reduce("min", data, axis, **options)
+        return (yield from Client.reduce.flow(self, "min", data, axis, **options))
 
+    @flow
     def max(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The largest value (options: as :meth:`reduce`)."""
-        return self.reduce("max", data, axis, **options)
+        return (yield from Client.reduce.flow(self, "max", data, axis, **options))
 
+    @flow
     def mean(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The mean of the values, float64 (options: as :meth:`reduce`)."""
-        return self.reduce("mean", data, axis, **options)
+        return (yield from Client.reduce.flow(self, "mean", data, axis, **options))
 
+    @flow
     def argmin(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Reduced:
         """The index of the smallest value (int64; ties "first" or "last"; options: as :meth:`reduce`)."""
-        return self.reduce("argmin", data, axis, ties=ties, **options)
+        return (yield from Client.reduce.flow(self, "argmin", data, axis, ties=ties, **options))
 
+    @flow
     def argmax(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Reduced:
         """The index of the largest value (int64; ties "first" or "last"; options: as :meth:`reduce`)."""
-        return self.reduce("argmax", data, axis, ties=ties, **options)
+        return (yield from Client.reduce.flow(self, "argmax", data, axis, ties=ties, **options))
 
+    @flow
     def matmul(self, a: Source, b: Source, c: Optional[Source] = None, alpha: float = 1.0, beta: float = 0.0, *,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                timeout: Optional[float] = None, keep: bool = False) -> np.ndarray:
@@ -276,12 +301,14 @@ class Client:
         The service keeps the product as a dataset (the job's ``result.dataset``); it goes with
         the job once downloaded, unless ``keep``. ``timeout``: as for :meth:`reduce`."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        job = self.submit("matmul", a=a, b=b, c=c, alpha=alpha, beta=beta, device=device, algorithm=algorithm,
-                          dtype=dtype, wait=_wait_within(deadline), deadline=deadline)
-        return job._result_once(keep, deadline)
+        job = yield from Client.submit.flow(self, "matmul", a=a, b=b, c=c, alpha=alpha, beta=beta, device=device,
+                                            algorithm=algorithm, dtype=dtype, wait=_wait_within(deadline),
+                                            deadline=deadline)
+        return (yield from job._result_once(keep, deadline))
 
     # ------------------------------------------------------------ jobs
 
+    @flow
     def submit(self, op: str, data: Optional[Source] = None, *, axis: Axis = None, ties: Optional[str] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, a: Optional[Source] = None, b: Optional[Source] = None,
@@ -300,20 +327,23 @@ class Client:
                        a=a, b=b, c=c, alpha=alpha, beta=beta)
         temps: list[Dataset] = []
         try:
-            members, arr = self._prepare(op, data, options, temps, batch=False)
+            members, arr = yield from self._prepare(op, data, options, temps, batch=False)
             if arr is None:
-                resp = self.request("POST", "/v1/jobs", json=members, headers=_prefer(wait), key=True, wait=wait,
-                                    deadline=deadline)
+                got = yield from self._request("POST", "/v1/jobs", json=members, headers=_prefer(wait), key=True,
+                                               wait=wait, deadline=deadline)
             else:
                 query = {k: ",".join(map(str, v)) if k == "shape" else str(v) for k, v in members.items()}
-                resp = self.request("POST", "/v1/jobs", params=query, body=Body.of_array(arr, npy=False),
-                                    content_type="application/octet-stream", headers=_prefer(wait), key=True,
-                                    wait=wait, deadline=deadline)
+                got = yield from self._request("POST", "/v1/jobs", params=query, body=Body.of_array(arr, npy=False),
+                                               content_type="application/octet-stream", headers=_prefer(wait),
+                                               key=True, wait=wait, deadline=deadline)
         except BaseException:
-            _delete_all(temps)
+            yield from _delete_all(temps)
             raise
-        return Job(self, resp.json(), temps)
+        job = Job(self, got.json(), temps)
+        yield from job._ended()
+        return job
 
+    @flow
     def submit_many(self, items: Iterable[Mapping[str, Any]], wait: float = 0) -> list["Job"]:
         """Submit jobs as one batch (all are accepted or none) and return them in order.
 
@@ -327,21 +357,24 @@ class Client:
                 options = dict(item)
                 temps.append([])
                 op, data = options.pop("op"), options.pop("data", None)
-                members.append(self._prepare(op, data, options, temps[-1], batch=True)[0])
-            resp = self.request("POST", "/v1/jobs", json=members, headers=_prefer(wait), wait=wait)
+                members.append((yield from self._prepare(op, data, options, temps[-1], batch=True))[0])
+            got = yield from self._request("POST", "/v1/jobs", json=members, headers=_prefer(wait), wait=wait)
         except BaseException:
-            _delete_all([d for t in temps for d in t])
+            yield from _delete_all([d for t in temps for d in t])
             raise
-        return [Job(self, doc, t) for doc, t in zip(resp.json(), temps)]
+        jobs = [Job(self, doc, t) for doc, t in zip(got.json(), temps)]
+        for job in jobs:
+            yield from job._ended()
+        return jobs
 
     def _prepare(self, op: str, data: Optional[Source], options: Mapping[str, Any], temps: list["Dataset"],
-                 batch: bool) -> tuple[dict, Optional[np.ndarray]]:
+                 batch: bool) -> Flow[tuple[dict, Optional[np.ndarray]]]:
         """A job's JSON members, or (for a one-shot binary body) its query members and the array."""
         members = {"op": op, **{k: v for k, v in options.items() if v is not None}}
         if op == "matmul":
             for k in ("a", "b", "c"):  # each {"data": rows} or {"dataset": id}; dtype: the first array's
                 if k in members:
-                    ref, _ = self._values(members[k], members.get("dtype"), temps)
+                    ref, _ = yield from self._values(members[k], members.get("dtype"), temps)
                     dtype = ref.pop("dtype", None)
                     if dtype and "dtype" not in members:
                         members["dtype"] = dtype
@@ -349,29 +382,32 @@ class Client:
             return members, None
         if data is None:
             return members, None  # the service says what is missing
-        ref, arr = self._values(data, members.get("dtype"), temps, binary=not batch)
+        ref, arr = yield from self._values(data, members.get("dtype"), temps, binary=not batch)
         members.update(ref)
         if arr is not None:
             members.setdefault("shape", list(arr.shape) or [1])
         if isinstance(members.get("axis"), int) and members["axis"] < 0:  # from the end, as in NumPy
-            dims = members.get("shape") or (np.shape(data) if _dataset_id(data) is None else self._dataset_shape(data))
+            dims = members.get("shape") or (np.shape(data) if _dataset_id(data) is None
+                                            else (yield from self._dataset_shape(data)))
             if members["axis"] + len(dims) >= 0:
                 members["axis"] += len(dims)
         return members, arr
 
-    def _dataset_shape(self, data: Source) -> list:
+    def _dataset_shape(self, data: Source) -> Flow[list]:
         """The shape of a Dataset or dataset id (read from the service when only the id is known)."""
-        doc = data.doc if isinstance(data, Dataset) and "shape" in data.doc else self._get("/v1/datasets/" + data)
+        known = isinstance(data, Dataset) and "shape" in data.doc
+        doc = data.doc if known else (yield from self._get("/v1/datasets/" + data))
         return list(doc.get("shape") or [])
 
     def _values(self, data: Source, dtype: Optional[str], temps: list["Dataset"],
-                binary: bool = False) -> tuple[dict, Optional[np.ndarray]]:
+                binary: bool = False) -> Flow[tuple[dict, Optional[np.ndarray]]]:
         """How a job names values: a dataset's id; for an array, its dtype and its values inline
         (at most JSON_MAX_ELEMENTS, all finite), or the array itself for a one-shot body (when
         ``binary`` and within max_body_bytes), or else a dataset uploaded for the job (in temps)."""
         ds = _dataset_id(data)
         if ds is not None:
             return {"dataset": ds}, None
+        yield from ()  # a flow, though only an upload talks to the service
         arr = _wire.as_array(data, dtype)
         ref: dict = {"dtype": arr.dtype.name}
         if arr.size <= JSON_MAX_ELEMENTS and (arr.dtype.kind != "f" or bool(np.isfinite(arr).all())):
@@ -379,22 +415,24 @@ class Client:
             return ref, None
         if binary and arr.nbytes <= self.max_body_bytes:
             return ref, arr
-        temps.append(self.upload(arr))
+        temps.append((yield from Client.upload.flow(self, arr)))
         ref["dataset"] = temps[-1].id
         return ref, None
 
+    @flow
     def job(self, job_id: str) -> "Job":
         """The job with this id (``Error`` 404 if there is none, or it is another tenant's)."""
-        return Job(self, self._get("/v1/jobs/" + job_id))
+        return Job(self, (yield from self._get("/v1/jobs/" + job_id)))
 
     def jobs(self, status: Optional[str] = None, op: Optional[str] = None, limit: Optional[int] = None,
              tenant: Optional[str] = None, page: Optional[int] = None) -> Iterator["Job"]:
         """The jobs (of this status / op; an admin token: of this tenant), newest first, at most
         ``limit`` of them (None: every one), fetched a page (``page`` jobs, 1 to 1000) at a time
         as the iteration goes."""
-        for doc in self._pages("/v1/jobs", "jobs", limit, page, status=status, op=op, tenant=tenant):
+        for doc in self._pages(Pager(self, "/v1/jobs", "jobs", limit, page, status=status, op=op, tenant=tenant)):
             yield Job(self, doc)
 
+    @flow
     def cleanup(self, older_than: Optional[float] = None, kept: bool = False, tenant: Optional[str] = None) -> dict:
         """Delete finished jobs in bulk (``DELETE /v1/jobs``), each with the datasets its result
         was kept in: those submitted more than ``older_than`` seconds ago, and/or (``kept``) those
@@ -402,8 +440,10 @@ class Client:
         stay because other jobs read their kept result now. An admin token may name a tenant."""
         params = {"older_than": None if older_than is None else int(older_than), "kept": "true" if kept else None,
                   "tenant": tenant}
-        return self.request("DELETE", "/v1/jobs", params={k: v for k, v in params.items() if v is not None}).json()
+        got = yield from self._request("DELETE", "/v1/jobs", params={k: v for k, v in params.items() if v is not None})
+        return got.json()
 
+    @flow
     def benchmark(self, op: str, dtype: str, n: int, *, algorithms: Optional[Sequence[str]] = None,
                   repeats: Optional[int] = None, device: str = "auto", wait: bool = True) -> "Job":
         """Run a device's variants side by side on ``n`` generated values (matmul: n x n
@@ -412,12 +452,13 @@ class Client:
         body = {k: v for k, v in dict(op=op, dtype=dtype, n=n, algorithms=algorithms, repeats=repeats,
                                       device=device).items() if v is not None}
         w = MAX_WAIT if wait else 0
-        job = Job(self, self.request("POST", "/v1/benchmarks", json=body, headers=_prefer(w), key=True,
-                                     wait=w).json())
-        return job.wait() if wait else job
+        got = yield from self._request("POST", "/v1/benchmarks", json=body, headers=_prefer(w), key=True, wait=w)
+        job = Job(self, got.json())
+        return (yield from Job.wait.flow(job)) if wait else job
 
     # ------------------------------------------------------------ datasets
 
+    @flow
     def upload(self, data: Union[Any, str, "os.PathLike[str]"], *, dtype: Optional[str] = None,
                progress: Optional[Progress] = None) -> "Dataset":
         """Store values as a dataset and return it. ``data``: an array (anything numpy.asarray
@@ -428,18 +469,19 @@ class Client:
             body = Body.of_file(data, progress)
         else:
             body = Body.of_array(_wire.as_array(data, dtype), npy=True, progress=progress)
-        resp = self.request("POST", "/v1/datasets", body=body, content_type="application/x-npy", key=True)
-        return Dataset(self, resp.json())
+        got = yield from self._request("POST", "/v1/datasets", body=body, content_type="application/x-npy", key=True)
+        return Dataset(self, got.json())
 
+    @flow
     def dataset(self, dataset_id: str) -> "Dataset":
         """The dataset with this id (``Error`` 404 if there is none, or it is another tenant's)."""
-        return Dataset(self, self._get("/v1/datasets/" + dataset_id))
+        return Dataset(self, (yield from self._get("/v1/datasets/" + dataset_id)))
 
     def datasets(self, limit: Optional[int] = None, tenant: Optional[str] = None,
                  page: Optional[int] = None) -> Iterator["Dataset"]:
         """The datasets, newest first, at most ``limit`` of them (None: every one), fetched a page
         (``page`` datasets) at a time as the iteration goes."""
-        for doc in self._pages("/v1/datasets", "datasets", limit, page, tenant=tenant):
+        for doc in self._pages(Pager(self, "/v1/datasets", "datasets", limit, page, tenant=tenant)):
             yield Dataset(self, doc)
 
     # ------------------------------------------------------------ events
@@ -459,13 +501,40 @@ class Client:
 
     # ------------------------------------------------------------ the service
 
+    @flow
     def devices(self) -> dict:
         """``GET /v1/devices``: the GPUs (with their caches) and the CPU backend."""
-        return self._get("/v1/devices")
+        return (yield from self._get("/v1/devices"))
 
+    @flow
     def algorithms(self) -> list:
         """``GET /v1/algorithms``: every variant, with the ops, dtypes and axes it covers."""
-        return self._get("/v1/algorithms")["algorithms"]
+        return (yield from self._get("/v1/algorithms"))["algorithms"]
+
+
+class Pager:
+    """Where a paged list stands: the flow of its next page (``next``), and what of a page is
+    wanted (``take``), at most ``most`` items (None: all), following next_cursor, ``size`` per
+    page (None: up to 1000 where most is given, else the service's default)."""
+
+    def __init__(self, client: Client, path: str, member: str, most: Optional[int], size: Optional[int],
+                 **params: Any) -> None:
+        self.client, self.path, self.member, self.size = client, path, member, size
+        self.most = most
+        self.left = math.inf if most is None else most
+        self.params = {k: v for k, v in params.items() if v is not None}
+        self.done = self.left <= 0
+
+    def next(self) -> Flow[Any]:
+        want = self.size if self.size is not None else min(self.left, 1000) if self.most is not None else None
+        return self.client._get(self.path, limit=want, **self.params)
+
+    def take(self, page: dict) -> list:
+        items = page[self.member][:self.left] if self.most is not None else page[self.member]
+        self.left -= len(items)
+        self.done = self.left <= 0 or not page.get("next_cursor")
+        self.params["cursor"] = page.get("next_cursor")
+        return items
 
 
 class Job:
@@ -477,7 +546,6 @@ class Job:
         self.doc = doc
         self._temporary = list(temporary)  # datasets uploaded for this job, deleted once it ends
         self.deleted = False  # a DELETE of it answered 204: the job is gone from the service
-        self._ended()
 
     def __repr__(self) -> str:
         return "<gpured.Job %s %s %s>" % (self.id, self.doc.get("op"), self.doc.get("status"))
@@ -504,12 +572,14 @@ class Job:
     def _current(self) -> dict:
         return self.doc if self.done else self.refresh().doc
 
+    @flow
     def refresh(self) -> "Job":
         """Fetch the job's resource again."""
-        self.doc = self.client._get("/v1/jobs/" + self.id)
-        self._ended()
+        self.doc = yield from self.client._get("/v1/jobs/" + self.id)
+        yield from self._ended()
         return self
 
+    @flow
     def wait(self, timeout: Optional[float] = None, *, deadline: Optional[float] = None) -> "Job":
         """Wait until the job ends, or ``timeout`` seconds pass (None: until it ends), and return
         it; ``done`` tells which. ``deadline``: a ``time.monotonic()`` to stop at instead."""
@@ -521,13 +591,15 @@ class Job:
                 break
             n = min(MAX_WAIT, int(left))  # whole seconds: the service's ?wait= long poll
             params = {"wait": n} if n else None
-            self.doc = self.client.request("GET", "/v1/jobs/" + self.id, params=params, wait=n,
-                                           deadline=deadline).json()
+            got = yield from self.client._request("GET", "/v1/jobs/" + self.id, params=params, wait=n,
+                                                  deadline=deadline)
+            self.doc = got.json()
             if not n and not self.done:
-                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))  # under a second left: polls
-        self._ended()
+                yield Sleep(min(0.05, max(0.0, deadline - time.monotonic())))  # under a second left: polls
+        yield from self._ended()
         return self
 
+    @flow
     def result(self, part: Optional[str] = None, timeout: Optional[float] = None, *,
                deadline: Optional[float] = None) -> Result:
         """The job's result, once it has ended (waiting up to ``timeout`` seconds).
@@ -540,7 +612,7 @@ class Job:
         failed or was canceled, :class:`Timeout` if it has not ended in time."""
         if deadline is None and timeout is not None:
             deadline = time.monotonic() + timeout
-        self.wait(deadline=deadline)
+        yield from Job.wait.flow(self, deadline=deadline)
         status = self.doc["status"]
         if not self.done:
             raise Timeout("job %s is %s at the deadline" % (self.id, status))
@@ -559,16 +631,26 @@ class Job:
         for k in (("index", "indices") if part == "indices" else ("value", "values")):
             if k in res:
                 return np.asarray(res[k], dtype=rtype)[()]
-        return self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline)
+        return (yield from self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline))
 
-    def _result_once(self, keep: bool, deadline: float) -> Any:  # Reduced, or a product's array
+    @flow
+    def save(self, path: Union[str, "os.PathLike[str]"], part: Optional[str] = None,
+             progress: Optional[Progress] = None) -> None:
+        """Write the ended job's result to a .npy file as it arrives: ``part`` as for
+        :meth:`result` (an argmin/argmax's indices by default, else the values)."""
+        part = part or ("indices" if self.doc.get("op") in ("argmin", "argmax") else "values")
+        yield from self.client._request("GET", "/v1/jobs/%s/result" % self.id, params={"part": part},
+                                        headers={"Accept": "application/x-npy"}, answer="file", file=path,
+                                        progress=progress)
+
+    def _result_once(self, keep: bool, deadline: float) -> Flow[Any]:  # Reduced, or a product's array
         """The result, then (unless keep) the job deleted with its kept result: a one-call
         reduction or product leaves nothing behind. One that cannot go yet (another job reads
         its result) is left with a warning."""
-        value = self.result(deadline=deadline)
+        value = yield from Job.result.flow(self, deadline=deadline)
         if not keep and self.doc.get("result", {}).get("dataset"):
             try:
-                self.delete()
+                yield from Job.cancel.flow(self)
             except Error as e:
                 warnings.warn("gpured: job %s and its kept result are left: %s" % (self.id, e), stacklevel=3)
         return value
@@ -583,28 +665,31 @@ class Job:
         from .events import JobWatch
         return JobWatch(self, timeout)
 
+    @flow
     def cancel(self) -> "Job":
         """Cancel the job while it is queued (``Error`` 409 while it runs). The same request
         deletes a job that has ended, with the datasets its result was kept in: then
         :attr:`deleted` is True and ``doc`` stays the last state seen."""
-        r = self.client.request("DELETE", "/v1/jobs/" + self.id)
-        if r.status_code == 204:
+        got = yield from self.client._request("DELETE", "/v1/jobs/" + self.id)
+        if got.status == 204:
             self.deleted = True
             return self
-        self.doc = r.json()
-        self._ended()
+        self.doc = got.json()
+        yield from self._ended()
         return self
 
+    @flow
     def delete(self) -> None:
         """Delete the job once it has ended, with the datasets its result was kept in (``Error``
         409 while it runs, or while other jobs read its kept result). A queued job is canceled,
         and stays listed as ``canceled`` until it is deleted too."""
-        self.cancel()
+        yield from Job.cancel.flow(self)
 
-    def _ended(self) -> None:
+    def _ended(self) -> Flow[None]:
+        """Once the job has ended, delete the datasets uploaded for it."""
         if self.done and self._temporary:
             temps, self._temporary = self._temporary, []
-            _delete_all(temps)
+            yield from _delete_all(temps)
 
 
 class Dataset:
@@ -639,17 +724,21 @@ class Dataset:
         """None for a moment after a large upload (API.md): ``client.dataset(id)`` reads it again."""
         return self.doc["sha256"]
 
+    @flow
     def download(self, progress: Optional[Progress] = None) -> np.ndarray:
         """The values, as an array of the dataset's dtype and shape (read straight into it)."""
-        return self.client._fetch_npy("/v1/datasets/%s/data" % self.id, progress=progress)
+        return (yield from self.client._fetch_npy("/v1/datasets/%s/data" % self.id, progress=progress))
 
+    @flow
     def save(self, path: Union[str, "os.PathLike[str]"], progress: Optional[Progress] = None) -> None:
         """Write the values to a .npy file as they arrive."""
-        self.client._save("/v1/datasets/%s/data" % self.id, path, progress)
+        yield from self.client._request("GET", "/v1/datasets/%s/data" % self.id, headers={"Accept": "application/x-npy"},
+                                        answer="file", file=path, progress=progress)
 
+    @flow
     def delete(self) -> None:
         """Delete the dataset (``Error`` 409 while a queued or running job uses it)."""
-        self.client.request("DELETE", "/v1/datasets/" + self.id)
+        yield from self.client._request("DELETE", "/v1/datasets/" + self.id)
 
 
 def _dataset_id(data: Any) -> Optional[str]:
@@ -658,7 +747,7 @@ def _dataset_id(data: Any) -> Optional[str]:
     return data if isinstance(data, str) else None
 
 
-def _delete_all(datasets: Iterable[Dataset]) -> None:
+def _delete_all(datasets: Sequence[Dataset]) -> Flow[None]:
     """Delete datasets the client uploaded for a job. One already gone is fine. A 409 (the job's
     hold on it not yet let go: seen on a PostgreSQL store just after the job's end was readable)
     is tried again for a few seconds; a dataset that still cannot go is left with a warning, so
@@ -666,7 +755,7 @@ def _delete_all(datasets: Iterable[Dataset]) -> None:
     for ds in datasets:
         for attempt in range(8):
             try:
-                ds.delete()
+                yield from Dataset.delete.flow(ds)
                 break
             except Error as e:
                 if e.status == 404:
@@ -674,7 +763,7 @@ def _delete_all(datasets: Iterable[Dataset]) -> None:
                 if e.status != 409 or attempt == 7:
                     warnings.warn("gpured: the dataset %s uploaded for a job is left: %s" % (ds.id, e), stacklevel=3)
                     break
-                time.sleep(0.05 * 2 ** attempt)
+                yield Sleep(0.05 * 2 ** attempt)
 
 
 def _wait_within(deadline: float) -> int:
@@ -686,26 +775,26 @@ def _prefer(wait: float) -> Optional[dict]:
     return {"Prefer": "wait=%d" % math.ceil(wait)} if wait else None
 
 
-def _error_of(resp: requests.Response) -> Error:
+def _error_of(got: Got) -> Error:
     try:
-        doc = resp.json()
+        doc = got.json()
     except ValueError:
         doc = None
     if isinstance(doc, dict) and "title" in doc:
-        if resp.status_code == 401:  # the service's detail tells a curl user which header to send
+        if got.status == 401:  # the service's detail tells a curl user which header to send
             doc = dict(doc, detail="the service needs a token: gpured.Client(token=...), or gpured-cli --token "
                                    "(or GPURED_TOKEN); the service said: %s" % doc.get("detail", ""))
-        return Error.from_problem(doc, resp.status_code)
-    return Error.of(resp.status_code, resp.reason or "error", resp.text[:500])
+        return Error.from_problem(doc, got.status)
+    return Error.of(got.status, got.reason or "error", got.text[:500])
 
 
 _ABSENT = ("connection refused", "name or service not known", "no route to host")
 """Connection failures that mean no service is there (as against one that dropped a request)."""
 
 
-def _connection_problem(e: requests.ConnectionError) -> str:
-    """A connection failure in a few words (requests nests urllib3's retries and reasons)."""
-    text = str(e)
+def _connection_problem(text: str) -> str:
+    """A connection failure in a few words, from the transport's text of it (requests nests
+    urllib3's retries and reasons)."""
     for short in _ABSENT + ("connection reset", "remote end closed connection"):
         if short in text.lower():
             return short

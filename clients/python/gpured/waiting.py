@@ -31,12 +31,12 @@ def as_completed(jobs: Iterable[Job], timeout: Optional[float] = None) -> Iterat
         return
     with client.events(kind="job", status=list(TERMINAL), timeout=timeout) as stream:
         oldest = min(pending)
-        for doc in client._pages("/v1/jobs", "jobs", None, 1000):  # ended before the stream opened
-            if doc["id"] < oldest:
+        for listed in client.jobs(page=1000):  # ended before the stream opened
+            if listed.id < oldest:
                 break
-            if doc["id"] in pending and doc["status"] in TERMINAL:
-                job = pending.pop(doc["id"])
-                job.doc = doc
+            if listed.id in pending and listed.done:
+                job = pending.pop(listed.id)
+                job.doc = listed.doc
                 yield job
         for ev in stream if pending else ():
             job = pending.pop(ev.id, None)
