@@ -16,12 +16,13 @@ PKGS=(build-essential cmake pkg-config curl python3 libmicrohttpd-dev libjansson
 # Only the tests need these: the dashboard runs in headless Chromium; schemathesis goes in a venv;
 # NumPy writes the .npy files uploaded and reads the downloads back; postgresql: the suites' own
 # throwaway cluster (initdb + pg_ctl, tests/pg_cluster.py) for the e2e.pg copies; prometheus: a real
-# Prometheus scrapes the test server and promtool tests the alert rules; python3-requests and flit
-# (flit_core): the Python client (clients/python) is built and installed offline into a venv.
+# Prometheus scrapes the test server and promtool tests the alert rules; python3-requests,
+# python3-aiohttp (AsyncClient) and flit (flit_core): the Python client (clients/python) is
+# tested, and built and installed offline into a venv.
 # podman, runc and debootstrap: the image is built from the Dockerfile on a Debian base made here and
 # run (tests/container); docker-compose: its schema validates deploy/compose.yaml.
 TEST_PKGS=(chromium chromium-driver python3-selenium python3-venv python3-numpy clang libclang-rt-14-dev
-           postgresql prometheus python3-requests flit
+           postgresql prometheus python3-requests python3-aiohttp flit
            podman runc debootstrap docker-compose)
 
 install_missing() {

@@ -459,12 +459,32 @@ def jobs(srv, c, seen, rng):
     c.job(blocker.json()["id"]).wait(60)
 
 
-def async_client(base, rng):
+def async_client(srv, rng):
     arrays = [gen("sum", "int64", (300 + i,), rng) for i in range(8)]
     b = rng.standard_normal((20, 30))
 
+    async def concurrent(ac, ds):
+        """No thread held per call: 32 waits on jobs held behind a blocker are long polls on the
+        loop, and quick calls made meanwhile answer at once."""
+        blocker = await asyncio.to_thread(L.blocker, srv, 4)  # holds the CPU's worker
+        CHECK.eq(blocker.status, 202, "a benchmark holding the CPU")
+        held = [await ac.submit("max", [i, 1], device="cpu") for i in range(32)]
+        threads = threading.active_count()
+        waits = [asyncio.ensure_future(ac.wait(j, 30)) for j in held]
+        await asyncio.sleep(0.5)  # every wait sent, held by the service
+        t0 = time.monotonic()
+        quick = await asyncio.gather(ac.job(held[0].id), ac.devices(), ac.dataset(ds.id))
+        took = time.monotonic() - t0
+        CHECK.ok(not any(w.done() for w in waits) and took < 1.0,
+                 "AsyncClient: 3 quick calls behind 32 pending waits answered in %.3f s" % took)
+        CHECK.eq(threading.active_count(), threads, "AsyncClient: the waits hold no thread")
+        CHECK.eq(quick[0].doc["status"], "queued", "the job behind the blocker is queued")
+        ended = await asyncio.gather(*waits)
+        CHECK.eq([j.doc.get("result") for j in ended], [{"value": max(i, 1)} for i in range(32)],
+                 "AsyncClient: the 32 waits end with their jobs")
+
     async def body():
-        async with gpured.AsyncClient(base) as ac:
+        async with gpured.AsyncClient(srv.base) as ac:
             sums = await asyncio.gather(*(ac.sum(x, device=L.DEVICE) for x in arrays))
             CHECK.eq([int(s) for s in sums], [int(x.sum()) for x in arrays], "AsyncClient: 8 sums at once")
             ds = await ac.upload(b)
@@ -479,6 +499,7 @@ def async_client(base, rng):
                     break
             CHECK.eq(listed[0], job.id, "AsyncClient.jobs: newest first")
             CHECK.eq(len(listed), 5, "AsyncClient.jobs: across pages")
+            await concurrent(ac, ds)
             await ac.delete(ds)
             try:
                 await ac.dataset(ds.id)
@@ -1107,7 +1128,7 @@ def main():
                        ("jobs", lambda: jobs(srv, c, seen, rng)),
                        ("errors and deadlines", lambda: errors_and_deadlines(srv, c)),
                        ("as_completed and wait", lambda: many(srv, c, seen)),
-                       ("AsyncClient", lambda: async_client(srv.base, rng)), ("retries", retries),
+                       ("AsyncClient", lambda: async_client(srv, rng)), ("retries", retries),
                        ("tokens", lambda: tokens(rng)), ("events", events), ("SSE parsing", sse_parsing),
                        ("gpured-cli", lambda: cli(srv, c, rng))):
         t = time.monotonic()

@@ -1,41 +1,59 @@
-# aio.py: gpured.AsyncClient, the Client's calls as coroutines (each runs in a worker thread).
+# aio.py: gpured.AsyncClient, the Client's calls as coroutines over aiohttp: the same flows as
+# Client's (_flows.py), each exchange awaited on the event loop, so that no call holds a thread
+# and a quick one never waits behind long polls. The event streams alone still read in a worker
+# thread each (AsyncStream). Owned by the loop that first uses the client.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
-from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterator, Optional, TypeVar, Union
+import io
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Optional, TypeVar, Union
 
 import numpy as np
 
-from .client import Client, Dataset, Job, Result
+from . import _wire
+from ._flows import Flow, Got, Lost, Send, Sleep
+from .client import Client, Dataset, Job, Pager, Result, _connection_problem
+from .errors import Error
 from .events import Event, EventStream, JobWatch
 
 T = TypeVar("T")
 
 
-def _threaded(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """A coroutine running the Client method of the same name with asyncio.to_thread."""
+async def adrive(flow: Flow[T], do: Callable[[Union[Send, Sleep]], Awaitable[Any]]) -> T:
+    """Run a flow, each step awaited from do; what do raises goes into the flow, to clean up."""
+    try:
+        step = next(flow)
+        while True:
+            try:
+                got = await do(step)
+            except BaseException as e:  # noqa: BLE001  (thrown into the flow, which re-raises it)
+                step = flow.throw(e)
+            else:
+                step = flow.send(got)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _native(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """The coroutine of a Client method: its flow, run on the loop."""
     @functools.wraps(method)
     async def run(self: "AsyncClient", *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(method, self.client, *args, **kwargs)
+        return await adrive(method.flow(self.client, *args, **kwargs), self._do)  # type: ignore[attr-defined]
     return run
 
 
-async def _aiter(it: Iterator[T]) -> AsyncIterator[T]:
-    """An iterator's items, each next() (a page fetch now and then) run in a worker thread."""
-    end = object()
-    while True:
-        item = await asyncio.to_thread(next, it, end)
-        if item is end:
-            return
-        yield item  # type: ignore[misc]
+async def _pieces(body: _wire.Body) -> AsyncIterator[bytes]:
+    for piece in body:  # from memory, or a file's next megabyte: brief
+        yield bytes(piece)
 
 
 class AsyncStream(Generic[T]):
     """A live stream (:class:`EventStream`, :class:`JobWatch`) as an async iterator: the sync one,
-    opened in a worker thread at the first ``__anext__`` (or ``async with``), each next item
-    read in a worker thread. A stream waiting for its next event holds a thread of the loop's
-    default executor meanwhile. ``aclose()`` (or leaving ``async with``) closes it at once, a
+    opened at the first ``__anext__`` (or ``async with``) and read in a thread of its own, made
+    for it (not the loop's default executor, so that open streams never keep one another, or
+    ``asyncio.to_thread``, waiting) and ended with it. ``aclose()`` (or leaving ``async with``) closes it at once, a
     pending ``__anext__`` included; so does cancelling a pending ``__anext__`` (as
     ``asyncio.wait_for`` does at its timeout), since the event its thread is reading could not
     be given to anyone: open a new stream with ``after=stream.last_id`` to go on."""
@@ -43,11 +61,15 @@ class AsyncStream(Generic[T]):
     def __init__(self, open: Callable[[], Union[EventStream, JobWatch]]) -> None:
         self._open = open
         self._closed = False
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpured-stream")
         self.stream: Optional[Union[EventStream, JobWatch]] = None
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
 
     async def _opened(self) -> Union[EventStream, JobWatch]:
         if self.stream is None:
-            self.stream = await asyncio.to_thread(self._open)
+            self.stream = await self._in_thread(self._open)
             if self._closed:  # closed while it opened
                 self.stream.close()
         return self.stream
@@ -59,11 +81,12 @@ class AsyncStream(Generic[T]):
         stream = await self._opened()
         end = object()
         try:
-            item = await asyncio.to_thread(next, stream, end)
+            item = await self._in_thread(next, stream, end)
         except asyncio.CancelledError:
             stream.close()  # wakes the thread blocked reading
             raise
         if item is end:
+            self._thread.shutdown(wait=False)
             raise StopAsyncIteration
         return item  # type: ignore[return-value]
 
@@ -79,6 +102,7 @@ class AsyncStream(Generic[T]):
         self._closed = True
         if self.stream is not None:
             self.stream.close()
+        self._thread.shutdown(wait=False)  # its thread ends once its read does
 
     @property
     def last_id(self) -> Optional[int]:
@@ -89,10 +113,11 @@ class AsyncStream(Generic[T]):
 
 class AsyncClient:
     """The asyncio twin of :class:`gpured.Client`: the same arguments and the same methods as
-    coroutines, each running the synchronous one in a worker thread (``asyncio.to_thread``), so
-    it needs nothing beyond requests and NumPy and many calls can be under way at once (each
-    thread has its own HTTP session). The Job and Dataset objects it returns are the sync ones;
-    wait for a job with ``await client.wait(job)`` and fetch with ``await client.result(job)``.
+    coroutines, over aiohttp (Debian: python3-aiohttp), so many calls can be under way at once on
+    one loop and none holds a thread: a quick call never waits behind long ones. Its Job and
+    Dataset objects are the sync ones; wait for a job with ``await client.wait(job)`` and fetch
+    with ``await client.result(job)``. ``on_response`` is given aiohttp's response. Use it from
+    one event loop, and close it (``async with``, or ``await client.aclose()``).
 
         async with gpured.AsyncClient(url) as c:
             sums = await asyncio.gather(*(c.sum(a) for a in arrays))
@@ -100,6 +125,7 @@ class AsyncClient:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.client = Client(*args, **kwargs)
+        self._http: Any = None  # aiohttp.ClientSession, made on the loop at the first call
 
     def __repr__(self) -> str:
         return "gpured.AsyncClient(%r)" % self.client.url
@@ -108,33 +134,112 @@ class AsyncClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (and those of the event streams' threads)."""
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
         self.client.close()
 
-    reduce = _threaded(Client.reduce)
-    sum = _threaded(Client.sum)
-    prod = _threaded(Client.prod)
-    min = _threaded(Client.min)
-    max = _threaded(Client.max)
-    mean = _threaded(Client.mean)
-    argmin = _threaded(Client.argmin)
-    argmax = _threaded(Client.argmax)
-    matmul = _threaded(Client.matmul)
-    submit = _threaded(Client.submit)
-    submit_many = _threaded(Client.submit_many)
-    job = _threaded(Client.job)
-    benchmark = _threaded(Client.benchmark)
-    upload = _threaded(Client.upload)
-    dataset = _threaded(Client.dataset)
-    devices = _threaded(Client.devices)
-    algorithms = _threaded(Client.algorithms)
+    def _session(self) -> Any:
+        if self._http is None:
+            try:
+                import aiohttp
+            except ImportError as e:
+                raise ImportError("gpured.AsyncClient needs aiohttp (Debian: python3-aiohttp; pip: aiohttp)") from e
+            # no cap on connections: a long poll holds one, and a quick call must not queue behind them
+            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        return self._http
 
-    def jobs(self, *args: Any, **kwargs: Any) -> AsyncIterator[Job]:
+    async def _do(self, step: Union[Send, Sleep]) -> Optional[Union[Got, Lost]]:
+        """One step of a flow, on the loop: a sleep, or an exchange and what came of it."""
+        import aiohttp
+        if isinstance(step, Sleep):
+            await asyncio.sleep(step.seconds)
+            return None
+        headers, data = dict(step.headers), None
+        if step.body is not None:
+            headers["Content-Length"] = str(len(step.body))  # sent as it goes, not chunked
+            data = _pieces(step.body)
+        # as requests' timeout: for the connection and for each read, not the whole answer
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=step.timeout, sock_read=step.timeout)
+        try:
+            async with self._session().request(step.method, step.url, params=step.params or None, json=step.json,
+                                               data=data, headers=headers, timeout=timeout) as resp:
+                if self.client.on_response:
+                    self.client.on_response(resp)
+                got = Got(resp.status, resp.reason or "", resp.headers, response=resp)
+                if resp.status >= 400 or step.answer == "json":
+                    got.text = await resp.text()
+                else:
+                    await self._read_answer(resp, step, got)
+                return got
+        except asyncio.TimeoutError as e:
+            return Lost(e, timed_out=True)
+        except aiohttp.ClientConnectorError as e:
+            refused = isinstance(e.os_error, ConnectionRefusedError)
+            return Lost(e, problem="connection refused" if refused else _connection_problem(str(e)))
+        except aiohttp.ClientConnectionError as e:
+            return Lost(e, problem=_connection_problem(str(e)))
+        except aiohttp.ClientError as e:
+            return Lost(e)
+
+    @staticmethod
+    async def _read_answer(resp: Any, step: Send, got: Got) -> None:
+        """An npy answer into got.array, or a file answer into step.file, as it arrives."""
+        import aiohttp
+        total = int(resp.headers.get("Content-Length") or 0)
+        pieces, done = [], 0
+        try:
+            async for piece in resp.content.iter_chunked(_wire.CHUNK):
+                pieces.append(piece)
+                done += len(piece)
+                if step.progress:
+                    step.progress(done, total)
+            if total and done != total:
+                raise EOFError("the answer ended after %d of %d bytes" % (done, total))
+            if step.answer == "npy":
+                got.array = _wire.read_npy(io.BytesIO(b"".join(pieces)), total)
+            else:
+                _wire.save(pieces, step.file, total)
+        except (EOFError, ValueError, OSError, aiohttp.ClientPayloadError) as e:
+            raise Error(None, "bad answer", "%s %s: %s" % (step.method, step.url, e)) from e
+
+    reduce = _native(Client.reduce)
+    sum = _native(Client.sum)
+    prod = _native(Client.prod)
+    min = _native(Client.min)
+    max = _native(Client.max)
+    mean = _native(Client.mean)
+    argmin = _native(Client.argmin)
+    argmax = _native(Client.argmax)
+    matmul = _native(Client.matmul)
+    submit = _native(Client.submit)
+    submit_many = _native(Client.submit_many)
+    job = _native(Client.job)
+    cleanup = _native(Client.cleanup)
+    benchmark = _native(Client.benchmark)
+    upload = _native(Client.upload)
+    dataset = _native(Client.dataset)
+    devices = _native(Client.devices)
+    algorithms = _native(Client.algorithms)
+
+    async def _pages(self, pager: Pager) -> AsyncIterator[dict]:
+        while not pager.done:
+            for item in pager.take(await adrive(pager.next(), self._do)):
+                yield item
+
+    async def jobs(self, *args: Any, **kwargs: Any) -> AsyncIterator[Job]:
         """Every job, as :meth:`Client.jobs`: ``async for job in client.jobs(limit=100)``."""
-        return _aiter(self.client.jobs(*args, **kwargs))
+        async for doc in self._pages(Client.jobs_pager(self.client, *args, **kwargs)):
+            yield Job(self.client, doc)
 
-    def datasets(self, *args: Any, **kwargs: Any) -> AsyncIterator[Dataset]:
+    async def datasets(self, *args: Any, **kwargs: Any) -> AsyncIterator[Dataset]:
         """Every dataset, as :meth:`Client.datasets`: ``async for ds in client.datasets()``."""
-        return _aiter(self.client.datasets(*args, **kwargs))
+        async for doc in self._pages(Client.datasets_pager(self.client, *args, **kwargs)):
+            yield Dataset(self.client, doc)
 
     def events(self, *args: Any, **kwargs: Any) -> AsyncStream[Event]:
         """The service's events, as :meth:`Client.events` (an :class:`AsyncStream`):
@@ -147,21 +252,22 @@ class AsyncClient:
         return AsyncStream(lambda: job.watch(timeout))
 
     async def wait(self, job: Job, timeout: Optional[float] = None) -> Job:
-        """:meth:`Job.wait` in a worker thread."""
-        return await asyncio.to_thread(job.wait, timeout)
+        """:meth:`Job.wait`, on the loop."""
+        return await adrive(Job.wait.flow(job, timeout), self._do)
 
     async def result(self, job: Job, part: Optional[str] = None, timeout: Optional[float] = None) -> Result:
-        """:meth:`Job.result` in a worker thread."""
-        return await asyncio.to_thread(job.result, part, timeout)
+        """:meth:`Job.result`, on the loop."""
+        return await adrive(Job.result.flow(job, part, timeout), self._do)
 
     async def cancel(self, job: Job) -> Job:
-        """:meth:`Job.cancel` in a worker thread."""
-        return await asyncio.to_thread(job.cancel)
+        """:meth:`Job.cancel` (a queued job), or the delete of an ended one, on the loop."""
+        return await adrive(Job.cancel.flow(job), self._do)
 
     async def download(self, dataset: Dataset, progress: Any = None) -> np.ndarray:
-        """:meth:`Dataset.download` in a worker thread."""
-        return await asyncio.to_thread(dataset.download, progress)
+        """:meth:`Dataset.download`, on the loop."""
+        return await adrive(Dataset.download.flow(dataset, progress), self._do)
 
-    async def delete(self, dataset: Dataset) -> None:
-        """:meth:`Dataset.delete` in a worker thread."""
-        await asyncio.to_thread(dataset.delete)
+    async def delete(self, item: Union[Job, Dataset]) -> None:
+        """Delete a dataset, or an ended job with its kept result (:meth:`Dataset.delete`,
+        :meth:`Job.delete`), on the loop."""
+        await adrive(type(item).delete.flow(item), self._do)

@@ -429,8 +429,13 @@ class Client:
         """The jobs (of this status / op; an admin token: of this tenant), newest first, at most
         ``limit`` of them (None: every one), fetched a page (``page`` jobs, 1 to 1000) at a time
         as the iteration goes."""
-        for doc in self._pages(Pager(self, "/v1/jobs", "jobs", limit, page, status=status, op=op, tenant=tenant)):
+        for doc in self._pages(self.jobs_pager(status, op, limit, tenant, page)):
             yield Job(self, doc)
+
+    def jobs_pager(self, status: Optional[str] = None, op: Optional[str] = None, limit: Optional[int] = None,
+                   tenant: Optional[str] = None, page: Optional[int] = None) -> "Pager":
+        """Where :meth:`jobs` starts (AsyncClient pages through it too)."""
+        return Pager(self, "/v1/jobs", "jobs", limit, page, status=status, op=op, tenant=tenant)
 
     @flow
     def cleanup(self, older_than: Optional[float] = None, kept: bool = False, tenant: Optional[str] = None) -> dict:
@@ -481,8 +486,13 @@ class Client:
                  page: Optional[int] = None) -> Iterator["Dataset"]:
         """The datasets, newest first, at most ``limit`` of them (None: every one), fetched a page
         (``page`` datasets) at a time as the iteration goes."""
-        for doc in self._pages(Pager(self, "/v1/datasets", "datasets", limit, page, tenant=tenant)):
+        for doc in self._pages(self.datasets_pager(limit, tenant, page)):
             yield Dataset(self, doc)
+
+    def datasets_pager(self, limit: Optional[int] = None, tenant: Optional[str] = None,
+                       page: Optional[int] = None) -> "Pager":
+        """Where :meth:`datasets` starts (AsyncClient pages through it too)."""
+        return Pager(self, "/v1/datasets", "datasets", limit, page, tenant=tenant)
 
     # ------------------------------------------------------------ events
 
