@@ -1718,7 +1718,7 @@ static void test_query_plans(void **state)
                        GR_SQL_EVENTS, GR_SQL_EVENTS_LAST, GR_SQL_EVENT_JOB, GR_SQL_EVENT_DS, GR_SQL_EVENTS_OWN,
                        GR_SQL_EVENTS_PRUNE_KEEP};
     for (size_t q = 0; q < sizeof ids / sizeof ids[0]; q++) {
-        char sql[2048];
+        char sql[8192];
         snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", gr_sql[ids[q]]);
         sqlite3_stmt *st;
         assert_int_equal(sqlite3_prepare_v2(db.sq, sql, -1, &st, NULL), SQLITE_OK);
