@@ -471,17 +471,29 @@ def async_client(srv, rng):
         held = [await ac.submit("max", [i, 1], device="cpu") for i in range(32)]
         threads = threading.active_count()
         waits = [asyncio.ensure_future(ac.wait(j, 30)) for j in held]
+        streams = [ac.events(job=held[0].id, status="succeeded") for _ in range(8)]
+        for st in streams:
+            await st.__aenter__()
+
+        async def statuses(job):
+            return [x async for x in ac.watch(job, timeout=30)]
+        watched = asyncio.ensure_future(statuses(held[1]))
         await asyncio.sleep(0.5)  # every wait sent, held by the service
         t0 = time.monotonic()
         quick = await asyncio.gather(ac.job(held[0].id), ac.devices(), ac.dataset(ds.id))
         took = time.monotonic() - t0
         CHECK.ok(not any(w.done() for w in waits) and took < 1.0,
                  "AsyncClient: 3 quick calls behind 32 pending waits answered in %.3f s" % took)
-        CHECK.eq(threading.active_count(), threads, "AsyncClient: the waits hold no thread")
+        CHECK.eq(threading.active_count(), threads, "AsyncClient: the waits, 8 event streams and a watch hold no thread")
         CHECK.eq(quick[0].doc["status"], "queued", "the job behind the blocker is queued")
         ended = await asyncio.gather(*waits)
         CHECK.eq([j.doc.get("result") for j in ended], [{"value": max(i, 1)} for i in range(32)],
                  "AsyncClient: the 32 waits end with their jobs")
+        told = await asyncio.gather(*(asyncio.wait_for(st.__anext__(), 10) for st in streams))
+        CHECK.eq({(e.id, e.status) for e in told}, {(held[0].id, "succeeded")}, "AsyncClient: each stream's event")
+        for st in streams:
+            await st.aclose()
+        CHECK.eq(await watched, ["queued", "running", "succeeded"], "AsyncClient.watch: queued, running, succeeded")
 
     async def body():
         async with gpured.AsyncClient(srv.base) as ac:
@@ -919,7 +931,7 @@ def events():
                 await asyncio.wait_for(evs.__anext__(), 0.5)
                 CHECK.ok(False, "AsyncClient.events: an event on a quiet stream")
             except asyncio.TimeoutError:
-                CHECK.ok(evs.stream is not None and evs.stream.closed, "a cancelled __anext__ closes the stream")
+                CHECK.ok(evs.closed, "a cancelled __anext__ closes the stream")
     asyncio.run(body())
     L.check_stop(srv)
     shutil.rmtree(data, ignore_errors=True)

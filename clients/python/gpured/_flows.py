@@ -1,6 +1,6 @@
 # _flows.py: the client's calls written once, free of I/O. A flow is a generator: it yields what
-# the transport is to do (Send an exchange, Sleep), is sent back what came of it (Got, or Lost
-# when no answer came), and returns the call's value. Client runs flows with requests (drive),
+# the transport is to do (Send an exchange, Sleep, Read or Close a streamed answer), is sent
+# back what came of it (Got, Lost when no answer came, bytes read), and returns the call's value. Client runs flows with requests (drive),
 # AsyncClient with aiohttp (aio.py's adrive); neither holds any logic of the API.
 from __future__ import annotations
 
@@ -32,6 +32,18 @@ class Sleep(NamedTuple):
     seconds: float
 
 
+class Read(NamedTuple):
+    """The next bytes of a streamed answer (``answer="stream"``): b"" at its end, Lost when cut
+    short or quiet for ``timeout`` seconds."""
+    got: "Got"
+    timeout: float
+
+
+class Close(NamedTuple):
+    """Let a streamed answer go, its connection closed."""
+    got: "Got"
+
+
 @dataclass
 class Got:
     """An answer: its status, reason and headers, its text (an error's, or a json answer's), an
@@ -42,6 +54,7 @@ class Got:
     text: str = ""
     array: Any = None
     response: Any = field(default=None, repr=False)
+    chunks: Any = field(default=None, repr=False)  # a streamed answer's, as its transport reads them
 
     def json(self) -> Any:
         return _json.loads(self.text)

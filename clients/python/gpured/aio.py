@@ -1,22 +1,20 @@
 # aio.py: gpured.AsyncClient, the Client's calls as coroutines over aiohttp: the same flows as
-# Client's (_flows.py), each exchange awaited on the event loop, so that no call holds a thread
-# and a quick one never waits behind long polls. The event streams alone still read in a worker
-# thread each (AsyncStream). Owned by the loop that first uses the client.
+# Client's (_flows.py), each exchange awaited on the event loop, so that no call or stream holds a
+# thread and a quick call never waits behind long polls. Owned by the loop that first uses it.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import io
-from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Optional, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
 from . import _wire
-from ._flows import Flow, Got, Lost, Send, Sleep
+from ._flows import Close, Flow, Got, Lost, Read, Send, Sleep
 from .client import Client, Dataset, Job, Pager, Result, _connection_problem
 from .errors import Error
-from .events import Event, EventStream, JobWatch
+from .events import Event, Follow, Watching, _End
 
 T = TypeVar("T")
 
@@ -50,48 +48,48 @@ async def _pieces(body: _wire.Body) -> AsyncIterator[bytes]:
 
 
 class AsyncStream(Generic[T]):
-    """A live stream (:class:`EventStream`, :class:`JobWatch`) as an async iterator: the sync one,
-    opened at the first ``__anext__`` (or ``async with``) and read in a thread of its own, made
-    for it (not the loop's default executor, so that open streams never keep one another, or
-    ``asyncio.to_thread``, waiting) and ended with it. ``aclose()`` (or leaving ``async with``) closes it at once, a
-    pending ``__anext__`` included; so does cancelling a pending ``__anext__`` (as
-    ``asyncio.wait_for`` does at its timeout), since the event its thread is reading could not
-    be given to anyone: open a new stream with ``after=stream.last_id`` to go on."""
+    """The service's events (:meth:`AsyncClient.events`: :class:`Event`\ s) or a job's statuses
+    (:meth:`AsyncClient.watch`: strings) as an async iterator, read on the loop: what
+    :class:`EventStream` and :class:`JobWatch` give, the same flows. It subscribes at ``async
+    with`` (or the first ``__anext__``). ``aclose()`` (or leaving ``async with``) ends it at once,
+    a pending ``__anext__`` included; so does cancelling a pending ``__anext__`` (as
+    ``asyncio.wait_for`` does at its timeout): open a new stream with ``after=stream.last_id`` to
+    go on."""
 
-    def __init__(self, open: Callable[[], Union[EventStream, JobWatch]]) -> None:
-        self._open = open
-        self._closed = False
-        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpured-stream")
-        self.stream: Optional[Union[EventStream, JobWatch]] = None
-
-    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
-
-    async def _opened(self) -> Union[EventStream, JobWatch]:
-        if self.stream is None:
-            self.stream = await self._in_thread(self._open)
-            if self._closed:  # closed while it opened
-                self.stream.close()
-        return self.stream
+    def __init__(self, client: "AsyncClient", follow: Follow, watching: Optional[Watching] = None) -> None:
+        self._client, self._follow, self._watching = client, follow, watching
+        self._opened = False
+        self._wake = asyncio.Event()  # set by aclose: a wait between subscriptions ends
 
     def __aiter__(self) -> "AsyncStream[T]":
         return self
 
     async def __anext__(self) -> T:
-        stream = await self._opened()
-        end = object()
         try:
-            item = await self._in_thread(next, stream, end)
+            if not self._opened:
+                self._opened = True
+                await adrive(self._follow.open(first=True), self._do)
+            while True:
+                flow = self._watching.next() if self._watching else self._follow.next()
+                item = await adrive(flow, self._do)
+                if item is not None:
+                    return item  # type: ignore[return-value]
+        except _End:
+            await self.aclose()
+            raise StopAsyncIteration from None
         except asyncio.CancelledError:
-            stream.close()  # wakes the thread blocked reading
+            await self.aclose()
             raise
-        if item is end:
-            self._thread.shutdown(wait=False)
-            raise StopAsyncIteration
-        return item  # type: ignore[return-value]
+        except Exception:
+            if self.closed:  # an error of the connection closed under it
+                raise StopAsyncIteration from None
+            await self.aclose()
+            raise
 
     async def __aenter__(self) -> "AsyncStream[T]":
-        await self._opened()
+        if not self._opened:
+            self._opened = True
+            await adrive(self._follow.open(first=True), self._do)
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -99,16 +97,28 @@ class AsyncStream(Generic[T]):
 
     async def aclose(self) -> None:
         """Close the stream (a pending ``__anext__`` ends with StopAsyncIteration)."""
-        self._closed = True
-        if self.stream is not None:
-            self.stream.close()
-        self._thread.shutdown(wait=False)  # its thread ends once its read does
+        self._follow.closed.set()
+        self._wake.set()
+        await adrive(self._follow.drop(), self._do)
+
+    @property
+    def closed(self) -> bool:
+        return self._follow.closed.is_set()
 
     @property
     def last_id(self) -> Optional[int]:
-        """The id of the last event seen (an events stream's)."""
-        stream = self.stream.stream if isinstance(self.stream, JobWatch) else self.stream
-        return stream.last_id if stream is not None else None
+        """The id of the last event seen."""
+        return self._follow.last_id
+
+    async def _do(self, step: Any) -> Any:
+        """A step of the stream's flows: a wait cut short by aclose(), the rest the client's."""
+        if isinstance(step, Sleep):
+            try:
+                await asyncio.wait_for(self._wake.wait(), step.seconds)
+            except asyncio.TimeoutError:
+                pass
+            return None
+        return await self._client._do(step)
 
 
 class AsyncClient:
@@ -137,7 +147,7 @@ class AsyncClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP connections (and those of the event streams' threads)."""
+        """Close the HTTP connections."""
         if self._http is not None:
             await self._http.close()
             self._http = None
@@ -159,6 +169,14 @@ class AsyncClient:
         if isinstance(step, Sleep):
             await asyncio.sleep(step.seconds)
             return None
+        if isinstance(step, Read):
+            try:
+                return await asyncio.wait_for(step.got.response.content.readany(), step.timeout)
+            except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as e:
+                return Lost(e)
+        if isinstance(step, Close):
+            step.got.response.close()
+            return None
         headers, data = dict(step.headers), None
         if step.body is not None:
             headers["Content-Length"] = str(len(step.body))  # sent as it goes, not chunked
@@ -166,16 +184,21 @@ class AsyncClient:
         # as requests' timeout: for the connection and for each read, not the whole answer
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=step.timeout, sock_read=step.timeout)
         try:
-            async with self._session().request(step.method, step.url, params=step.params or None, json=step.json,
-                                               data=data, headers=headers, timeout=timeout) as resp:
+            resp = await self._session().request(step.method, step.url, params=step.params or None, json=step.json,
+                                                 data=data, headers=headers, timeout=timeout)
+            streams = step.answer == "stream" and resp.status < 400  # read by the caller (Read), until Close
+            try:
                 if self.client.on_response:
                     self.client.on_response(resp)
                 got = Got(resp.status, resp.reason or "", resp.headers, response=resp)
                 if resp.status >= 400 or step.answer == "json":
                     got.text = await resp.text()
-                else:
+                elif not streams:
                     await self._read_answer(resp, step, got)
                 return got
+            finally:
+                if not streams:
+                    resp.release()
         except asyncio.TimeoutError as e:
             return Lost(e, timed_out=True)
         except aiohttp.ClientConnectorError as e:
@@ -241,15 +264,18 @@ class AsyncClient:
         async for doc in self._pages(Client.datasets_pager(self.client, *args, **kwargs)):
             yield Dataset(self.client, doc)
 
-    def events(self, *args: Any, **kwargs: Any) -> AsyncStream[Event]:
+    def events(self, job: Optional[str] = None, kind: Optional[str] = None,
+               status: Union[str, Sequence[str], None] = None, after: Optional[int] = None,
+               heartbeat: Optional[int] = None, timeout: Optional[float] = None) -> AsyncStream[Event]:
         """The service's events, as :meth:`Client.events` (an :class:`AsyncStream`):
         ``async with client.events(kind="job") as events: async for ev in events: ...``."""
-        return AsyncStream(lambda: self.client.events(*args, **kwargs))
+        return AsyncStream(self, Follow(self.client, job, kind, status, after, heartbeat, timeout))
 
     def watch(self, job: Job, timeout: Optional[float] = None) -> AsyncStream[str]:
         """A job's statuses as they change, as :meth:`Job.watch` (an :class:`AsyncStream`):
         ``async for status in client.watch(job): ...``."""
-        return AsyncStream(lambda: job.watch(timeout))
+        follow = Follow(self.client, job.id, "job", None, None, None, timeout)
+        return AsyncStream(self, follow, Watching(job, follow))
 
     async def wait(self, job: Job, timeout: Optional[float] = None) -> Job:
         """:meth:`Job.wait`, on the loop."""

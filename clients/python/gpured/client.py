@@ -18,7 +18,7 @@ import requests
 import urllib3
 
 from . import _wire
-from ._flows import Flow, Got, Lost, Send, Sleep, drive, flow
+from ._flows import Close, Flow, Got, Lost, Read, Send, Sleep, drive, flow
 from ._wire import Body, Progress
 from .errors import Error, JobFailed, Timeout, Unavailable
 
@@ -174,10 +174,19 @@ class Client:
             yield Sleep(pause)
         raise AssertionError("unreachable")
 
-    def _do(self, step: Union[Send, Sleep]) -> Optional[Union[Got, Lost]]:
-        """One step of a flow, with requests: a sleep, or an exchange and what came of it."""
+    def _do(self, step: Union[Send, Sleep, Read, Close]) -> Any:
+        """One step of a flow, with requests: a sleep, an exchange and what came of it, or a
+        streamed answer's next bytes (its read timeout is the exchange's) or its end."""
         if isinstance(step, Sleep):
             time.sleep(step.seconds)
+            return None
+        if isinstance(step, Read):
+            try:
+                return next(step.got.chunks, b"")
+            except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as e:
+                return Lost(e)
+        if isinstance(step, Close):
+            step.got.response.close()
             return None
         try:
             resp = self._session().request(step.method, step.url, params=step.params, json=step.json,
@@ -194,6 +203,8 @@ class Client:
         got = Got(resp.status_code, resp.reason or "", resp.headers, response=resp)
         if resp.status_code >= 400 or step.answer == "json":
             got.text = resp.text
+        elif step.answer == "stream":  # chunk by chunk; byte by byte when not chunked, not to wait for more
+            got.chunks = resp.iter_content(None if getattr(resp.raw, "chunked", False) else 1)
         elif step.answer == "npy":
             with resp:
                 try:

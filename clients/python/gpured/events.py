@@ -1,17 +1,16 @@
 # events.py: GET /v1/events (Server-Sent Events) as Python iterators: Client.events and Job.watch.
 from __future__ import annotations
 
+import collections
 import json
 import re
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
-import requests
-import urllib3
-
+from ._flows import Close, Flow, Got, Lost, Read, Sleep, drive
 from .client import TERMINAL, _backoff
 from .errors import Error
 
@@ -22,7 +21,6 @@ HEARTBEAT = 15
 """Seconds of quiet after which the service sends a keep-alive (its default for ?heartbeat=)."""
 
 _EOL = re.compile(rb"\r\n|\r|\n")
-_DROPPED = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)  # a stream cut short
 _RANK = {"queued": 0, "running": 1, "succeeded": 2, "failed": 2, "canceled": 2}
 
 
@@ -76,19 +74,172 @@ class Event:
             raise Error(None, "bad answer", "GET /v1/events: event %r with data %r: %s" % (name, text[:200], e)) from e
 
 
-def _lines(chunks: Iterable[bytes]) -> Iterator[str]:
+class _End(Exception):
+    """A stream closed, or past its timeout: its iteration ends."""
+
+
+class _Lines:
     """The lines of an event stream as they arrive (ended by CRLF, LF or CR), as text. A line
     not yet ended when the stream stops is dropped, as the SSE standard says."""
-    buf = b""
-    for chunk in chunks:
-        buf += chunk
-        start = 0
-        for m in _EOL.finditer(buf):
-            if m.group() == b"\r" and m.end() == len(buf):
+
+    def __init__(self) -> None:
+        self.buf = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        self.buf += chunk
+        lines, start = [], 0
+        for m in _EOL.finditer(self.buf):
+            if m.group() == b"\r" and m.end() == len(self.buf):
                 break  # perhaps the first half of a CRLF
-            yield buf[start:m.start()].decode("utf-8", "replace")
+            lines.append(self.buf[start:m.start()].decode("utf-8", "replace"))
             start = m.end()
-        buf = buf[start:]
+        self.buf = self.buf[start:]
+        return lines
+
+
+class Follow:
+    """An event stream's state and its steps, as flows (_flows.py), the same for
+    :class:`EventStream` and :class:`gpured.AsyncClient`'s streams: subscribe, read what comes,
+    parse it, and reconnect (see EventStream). ``closed`` may be set from any thread."""
+
+    def __init__(self, client: "Client", job: Optional[str], kind: Optional[str],
+                 status: Union[str, Sequence[str], None], after: Optional[int], heartbeat: Optional[int],
+                 timeout: Optional[float]) -> None:
+        if heartbeat is None:  # with a timeout, a keep-alive each quiet second wakes the iteration to look
+            heartbeat = HEARTBEAT if timeout is None else 1
+        if status is not None and not isinstance(status, str):
+            status = ",".join(status)
+        self.client = client
+        self.params = {k: v for k, v in dict(job=job, kind=kind, status=status, heartbeat=heartbeat).items()
+                       if v is not None}
+        self.heartbeat = heartbeat
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.last_id: Optional[int] = after
+        self.retry = 2.0
+        self.connects = 0
+        self.closed = threading.Event()
+        self.got: Optional[Got] = None  # the subscription being read
+        self._items: collections.deque = collections.deque()
+        self._failures = 0
+        self._delay = 0.0  # before the next subscription
+
+    def left(self) -> Optional[float]:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def open(self, first: bool = False) -> Flow[None]:
+        """Subscribe: the client's request (auth, errors, on_response), streaming; the first
+        with the client's retries, a reconnection with none (next() waits between them)."""
+        headers = {"Accept": "text/event-stream"}
+        if self.last_id is not None:
+            headers["Last-Event-ID"] = str(self.last_id)
+        self.got = yield from self.client._request("GET", "/v1/events", params=self.params, headers=headers,
+                                                   answer="stream", wait=self.heartbeat,
+                                                   retries=None if first else 0)
+        self.connects += 1
+        self._lines, self._name, self._data, self._last = _Lines(), "", [], self.last_id
+
+    def next(self) -> Flow[Optional[Event]]:
+        """The next event, or None after a keep-alive or a new subscription: a chance to look at
+        the clock. Raises _End once closed or past the timeout. Connection failures, 429 and 5xx
+        are tried again; any other refusal (401: a revoked token) raises."""
+        while True:
+            if self._items:
+                return self._items.popleft()
+            left = self.left()
+            if self.closed.is_set() or left == 0:
+                yield from self.drop()
+                raise _End
+            if self.got is None:
+                yield Sleep(self._delay if left is None else min(self._delay, left))
+                if self.closed.is_set() or self.left() == 0:
+                    raise _End
+                try:
+                    yield from self.open()
+                except Error as e:
+                    if e.status is not None and e.status != 429 and e.status < 500:
+                        raise
+                    self._failures += 1  # no answer, or one to try again: the retry, doubling from 4 tries on
+                    self._delay = max(self.retry, _backoff(self._failures - 1, None))
+                    continue
+                self._failures = 0
+                return None
+            # no byte for the client's timeout plus a heartbeat: the connection is dead
+            chunk = yield Read(self.got, self.client.timeout + self.heartbeat)
+            if isinstance(chunk, Lost) or not chunk:  # cut short, or ended: resumed after retry
+                yield from self.drop()
+                self._delay = self.retry
+                continue
+            for line in self._lines.feed(chunk):
+                self._line(line)
+
+    def drop(self) -> Flow[None]:
+        """Let the subscription go (its connection closed)."""
+        got, self.got = self.got, None
+        if got is not None:
+            yield Close(got)
+
+    def _line(self, line: str) -> None:
+        """One line of the stream, parsed as the SSE standard says (multi-line data, comments,
+        id, retry; fields it does not know ignored): an event, or None for a comment, queued."""
+        if not line:  # the end of an event
+            if self._data:
+                ev = Event.of(self._name or "message", "\n".join(self._data), self._last)
+                if ev.kind == "gap":
+                    self._last = ev.seq
+                self.last_id = self._last
+                self._items.append(ev)
+            self._name, self._data = "", []
+            return
+        if line.startswith(":"):
+            self._items.append(None)
+            return
+        key, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if key == "data":
+            self._data.append(value)
+        elif key == "event":
+            self._name = value
+        elif key == "id" and value.isascii() and value.isdigit():
+            self._last = int(value)  # the stream's position once this event is whole
+        elif key == "retry" and value.isascii() and value.isdigit():
+            self.retry = int(value) / 1000
+
+
+class Watching:
+    """A job's statuses, as flows over a Follow of its events: the same for :class:`JobWatch` and
+    :meth:`gpured.AsyncClient.watch` (JobWatch says what it gives)."""
+
+    def __init__(self, job: "Job", follow: Follow) -> None:
+        self.job, self.follow = job, follow
+        self.rank, self.seen, self.ended = -1, 0, False
+
+    def next(self) -> Flow[str]:
+        """The next status; raises _End after the final one, or once the stream ends."""
+        job, follow = self.job, self.follow
+        while not self.ended:
+            if follow.connects != self.seen:  # subscribed (again): where the job is now
+                self.seen = follow.connects
+                yield from job.refresh.flow(job)
+                status, self.ended = job.doc["status"], job.done
+                if _RANK.get(status, 1) > self.rank:
+                    self.rank = _RANK.get(status, 1)
+                    return status
+                continue
+            ev = yield from follow.next()
+            if ev is None:  # quiet: has the job ended unseen? (JobWatch's docstring says how)
+                yield from job.refresh.flow(job)
+                if job.done:
+                    self.ended = True
+                    return job.doc["status"]
+                continue
+            if ev.id != job.id or _RANK.get(ev.status, 1) <= self.rank:
+                continue  # a status already given (changed before the read)
+            self.rank = _RANK.get(ev.status, 1)
+            if ev.status in TERMINAL:
+                yield from job.refresh.flow(job)  # the final resource: result, timings
+                self.ended = True
+            return ev.status
+        raise _End
 
 
 class EventStream:
@@ -126,25 +277,28 @@ class EventStream:
     def __init__(self, client: "Client", *, job: Optional[str] = None, kind: Optional[str] = None,
                  status: Union[str, Sequence[str], None] = None, after: Optional[int] = None,
                  heartbeat: Optional[int] = None, timeout: Optional[float] = None) -> None:
-        if heartbeat is None:  # with a timeout, a keep-alive each quiet second wakes the iteration to look
-            heartbeat = HEARTBEAT if timeout is None else 1
-        if status is not None and not isinstance(status, str):
-            status = ",".join(status)
-        self.client = client
-        self.params = {k: v for k, v in dict(job=job, kind=kind, status=status, heartbeat=heartbeat).items()
-                       if v is not None}
-        self.heartbeat = heartbeat
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.last_id: Optional[int] = after
-        self.retry = 2.0
-        self.connects = 0
-        self._closed = threading.Event()
+        self.follow = Follow(client, job, kind, status, after, heartbeat, timeout)
         self._busy = False  # a thread is in __next__
-        self._resp: Optional[requests.Response] = self._open(first=True)
-        self._items = self._read()
+        drive(self.follow.open(first=True), self._do)
 
     def __repr__(self) -> str:
-        return "<gpured.EventStream %s after %s>" % (self.params, self.last_id)
+        return "<gpured.EventStream %s after %s>" % (self.follow.params, self.last_id)
+
+    @property
+    def last_id(self) -> Optional[int]:
+        return self.follow.last_id
+
+    @property
+    def retry(self) -> float:
+        return self.follow.retry
+
+    @property
+    def connects(self) -> int:
+        return self.follow.connects
+
+    @property
+    def closed(self) -> bool:
+        return self.follow.closed.is_set()
 
     def __iter__(self) -> "EventStream":
         return self
@@ -163,106 +317,40 @@ class EventStream:
 
     def close(self) -> None:
         """End the stream (from any thread): the iteration stops, the connection is closed."""
-        self._closed.set()
-        resp = self._resp
-        if resp is None:
+        self.follow.closed.set()
+        got = self.follow.got
+        if got is None:
             return
-        sock = getattr(getattr(resp.raw, "_connection", None), "sock", None)  # urllib3's, while it streams
+        sock = getattr(getattr(got.response.raw, "_connection", None), "sock", None)  # urllib3's, while it streams
         if isinstance(sock, socket.socket):
             try:
                 sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it; close() would not
             except OSError:
                 pass
         if not self._busy:  # else the iterating thread closes it as it stops
-            resp.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
+            got.response.close()
 
     def _poll(self) -> Optional[Event]:
-        """The next event, or None after a keep-alive or a (re)subscription: a chance to look
-        at the clock. Raises StopIteration once closed or past the timeout."""
-        if self._closed.is_set() or self._left() == 0:
-            self.close()
-            raise StopIteration
+        """The next event, or None after a keep-alive or a new subscription. Raises
+        StopIteration once closed or past the timeout."""
         self._busy = True
         try:
-            return next(self._items)
+            return drive(self.follow.next(), self._do)
+        except _End:
+            raise StopIteration from None
+        except Exception:
+            if not self.closed:  # else an error of the connection closed under it
+                raise
+            raise StopIteration from None
         finally:
             self._busy = False
 
-    def _left(self) -> Optional[float]:
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def _open(self, first: bool = False) -> requests.Response:
-        """Subscribe: the client's request (auth, errors, on_response), streaming; the first
-        with the client's retries, a reconnection with none (the caller's loop waits)."""
-        headers = {"Accept": "text/event-stream"}
-        if self.last_id is not None:
-            headers["Last-Event-ID"] = str(self.last_id)
-        resp = self.client.request("GET", "/v1/events", params=self.params, headers=headers, stream=True,
-                                   wait=self.heartbeat, retries=None if first else 0)
-        self.connects += 1
-        return resp
-
-    def _read(self) -> Iterator[Optional[Event]]:
-        """Events (None for keep-alives and new subscriptions) across reconnections."""
-        failures = 0
-        while True:
-            resp = self._resp
-            if resp is not None:
-                yield None  # subscribed (again)
-                try:
-                    yield from self._parse(resp)
-                except _DROPPED:
-                    pass  # cut short: resumed below
-                except Exception:
-                    if not self._closed.is_set():  # else an error of the connection closed under it
-                        raise
-                finally:
-                    resp.close()
-                    self._resp = None
-                delay = self.retry
-            left = self._left()
-            if self._closed.wait(delay if left is None else min(delay, left)) or self._left() == 0:
-                return
-            try:
-                self._resp, failures = self._open(), 0
-            except Error as e:
-                if e.status is not None and e.status != 429 and e.status < 500:
-                    raise
-                failures += 1  # no answer, or one to try again: the retry, doubling from 4 tries on
-                delay = max(self.retry, _backoff(failures - 1, None))
-
-    def _parse(self, resp: requests.Response) -> Iterator[Optional[Event]]:
-        """The events of one connection, parsed as the SSE standard says (multi-line data,
-        comments, id, retry; fields it does not know ignored), None for each comment."""
-        name, data, last = "", [], self.last_id
-        chunked = getattr(resp.raw, "chunked", False)  # else: byte by byte, not to wait for a whole block
-        for line in _lines(resp.iter_content(None if chunked else 1)):
-            if not line:  # the end of an event
-                if data:
-                    ev = Event.of(name or "message", "\n".join(data), last)
-                    if ev.kind == "gap":
-                        last = ev.seq
-                    self.last_id = last
-                    yield ev
-                name, data = "", []
-                continue
-            if line.startswith(":"):
-                yield None
-                continue
-            key, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if key == "data":
-                data.append(value)
-            elif key == "event":
-                name = value
-            elif key == "id" and value.isascii() and value.isdigit():
-                last = int(value)  # the stream's position once this event is whole
-            elif key == "retry" and value.isascii() and value.isdigit():
-                self.retry = int(value) / 1000
+    def _do(self, step: Any) -> Any:
+        """A step of the stream's flows: a wait cut short by close(), the rest the client's."""
+        if isinstance(step, Sleep):
+            self.follow.closed.wait(step.seconds)
+            return None
+        return self.follow.client._do(step)
 
 
 class JobWatch:
@@ -283,7 +371,7 @@ class JobWatch:
     def __init__(self, job: "Job", timeout: Optional[float] = None) -> None:
         self.job = job
         self.stream = EventStream(job.client, job=job.id, kind="job", timeout=timeout)
-        self._statuses = self._follow()
+        self._watching = Watching(job, self.stream.follow)
 
     def __repr__(self) -> str:
         return "<gpured.JobWatch %s>" % self.job.id
@@ -292,7 +380,20 @@ class JobWatch:
         return self
 
     def __next__(self) -> str:
-        return next(self._statuses)
+        self.stream._busy = True
+        try:
+            return drive(self._watching.next(), self.stream._do)
+        except _End:
+            self.stream.close()
+            raise StopIteration from None
+        except Exception:
+            closed = self.stream.closed  # else an error of the connection closed under it
+            self.stream.close()
+            if not closed:
+                raise
+            raise StopIteration from None
+        finally:
+            self.stream._busy = False
 
     def __enter__(self) -> "JobWatch":
         return self
@@ -303,36 +404,3 @@ class JobWatch:
     def close(self) -> None:
         """Stop watching (from any thread), as :meth:`EventStream.close`."""
         self.stream.close()
-
-    def _follow(self) -> Iterator[str]:
-        job, stream = self.job, self.stream
-        rank, seen = -1, 0
-        try:
-            while True:
-                if stream.connects != seen:  # subscribed (again): where the job is now
-                    seen = stream.connects
-                    status = job.refresh().doc["status"]
-                    if _RANK.get(status, 1) > rank:
-                        rank = _RANK.get(status, 1)
-                        yield status
-                    if job.done:
-                        return
-                try:
-                    ev = stream._poll()
-                except StopIteration:
-                    return
-                if ev is None:  # quiet: has the job ended unseen? (the class's docstring says how)
-                    if job.refresh().done:
-                        yield job.doc["status"]
-                        return
-                    continue
-                if ev.id != job.id or _RANK.get(ev.status, 1) <= rank:
-                    continue  # a status already given (changed before the read)
-                rank = _RANK.get(ev.status, 1)
-                if ev.status in TERMINAL:
-                    job.refresh()  # the final resource: result, timings
-                yield ev.status
-                if ev.status in TERMINAL:
-                    return
-        finally:
-            stream.close()
