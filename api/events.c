@@ -37,7 +37,7 @@ enum { K_JOB = 1, K_DATASET = 2 };
 static const char *const kinds[] = {"job", "dataset"};
 /* what an event's status can be (running: told live, never stored) */
 static const char *const states[] = {"queued", "running", "succeeded", "failed", "canceled", "created", "deleted"};
-#define RUNNING 0x2u /* its bit */
+#define RUNNING 0x2u /* the bits of states[]: running */
 #define ENDS 0x1cu    /* succeeded, failed, canceled */
 #define NSTATES (int)(sizeof states / sizeof states[0])
 
@@ -367,23 +367,33 @@ static char *render_run(const struct run *r, size_t *len)
     return text;
 }
 
+static int by_id(const void *a, const void *b)
+{
+    return strcmp((*(struct ev *const *)a)->id, (*(struct ev *const *)b)->id);
+}
+
 /* Each pending running event whose job's end is in page v goes with that end, to be sent just
- * before it (mu held). */
+ * before it (mu held). The page's ends are sorted by id, for a search per running event. */
 static void attach_running(struct evs *v)
 {
-    int kept = 0;
+    struct ev **ends = pending.n ? malloc((size_t)v->n * sizeof *ends + 1) : NULL;
+    int nends = 0, kept = 0;
+    for (int k = 0; ends && k < v->n; k++)
+        if ((v->ev[k].state & ENDS) && v->ev[k].kind == K_JOB)
+            ends[nends++] = &v->ev[k];
+    if (nends)
+        qsort(ends, (size_t)nends, sizeof *ends, by_id);
     for (int i = 0; i < pending.n; i++) {
-        const struct run *r = &pending.r[i];
-        struct ev *end = NULL;
-        for (int k = 0; k < v->n && !end; k++)
-            if ((v->ev[k].state & ENDS) && v->ev[k].kind == K_JOB && !strcmp(v->ev[k].id, r->id))
-                end = &v->ev[k];
+        struct ev key, *want = &key, **end;
+        snprintf(key.id, sizeof key.id, "%s", pending.r[i].id);
+        end = nends ? bsearch(&want, ends, (size_t)nends, sizeof *ends, by_id) : NULL;
         if (!end)
-            pending.r[kept++] = *r;
-        else if (!end->run)
-            end->run = render_run(r, &end->run_len);
+            pending.r[kept++] = pending.r[i];
+        else if (!(*end)->run)
+            (*end)->run = render_run(&pending.r[i], &(*end)->run_len);
     }
     pending.n = kept;
+    free(ends);
 }
 
 /* The running events still pending to the streams that are up to date, once the round's read

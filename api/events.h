@@ -17,8 +17,9 @@ void gr_events_kick(void);
  * gr_api_busy counts it until it has). */
 void gr_events_stop(void);
 
-/* Job id of tenant runs from at (gr_now's clock), on device (a worker, with the pipeline's lock held: quick, and
- * nothing kept while no stream is open): a running event for the streams (gr_jobs_on_running). */
+/* Job id of tenant runs from at (gr_now's clock), on device: a running event for the streams
+ * (gr_jobs_on_running; a worker, with the pipeline's lock held: quick, and nothing is kept while
+ * no stream is open). */
 void gr_events_running(const char *id, const char *tenant, const char *op, const char *device, double at);
 
 void gr_get_events(struct gr_req *r);

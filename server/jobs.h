@@ -90,9 +90,9 @@ double gr_jobs_least_backlog_ms(void);
 void gr_jobs_set_replica(const char *replica);
 
 /* Told (fn) of each job once it runs and its queued state is stored, so that it never comes
- * before that state's event: its id, tenant, op, device and start (gr_now's clock). A job stored once, final (answered
- * within its wait), is not told. Called with the pipeline's lock held: fn is quick and calls
- * nothing of the pipeline's. Set before gr_jobs_start. */
+ * before that state's event: its id, tenant, op, device and start (gr_now's clock). A job stored
+ * once, final (answered within its wait), is not told. Called with the pipeline's lock held: fn
+ * is quick and calls nothing of the pipeline's. Set before gr_jobs_start. */
 typedef void gr_jobs_running_fn(const char *id, const char *tenant, const char *op, const char *device, double at);
 void gr_jobs_on_running(gr_jobs_running_fn *fn);
 
