@@ -380,6 +380,41 @@ static int get_number(json_t *root, const char *key, double def, double *out, st
     return GR_OK;
 }
 
+/* "axis" as NumPy takes it, for ndim-D data of this shape: null, an int or a list of ints, each
+ * from -ndim to ndim - 1 (negative: from the end), none twice. Into *out: the axis reduced, or
+ * GR_AXIS_ALL. */
+static int parse_axis(const json_t *axis, int ndim, const int64_t *shape, int *out, struct gr_err *e)
+{
+    char dims[64];
+    snprintf(dims, sizeof dims, ndim == 1 ? "[%lld]" : "[%lld, %lld]", (long long)shape[0], (long long)shape[1]);
+    *out = GR_AXIS_ALL;
+    if (!axis || json_is_null(axis))
+        return GR_OK;
+    if (!json_is_integer(axis) && !json_is_array(axis))
+        return gr_fail(e, GR_EINVAL, "axis", "\"axis\" must be null, an integer or a list of integers, not %s",
+                       type_name(axis));
+    int n = json_is_array(axis) ? (int)json_array_size(axis) : 1;
+    unsigned seen = 0;
+    if (n == 0)
+        return gr_fail(e, GR_EUNPROC, "axis", "\"axis\": [] reduces no axis; give null for the whole array");
+    for (int i = 0; i < n; i++) {
+        const json_t *a = json_is_array(axis) ? json_array_get(axis, (size_t)i) : axis;
+        if (!json_is_integer(a))
+            return gr_fail(e, GR_EINVAL, "axis", "\"axis\" lists integers, not %s", type_name(a));
+        json_int_t k = json_integer_value(a);
+        if (k < -ndim || k >= ndim)
+            return gr_fail(e, GR_EUNPROC, "axis", "axis %lld is out of range for %d-D data of shape %s (use %d to %d)",
+                           (long long)k, ndim, dims, -ndim, ndim - 1);
+        int at = (int)(k < 0 ? k + ndim : k);
+        if (seen & (1u << at))
+            return gr_fail(e, GR_EUNPROC, "axis", "\"axis\" names axis %d twice (data of shape %s)", at, dims);
+        seen |= 1u << at;
+    }
+    /* both axes of 2-D data: the whole array; 1-D data's one axis stays 0, its whole array too */
+    *out = ndim == 2 && seen == 3 ? GR_AXIS_ALL : seen == 2 ? 1 : 0;
+    return GR_OK;
+}
+
 /* op "matmul": c = alpha * a @ b + beta * c, operands inline (packed one after another into the
  * job's input, in the order a, b, c) or datasets; j->shape is the product's [m, n]. */
 static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, struct gr_err *e)
@@ -509,17 +544,8 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
     if (shape && (rc = parse_shape(shape, j->shape[0] * j->shape[1], nested, of, &j->ndim, j->shape, e)))
         return rc;
 
-    json_t *axis = json_object_get(root, "axis");
-    j->axis = GR_AXIS_ALL;
-    if (axis && !json_is_null(axis)) {
-        if (!json_is_integer(axis))
-            return gr_fail(e, GR_EINVAL, "axis", "\"axis\" must be null, 0 or 1, not %s", type_name(axis));
-        json_int_t a = json_integer_value(axis);
-        if (a < 0 || a > 1 || (a == 1 && j->ndim == 1))
-            return gr_fail(e, GR_EUNPROC, "axis", "axis %lld is out of range for %d-D data (use %s)", (long long)a,
-                           j->ndim, j->ndim == 1 ? "null or 0" : "null, 0 or 1");
-        j->axis = (int)a;
-    }
+    if ((rc = parse_axis(json_object_get(root, "axis"), j->ndim, j->shape, &j->axis, e)))
+        return rc;
     return from ? GR_OK : fill(data, v->data, j, nested, e);
 }
 
@@ -809,12 +835,29 @@ static int query_members(json_t *query, struct gr_err *e)
         json_object_set_new(query, "shape", ndim == 2 ? json_pack("[I, I]", (json_int_t)dims[0], (json_int_t)dims[1])
                                                       : json_pack("[I]", (json_int_t)dims[0]));
     }
-    if (axis && (!*axis || !strcmp(axis, "null")))
+    if (axis && (!*axis || !strcmp(axis, "null"))) {
         json_object_set_new(query, "axis", json_null());
-    else if (axis && (!strcmp(axis, "0") || !strcmp(axis, "1")))
-        json_object_set_new(query, "axis", json_integer(axis[0] - '0'));
-    else if (axis)
-        return gr_fail(e, GR_EINVAL, "axis", "?axis= must be null, 0 or 1");
+    } else if (axis) { /* N, or N,M,...: as the JSON integer or list */
+        json_t *list = json_array();
+        for (const char *p = axis; list;) {
+            char *end;
+            long long k = strtoll(p, &end, 10);
+            if (end == p || (*end && *end != ',') || k < -64 || k > 64) {
+                json_decref(list);
+                return gr_fail(e, GR_EINVAL, "axis", "?axis= must be null, an integer or integers separated by "
+                                                     "commas (e.g. axis=1, axis=-1, axis=0,1), not '%s'", axis);
+            }
+            json_array_append_new(list, json_integer(k));
+            if (!*end)
+                break;
+            p = end + 1;
+        }
+        if (!list)
+            return gr_fail(e, GR_ENOMEM, NULL, "out of memory");
+        json_object_set_new(query, "axis", json_array_size(list) == 1 && !strchr(axis, ',')
+                                               ? json_incref(json_array_get(list, 0)) : json_incref(list));
+        json_decref(list);
+    }
     return GR_OK;
 }
 

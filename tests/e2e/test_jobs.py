@@ -119,6 +119,19 @@ def main():
                     cases.append(make_case("2-D %s %s %dx%d axis %s %s" % (op, dt, r, c, axis, "nested" if nested else "flat+shape"),
                                            op, dt, L.gen_data(op, dt, r * c, rng), (r, c), nested, axis))
 
+    # "axis" as NumPy takes it: negative from the end, a list of axes; the job says the axis it
+    # reduced (null: the whole array; 1-D data's one axis stays 0, as an axis 0 there does)
+    for op in L.OPS:
+        for dt in ("int32", "float64"):
+            for form, canonical in ((-1, 1), (-2, 0), ([0], 0), ([-1], 1), ([0, 1], None), ([1, -2], None)):
+                c = make_case("2-D %s %s axis %r" % (op, dt, form), op, dt, L.gen_data(op, dt, 9 * 4, rng), (9, 4),
+                              True, form)
+                c["job_axis"] = c["ref_axis"] = canonical
+                cases.append(c)
+            c = make_case("1-D %s %s axis -1" % (op, dt), op, dt, L.gen_data(op, dt, 11, rng), axis=-1)
+            c["job_axis"] = 0
+            cases.append(c)
+
     # ties: first, last and the default, whole array and both axes
     for op in ("argmin", "argmax"):
         for dt in L.DTYPES:

@@ -471,7 +471,7 @@ def async_client(srv, rng):
         held = [await ac.submit("max", [i, 1], device="cpu") for i in range(32)]
         threads = threading.active_count()
         waits = [asyncio.ensure_future(ac.wait(j, 30)) for j in held]
-        streams = [ac.events(job=held[0].id, status="succeeded") for _ in range(8)]
+        streams = [ac.events(job=held[0].id, status="running,succeeded") for _ in range(8)]
         for st in streams:
             await st.__aenter__()
 
@@ -489,11 +489,14 @@ def async_client(srv, rng):
         ended = await asyncio.gather(*waits)
         CHECK.eq([j.doc.get("result") for j in ended], [{"value": max(i, 1)} for i in range(32)],
                  "AsyncClient: the 32 waits end with their jobs")
-        told = await asyncio.gather(*(asyncio.wait_for(st.__anext__(), 10) for st in streams))
-        CHECK.eq({(e.id, e.status) for e in told}, {(held[0].id, "succeeded")}, "AsyncClient: each stream's event")
-        for st in streams:
+        for k, st in enumerate(streams):
+            told = [await asyncio.wait_for(st.__anext__(), 10) for _ in range(2)]
+            CHECK.eq([(e.id, e.status) for e in told], [(held[0].id, "running"), (held[0].id, "succeeded")],
+                     "AsyncClient: stream %d's events" % k)
             await st.aclose()
-        CHECK.eq(await watched, ["queued", "running", "succeeded"], "AsyncClient.watch: queued, running, succeeded")
+        # a keep-alive read while the job has just ended gives its end at once (JobWatch)
+        CHECK.ok(await watched in (["queued", "running", "succeeded"], ["queued", "succeeded"]),
+                 "AsyncClient.watch: queued, (running,) succeeded: %r" % watched.result())
 
     async def body():
         async with gpured.AsyncClient(srv.base) as ac:
@@ -865,8 +868,9 @@ def events():
         except gpured.Error as e:
             CHECK.eq(e.status, 409, "a blocker canceled, or begun already")
     waiter.join(30)
-    CHECK.eq(watched, ["queued", "running", "succeeded"],
-             "watch() of a job queued behind the blockers: queued, running, succeeded, the end")
+    # running is given when its event comes before a keep-alive that finds the job ended (JobWatch)
+    CHECK.ok(watched in (["queued", "running", "succeeded"], ["queued", "succeeded"]),
+             "watch() of a job queued behind the blockers: queued, (running,) succeeded, the end: %r" % watched)
     told = [(e, k) for e, k in every.runs if e.id == late.id]
     CHECK.ok(len(told) == 1 and (told[0][0].op, told[0][0].device, told[0][0].error) == ("sum", "cpu", None),
              "its running event, with its op and device: %r" % told)

@@ -133,7 +133,10 @@ static const struct bad bad_bodies[] = {
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1,2],[3,4]],\"shape\":[4]}", GR_EUNPROC, "shape"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":2}", GR_EUNPROC, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":1}", GR_EUNPROC, "axis"},
-    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":-1}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":-3}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":[1,-1]}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":[]}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":[0.5]}", GR_EINVAL, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":\"0\"}", GR_EINVAL, "axis"},
     {"{\"op\":\"argmax\",\"dtype\":\"float32\",\"data\":[1],\"ties\":\"middle\"}", GR_EINVAL, "ties"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"dataset\":\"d_1\"}", GR_EINVAL, "dataset"},
@@ -322,6 +325,31 @@ static void test_benchmarks(void **state)
 }
 
 /* One-shot jobs: query arguments as members, the body's values kept as the input. */
+/* "axis" as NumPy takes it: negative from the end, a list of axes, both axes the whole array. */
+static void test_axes(void **state)
+{
+    (void)state;
+    const struct {
+        const char *axis;
+        int want;
+    } ok[] = {{"-1", 1}, {"-2", 0}, {"[0]", 0}, {"[-1]", 1}, {"[0,1]", GR_AXIS_ALL}, {"[-1,0]", GR_AXIS_ALL}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[[1,2],[3,4]],\"axis\":%s}", ok[i].axis);
+        struct gr_job *j = parse_ok(body);
+        assert_int_equal(j->axis, ok[i].want);
+        gr_job_unref(j);
+    }
+    struct gr_err e = {0};
+    struct gr_job *j = gr_job_new();
+    char *body = calloc(1, 16);
+    json_t *q = json_pack("{s:s, s:s, s:s, s:s}", "op", "sum", "dtype", "int32", "shape", "2,2", "axis", "0,-1");
+    assert_int_equal(gr_parse_binary_job(q, 0, &body, 16, j, &e), GR_OK);
+    assert_int_equal(j->axis, GR_AXIS_ALL); /* ?axis=0,-1: both */
+    json_decref(q);
+    gr_job_unref(j);
+}
+
 static void test_binary_jobs(void **state)
 {
     struct gr_err e = {0};
@@ -365,7 +393,8 @@ static void test_binary_jobs(void **state)
     } bad[] = {
         {NULL, NULL, NULL, 16, GR_EINVAL, "dtype"},     {"int32", NULL, NULL, 15, GR_EUNPROC, ""},
         {"int32", NULL, NULL, 0, GR_EUNPROC, ""},       {"int32", "3", NULL, 16, GR_EUNPROC, "shape"},
-        {"int32", "2,x", NULL, 16, GR_EINVAL, "shape"}, {"int32", "2,2", "2", 16, GR_EINVAL, "axis"},
+        {"int32", "2,x", NULL, 16, GR_EINVAL, "shape"}, {"int32", "2,2", "2", 16, GR_EUNPROC, "axis"},
+        {"int32", "2,2", "1;0", 16, GR_EINVAL, "axis"},
         {"int32", NULL, "1", 16, GR_EUNPROC, "axis"},   {"int8", NULL, NULL, 16, GR_EINVAL, "dtype"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -651,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_dataset_jobs),
         cmocka_unit_test(test_matmul_jobs),
         cmocka_unit_test(test_benchmarks),
+        cmocka_unit_test(test_axes),
         cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
         cmocka_unit_test(test_batch_in_spans),

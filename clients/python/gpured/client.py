@@ -37,7 +37,8 @@ within noise up to about 128 values (1.0 to 1.9 ms each), and the raw body is fa
 BACKOFF_FIRST, BACKOFF_MAX = 0.25, 30.0
 """Seconds before the first retry; it doubles with each one, up to BACKOFF_MAX."""
 
-Axis = Optional[int]
+Axis = Union[None, int, Sequence[int]]
+"""The axes reduced, as NumPy takes them: None (all), an axis, or several; negative from the end."""
 Reduced = Union[np.generic, np.ndarray]
 """What a reduction gives: a NumPy scalar (whole array) or a 1-D array (an axis)."""
 Result = Union[np.generic, np.ndarray, dict]
@@ -255,9 +256,9 @@ class Client:
 
         ``data``: an array (1-D or 2-D; lists are taken as numpy.asarray does, cast to
         ``dtype`` when given; bool, 8- and 16-bit integers and float16 are widened to int32 or
-        float32, uint32 to int64), a :class:`Dataset` or a dataset id. ``axis``: 0, 1, or
-        negative as in NumPy (-1 the last). ``ties``: ``"first"`` or ``"last"``, which index
-        argmin/argmax give among equal extremes. ``shape``: a 1-D or 2-D view of the values.
+        float32, uint32 to int64), a :class:`Dataset` or a dataset id. ``axis``: 0, 1,
+        negative as in NumPy (-1 the last), or a tuple of them ((0, 1): the whole array).
+        ``ties``: ``"first"`` or ``"last"``, which index argmin/argmax give among equal extremes. ``shape``: a 1-D or 2-D view of the values.
         ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``. ``timeout``: seconds for the whole
         call (the client's timeout unless given); past it, :class:`Timeout`. The job, and a
         result the service kept as a dataset, are deleted once the result is downloaded, unless
@@ -343,7 +344,7 @@ class Client:
                 got = yield from self._request("POST", "/v1/jobs", json=members, headers=_prefer(wait), key=True,
                                                wait=wait, deadline=deadline)
             else:
-                query = {k: ",".join(map(str, v)) if k == "shape" else str(v) for k, v in members.items()}
+                query = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in members.items()}
                 got = yield from self._request("POST", "/v1/jobs", params=query, body=Body.of_array(arr, npy=False),
                                                content_type="application/octet-stream", headers=_prefer(wait),
                                                key=True, wait=wait, deadline=deadline)
@@ -397,18 +398,9 @@ class Client:
         members.update(ref)
         if arr is not None:
             members.setdefault("shape", list(arr.shape) or [1])
-        if isinstance(members.get("axis"), int) and members["axis"] < 0:  # from the end, as in NumPy
-            dims = members.get("shape") or (np.shape(data) if _dataset_id(data) is None
-                                            else (yield from self._dataset_shape(data)))
-            if members["axis"] + len(dims) >= 0:
-                members["axis"] += len(dims)
+        if isinstance(members.get("axis"), tuple):  # the service takes axes as NumPy does, in a list
+            members["axis"] = list(members["axis"])
         return members, arr
-
-    def _dataset_shape(self, data: Source) -> Flow[list]:
-        """The shape of a Dataset or dataset id (read from the service when only the id is known)."""
-        known = isinstance(data, Dataset) and "shape" in data.doc
-        doc = data.doc if known else (yield from self._get("/v1/datasets/" + data))
-        return list(doc.get("shape") or [])
 
     def _values(self, data: Source, dtype: Optional[str], temps: list["Dataset"],
                 binary: bool = False) -> Flow[tuple[dict, Optional[np.ndarray]]]:
