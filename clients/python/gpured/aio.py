@@ -48,7 +48,7 @@ async def _pieces(body: _wire.Body) -> AsyncIterator[bytes]:
 
 
 class AsyncStream(Generic[T]):
-    """The service's events (:meth:`AsyncClient.events`: :class:`Event`\ s) or a job's statuses
+    """The service's events (:meth:`AsyncClient.events`: each an :class:`Event`) or a job's statuses
     (:meth:`AsyncClient.watch`: strings) as an async iterator, read on the loop: what
     :class:`EventStream` and :class:`JobWatch` give, the same flows. It subscribes at ``async
     with`` (or the first ``__anext__``). ``aclose()`` (or leaving ``async with``) ends it at once,
