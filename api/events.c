@@ -429,7 +429,8 @@ static void take_told(void)
         else
             pending.r = grown, pending.cap = pending.n + n;
     }
-    memcpy(pending.r + pending.n, told.r, (size_t)n * sizeof *told.r);
+    if (n)
+        memcpy(pending.r + pending.n, told.r, (size_t)n * sizeof *told.r);
     pending.n += n;
     told.n = 0;
 }
