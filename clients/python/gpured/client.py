@@ -672,8 +672,8 @@ class Job:
         """The job's statuses as they change: its current one, then each new one, ending after
         the final one (``succeeded``, ``failed``, ``canceled``) or once ``timeout`` seconds pass
         (``done`` then tells which). Subscribes to the job's events before reading it, so no
-        change is missed; ``running`` is never an event, so it shows only if the job was running
-        when read; a job that had ended already gives its final status only.
+        change is missed; ``running`` comes with its live event (or the read), unless the job ended
+        first; a job that had ended already gives its final status only.
         A :class:`JobWatch`: ``with job.watch() as statuses: ...``, or ``close()`` it."""
         from .events import JobWatch
         return JobWatch(self, timeout)
