@@ -230,6 +230,9 @@ const char *const gr_pg_schema_steps[] = {
     " SELECT last_value INTO last FROM events_seq_seq;"
     " IF last / 1000 > first / 1000 THEN DELETE FROM events WHERE seq <= last - 1000000; END IF;"
     " END$$;",
+    /* A small input in its job's row, as in SQLite (store_backend.h says why): NULL once the job
+     * has ended, or when the input is in job_inputs. */
+    "ALTER TABLE jobs ADD COLUMN input bytea;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -289,7 +292,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                      " FROM (SELECT id FROM jobs WHERE status IN ('queued', 'running') AND (lease < " NOW
                      " OR (owner = '' AND status = 'queued' AND prefer = $11))"
                      " ORDER BY lease, id LIMIT $2::int FOR UPDATE SKIP LOCKED) c WHERE j.id = c.id"
-                     " RETURNING j.id, j.doc, (SELECT data FROM job_inputs i WHERE i.id = j.id), j.epoch::text",
+                     " RETURNING j.id, j.doc, coalesce(j.input, (SELECT data FROM job_inputs i WHERE i.id = j.id)), j.epoch::text",
     /* no owner either, so that the holder's next renewal does not take them back */
     [GR_SQL_RELEASE] = "UPDATE jobs SET lease = 0, owner = '' WHERE owner = $11 AND status = 'queued'"
                        " AND NOT id = ANY ($2::text[])",
@@ -300,7 +303,7 @@ const char *const gr_pg_sql[GR_SQL_N] = {
      * holder that comes back has its final state fenced out (GR_SQL_UPDATE_MANY wants it queued or
      * running) */
     [GR_SQL_CANCEL] = "UPDATE jobs SET status = 'canceled', doc = jsonb_set(jsonb_set(doc::jsonb, '{status}',"
-                      " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text WHERE id = $1 AND status = 'queued'"
+                      " '\"canceled\"'), '{finished_at}', to_jsonb($3::text))::text, input = NULL WHERE id = $1 AND status = 'queued'"
                       " AND ($2::text IS NULL OR tenant = $2) AND (owner = '' OR lease < " NOW ") RETURNING doc",
     [GR_SQL_CANCEL_ASK] = "SELECT pg_notify('gpured_cancel', $3)",
     /* a hold whose replica died ends with its time */
@@ -332,12 +335,13 @@ const char *const gr_pg_sql[GR_SQL_N] = {
                          " WHERE id = $1",
     [GR_SQL_KEYS_EXPIRE] = "DELETE FROM idempotency WHERE (tenant, key) IN"
                            " (SELECT tenant, key FROM idempotency WHERE created < $5::float8 LIMIT 1000)",
-    [GR_SQL_INSERT_MANY] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease, prefer)"
-                           " SELECT id, st, doc, op, cr, te, ow, CASE WHEN le < 0 THEN 0 ELSE " NOW " + le END, pr"
+    [GR_SQL_INSERT_MANY] = "INSERT INTO jobs(id, status, doc, op, created, tenant, owner, lease, prefer, input)"
+                           " SELECT id, st, doc, op, cr, te, ow, CASE WHEN le < 0 THEN 0 ELSE " NOW " + le END, pr, inp"
                            " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::text[],"
-                           " $7::text[], $8::float8[], $9::text[]) AS u(id, st, doc, op, cr, te, ow, le, pr)",
+                           " $7::text[], $8::float8[], $9::text[], $10::bytea[]) AS u(id, st, doc, op, cr, te, ow, le, pr, inp)",
     /* fenced: a holder whose job was claimed away (its epoch passed) changes nothing */
-    [GR_SQL_UPDATE_MANY] = "UPDATE jobs j SET status = u.st, doc = u.doc FROM unnest($1::text[], $2::text[], $3::text[],"
+    [GR_SQL_UPDATE_MANY] = "UPDATE jobs j SET status = u.st, doc = u.doc, input = CASE WHEN u.st IN " FINAL
+                           " THEN NULL ELSE j.input END FROM unnest($1::text[], $2::text[], $3::text[],"
                            " $4::bigint[]) WITH ORDINALITY AS u(id, st, doc, ep, k) WHERE j.id = u.id AND j.epoch = u.ep"
                            " AND j.status IN ('queued', 'running') RETURNING u.k",
     /* this writer's row of each dataset; never back in time */

@@ -486,7 +486,7 @@ static int send_op(struct pg *s, int sql, const struct gr_store_op *o)
 #define MANY_MAX 1024
 
 struct arrays {
-    struct gr_buf a[9];
+    struct gr_buf a[10];
 };
 
 /* Append one element (text, NULL for SQL NULL) to array literal b. */
@@ -517,10 +517,26 @@ static void element_real(struct gr_buf *b, double x)
     element(b, t);
 }
 
+/* A small input as a bytea element: hex, in bytea's text form (NULL: none, or not inline). */
+static void element_input(struct gr_buf *b, const struct gr_store_op *o)
+{
+    if (!gr_inline_input(o)) {
+        element(b, NULL);
+        return;
+    }
+    char t[2 + 2 * GR_INLINE_INPUT_BYTES + 1] = "\\x";
+    const unsigned char *p = o->input;
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < o->input_bytes; i++)
+        t[2 + 2 * i] = hex[p[i] >> 4], t[3 + 2 * i] = hex[p[i] & 15];
+    t[2 + 2 * o->input_bytes] = '\0';
+    element(b, t);
+}
+
 /* Send statement sql with the first n arrays of a (closed here, then freed). 1 if sent. */
 static int send_arrays(struct pg *s, int sql, struct arrays *a, int n)
 {
-    const char *v[9];
+    const char *v[10];
     int ok = 1;
     for (int i = 0; i < n; i++) {
         gr_buf_add(&a->a[i], a->a[i].len ? "}" : "{}", a->a[i].len ? 1 : 2);
@@ -543,8 +559,9 @@ static int send_inserts(struct pg *s, struct gr_store_op **o, int n)
         element(&a.a[0], o[i]->id), element(&a.a[1], o[i]->status), element(&a.a[2], o[i]->doc);
         element(&a.a[3], o[i]->opname), element_real(&a.a[4], o[i]->created), element(&a.a[5], o[i]->tenant);
         element(&a.a[6], o[i]->owner), element_real(&a.a[7], o[i]->lease_s), element(&a.a[8], o[i]->prefer);
+        element_input(&a.a[9], o[i]);
     }
-    return send_arrays(s, GR_SQL_INSERT_MANY, &a, 9);
+    return send_arrays(s, GR_SQL_INSERT_MANY, &a, 10);
 }
 
 static int send_updates(struct pg *s, struct gr_store_op **o, int n)
@@ -735,7 +752,7 @@ static int pg_apply(void *impl, struct gr_store_op *o, int n)
                      x->input_bytes);
             b.ok = 0;
         }
-        if (b.ok && x->sql == GR_SQL_INSERT && x->input)
+        if (b.ok && x->sql == GR_SQL_INSERT && x->input && !gr_inline_input(x))
             sent(&b, send_op(s, GR_SQL_INPUT, x), (struct sent){SENT_PART, .op = x});
         if (b.ok && (x->sql == GR_SQL_INSERT || x->sql == GR_SQL_DS_INSERT) && x->key)
             sent(&b, send_op(s, GR_SQL_KEY_INSERT, x), (struct sent){SENT_PART, .op = x});

@@ -19,7 +19,7 @@ extern const int gr_schema_nsteps, gr_pg_schema_nsteps;
  * number theirs alike, ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant, ?7 bytes,
  * ?8 idempotency key, ?9 its fingerprint, ?10 the job's epoch, ?11 the replica, ?12 its lease
  * seconds, ?13 the replica a job is offered to first (store_backend.h), ?14 a small input kept in its
- * job's row (SQLite: GR_SQ_INLINE_INPUT), each naming those it needs (GR_SQL_INPUT, bound apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
+ * job's row (GR_INLINE_INPUT_BYTES), each naming those it needs (GR_SQL_INPUT, bound apart, is the exception). PostgreSQL's text numbers them $1.. alike, every one a text
  * parameter (cast where it is not) but GR_SQL_INPUT's $2 (bytea). */
 enum gr_sql_id {
     GR_SQL_LIST_ALL = 0,
@@ -87,7 +87,8 @@ enum gr_sql_id {
     /* PostgreSQL's writer stores a batch's like writes in one statement each (NULL in SQLite),
      * its parameters arrays (text literals), one element a write: */
     GR_SQL_INSERT_MANY,           /* $1 ids, $2 statuses, $3 docs, $4 ops, $5 created, $6 tenants,
-                                   * $7 owners, $8 lease seconds, $9 prefers */
+                                   * $7 owners, $8 lease seconds, $9 prefers, $10 small inputs (bytea;
+                                   * NULL where none, or where GR_SQL_INPUT stores it) */
     GR_SQL_UPDATE_MANY,           /* $1 ids, $2 statuses, $3 docs, $4 epochs -> the place in them of
                                    * each job changed (from 1) */
     GR_SQL_DS_USED_MANY,          /* $1 dataset ids, $2 when a job that read each last ended */

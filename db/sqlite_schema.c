@@ -6,7 +6,7 @@
  * WITHOUT ROWID: the id is the clustered key, appends go to its right edge and no separate
  * id index has to be kept up. Inputs live apart in job_inputs so that gets and list pages
  * never page through big blobs; that table keeps its rowid since WITHOUT ROWID suits only
- * small rows. An input of at most GR_SQ_INLINE_INPUT bytes (a batch's jobs) is kept in its
+ * small rows. An input of at most GR_INLINE_INPUT_BYTES bytes (a batch's jobs) is kept in its
  * job's row instead, until the job ends: a row of its own cost 15% of a 100k batch's commit. */
 /* The time now as epoch seconds (SQLite 3.40 has no unixepoch('subsec')). */
 #define SQ_NOW "((julianday('now') - 2440587.5) * 86400.0)"

@@ -232,11 +232,6 @@ static int keyed(int sql)
            sql == GR_SQL_UPDATE || sql == GR_SQL_JOB_DELETE;
 }
 
-/* Inputs up to this many bytes are kept in their job's row (sqlite_schema.c). */
-#define GR_SQ_INLINE_INPUT 256
-
-static int inline_input(const struct gr_store_op *o) { return o->input && o->input_bytes <= GR_SQ_INLINE_INPUT; }
-
 /* Bind the parameters st (statement sql) names (schema.h's numbering) from o. */
 static int bind_op(sqlite3_stmt *st, int sql, const struct gr_store_op *o)
 {
@@ -254,7 +249,7 @@ static int bind_op(sqlite3_stmt *st, int sql, const struct gr_store_op *o)
         case 7: rc = sqlite3_bind_int64(st, i, o->bytes); break;
         case 8: rc = bind_text(st, i, o->key); break;
         case 14:
-            rc = inline_input(o) ? sqlite3_bind_blob64(st, i, o->input, o->input_bytes, SQLITE_STATIC)
+            rc = gr_inline_input(o) ? sqlite3_bind_blob64(st, i, o->input, o->input_bytes, SQLITE_STATIC)
                                  : sqlite3_bind_null(st, i);
             break;
         default: rc = bind_text(st, i, o->fingerprint); break;
@@ -367,7 +362,7 @@ static int apply_one(void *impl, struct gr_store_op *o)
     sqlite3_stmt *st = s->w[o->sql - GR_SQL_NREAD];
     sqlite3_stmt *in = s->w[GR_SQL_INPUT - GR_SQL_NREAD];
     sqlite3_stmt *key = s->w[GR_SQL_KEY_INSERT - GR_SQL_NREAD];
-    int with_input = o->sql == GR_SQL_INSERT && o->input && !inline_input(o);
+    int with_input = o->sql == GR_SQL_INSERT && o->input && !gr_inline_input(o);
     int with_key = (o->sql == GR_SQL_INSERT || o->sql == GR_SQL_DS_INSERT) && o->key;
     /* Everything is bound before anything runs, so a too-big input fails only its op. */
     int rc = bind_op(st, o->sql, o);

@@ -34,6 +34,12 @@ struct gr_store_op {
     char id[];
 };
 
+/* Inputs up to this many bytes (a batch's jobs) are kept in their job's row, not in job_inputs:
+ * a second row and its index entry for each small job were most of a big batch's insert. */
+#define GR_INLINE_INPUT_BYTES 256
+
+static inline int gr_inline_input(const struct gr_store_op *o) { return o->input && o->input_bytes <= GR_INLINE_INPUT_BYTES; }
+
 struct gr_store_backend {
     const char *name; /* "sqlite" or "postgresql" */
 
