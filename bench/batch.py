@@ -8,7 +8,7 @@
 # throwaway PostgreSQL cluster (tests/pg_cluster.py) with one replica on it. Prints a table and
 # writes batch-<host>-<date>.json under GPURED_BENCH_OUT (default bench/results). Not a test: it
 # measures.
-#   bench/batch.py path/to/gpured [devices, e.g. cpu,gpu] [sqlite|postgresql]
+#   bench/batch.py path/to/gpured [devices, e.g. cpu,gpu] [sqlite|postgresql] [sizes, e.g. 100000]
 import json
 import os
 import struct
@@ -24,7 +24,7 @@ import pg_cluster  # noqa: E402
 BIN = sys.argv[1]
 DEVICES = (sys.argv[2] if len(sys.argv) > 2 else "cpu").split(",")
 STORE = sys.argv[3] if len(sys.argv) > 3 else "sqlite"
-SIZES = (1000, 10000, 100000)
+SIZES = tuple(int(n) for n in (sys.argv[4] if len(sys.argv) > 4 else "1000,10000,100000").split(","))
 LAUNCH_GROUPS = (1, 256)
 
 
