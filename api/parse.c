@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const known[] = {"op", "dtype", "data", "dataset", "shape", "axis", "ties", "algorithm",
-                                    "device", "a", "b", "c", "alpha", "beta"};
+static const char *const known[] = {"op", "dtype", "data", "dataset", "shape", "axis", "keepdims", "ties",
+                                    "algorithm", "device", "a", "b", "c", "alpha", "beta"};
 
 static const char *type_name(const json_t *v)
 {
@@ -422,7 +422,7 @@ static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, s
     if (v->body)
         return gr_fail(e, GR_EUNPROC, "op", "matmul takes a JSON body with \"a\" and \"b\" (inline or datasets), "
                                             "not a binary one");
-    for (const char *const *m = (const char *const[]){"data", "dataset", "shape", "axis", "ties", NULL}; *m; m++)
+    for (const char *const *m = (const char *const[]){"data", "dataset", "shape", "axis", "keepdims", "ties", NULL}; *m; m++)
         if (json_object_get(root, *m))
             return gr_fail(e, GR_EUNPROC, *m, "\"%s\" is for reductions; matmul takes \"a\", \"b\" and an optional "
                                               "\"c\"",
@@ -509,6 +509,10 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
     if (strcmp(ties, "first") && strcmp(ties, "last"))
         return gr_fail(e, GR_EINVAL, "ties", "unknown ties \"%s\": use first or last", ties);
     j->ties_last = !strcmp(ties, "last");
+    json_t *keepdims = json_object_get(root, "keepdims");
+    if (keepdims && !json_is_boolean(keepdims))
+        return gr_fail(e, GR_EINVAL, "keepdims", "\"keepdims\" must be true or false, not %s", type_name(keepdims));
+    j->keepdims = json_is_true(keepdims);
     for (const char *const *m = (const char *const[]){"a", "b", "c", "alpha", "beta", NULL}; *m; m++)
         if (json_object_get(root, *m))
             return gr_fail(e, GR_EUNPROC, *m, "\"%s\" is for op matmul only", *m);
@@ -822,11 +826,17 @@ void gr_err_at(struct gr_err *e, int k)
     e->msg[sizeof e->msg - 1] = '\0';
 }
 
-/* ?shape= and ?axis= as the JSON members they stand for; the other arguments stay strings. */
+/* ?shape=, ?axis= and ?keepdims= as the JSON members they stand for; the other arguments stay
+ * strings. */
 static int query_members(json_t *query, struct gr_err *e)
 {
     const char *shape = json_string_value(json_object_get(query, "shape"));
     const char *axis = json_string_value(json_object_get(query, "axis"));
+    const char *keepdims = json_string_value(json_object_get(query, "keepdims"));
+    if (keepdims && strcmp(keepdims, "true") && strcmp(keepdims, "false"))
+        return gr_fail(e, GR_EINVAL, "keepdims", "?keepdims= is true or false, not '%s'", keepdims);
+    if (keepdims)
+        json_object_set_new(query, "keepdims", json_boolean(!strcmp(keepdims, "true")));
     if (shape) {
         int ndim, rc;
         int64_t dims[2];

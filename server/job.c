@@ -80,6 +80,7 @@ struct gr_job *gr_job_row(const struct gr_job *t, int64_t r)
     j->op = t->op;
     j->dtype = t->dtype;
     j->ties_last = t->ties_last;
+    j->keepdims = t->keepdims;
     j->shape[0] = t->shape[1];
     memcpy(j->algorithm, t->algorithm, sizeof j->algorithm);
     memcpy(j->device, t->device, sizeof j->device);
@@ -89,3 +90,15 @@ struct gr_job *gr_job_row(const struct gr_job *t, int64_t r)
 
 int64_t gr_job_rows(const struct gr_job *j) { return j->ndim == 2 ? j->shape[0] : 1; }
 int64_t gr_job_cols(const struct gr_job *j) { return j->ndim == 2 ? j->shape[1] : j->shape[0]; }
+
+int gr_job_result_shape(const struct gr_job *j, int64_t shape[2])
+{
+    int whole = j->axis == GR_AXIS_ALL || j->ndim == 1;
+    if (!j->keepdims) {
+        shape[0] = j->axis == 0 ? j->shape[1] : j->shape[0];
+        return whole ? 0 : 1;
+    }
+    shape[0] = whole || j->axis == 0 ? 1 : j->shape[0];
+    shape[1] = whole || j->axis == 1 ? 1 : j->shape[1];
+    return j->ndim;
+}

@@ -44,7 +44,7 @@ struct gr_job {
 
     /* the request (fixed) */
     int kind;
-    int op, dtype, axis, ties_last;
+    int op, dtype, axis, ties_last, keepdims;
     int ndim;
     int64_t shape[2]; /* ndim 1: shape[0] = n, shape[1] = 1 */
     char algorithm[32], device[16]; /* requested; replaced by what ran */
@@ -99,6 +99,10 @@ void gr_job_unref(struct gr_job *j);
 
 int64_t gr_job_rows(const struct gr_job *j);
 int64_t gr_job_cols(const struct gr_job *j);
+
+/* A reduction's result shape into shape, as NumPy's: its ndim (0: one value), the reduced axes
+ * gone, or kept as 1 with keepdims. */
+int gr_job_result_shape(const struct gr_job *j, int64_t shape[2]);
 
 /* A new job of t's op, dtype, ties, algorithm, device and tenant that reduces row r of t's 2-D
  * inline values whole (a copy of them); NULL when memory is out. */

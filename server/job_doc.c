@@ -240,6 +240,25 @@ static void put_bench(struct gr_buf *b, const struct gr_job *j)
     put(b, "}");
 }
 
+/* A result's values (or indices) as nested lists in its shape (ndim 1 or 2). */
+static void put_nested(struct gr_buf *b, const struct gr_result *r, int ndim, const int64_t *shape, int indices)
+{
+    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1];
+    put(b, ndim == 2 ? "[" : "");
+    for (int64_t i = 0; i < rows; i++) {
+        put(b, i ? ",[" : "[");
+        for (int64_t k = 0, at = i * cols; k < cols; k++, at++) {
+            put(b, k ? "," : "");
+            if (indices)
+                put_int(b, r->index[at]);
+            else
+                put_value(b, r, at);
+        }
+        put(b, "]");
+    }
+    put(b, ndim == 2 ? "]" : "");
+}
+
 /* A result kept as datasets: where its values are, and links to download them; a product's
  * values inline as well when it is small (rows of j->result). */
 static void put_kept(struct gr_buf *b, const struct gr_job *j)
@@ -247,21 +266,14 @@ static void put_kept(struct gr_buf *b, const struct gr_job *j)
     int mm = j->kind == GR_JOB_MATMUL;
     open_key(b, "dataset"), put_str(b, j->result_dataset);
     key(b, "shape");
+    int64_t shape[2];
     if (mm)
         put_shape(b, 2, j->shape);
     else
-        put_shape(b, 1, &j->result.n);
+        put_shape(b, gr_job_result_shape(j, shape), shape);
     key(b, "data"), put_data_link(b, j->result_dataset);
-    if (mm && j->result.n) {
-        key(b, "values"), put(b, "[");
-        for (int64_t i = 0; i < j->shape[0]; i++) {
-            put(b, i ? ",[" : "[");
-            for (int64_t k = 0; k < j->shape[1]; k++)
-                put(b, k ? "," : ""), put_value(b, &j->result, i * j->shape[1] + k);
-            put(b, "]");
-        }
-        put(b, "]");
-    }
+    if (mm && j->result.n)
+        key(b, "values"), put_nested(b, &j->result, 2, j->shape, 0);
     if (j->indices_dataset[0]) {
         key(b, "indices_dataset"), put_str(b, j->indices_dataset);
         key(b, "indices_data"), put_data_link(b, j->indices_dataset);
@@ -280,23 +292,19 @@ static void put_result(struct gr_buf *b, const struct gr_job *j)
         put_kept(b, j);
         return;
     }
-    if (j->axis == GR_AXIS_ALL || j->ndim == 1) {
+    int64_t shape[2];
+    int ndim = gr_job_result_shape(j, shape);
+    if (ndim == 0) {
         open_key(b, "value"), put_value(b, r, 0);
         if (r->index)
             key(b, "index"), put_int(b, r->index[0]);
         put(b, "}");
         return;
     }
-    open_key(b, "values"), put(b, "[");
-    for (int64_t k = 0; k < r->n; k++)
-        put(b, k ? "," : ""), put_value(b, r, k);
-    put(b, "]");
-    if (r->index) {
-        key(b, "indices"), put(b, "[");
-        for (int64_t k = 0; k < r->n; k++)
-            put(b, k ? "," : ""), put_int(b, r->index[k]);
-        put(b, "]");
-    }
+    open_key(b, "shape"), put_shape(b, ndim, shape);
+    key(b, "values"), put_nested(b, r, ndim, shape, 0);
+    if (r->index)
+        key(b, "indices"), put_nested(b, r, ndim, shape, 1);
     put(b, "}");
 }
 
@@ -353,6 +361,7 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     else
         put_int(&b, j->axis);
     key(&b, "ties"), put(&b, j->ties_last ? "\"last\"" : "\"first\"");
+    key(&b, "keepdims"), put(&b, j->keepdims ? "true" : "false");
     key(&b, "device"), put_str(&b, j->device);
     key(&b, "algorithm"), put_str(&b, j->algorithm);
     key(&b, "bytes"), put_int(&b, job_bytes(j));
@@ -540,6 +549,7 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
         j->shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
     j->axis = json_is_integer(axis) ? (int)json_integer_value(axis) : GR_AXIS_ALL;
     j->ties_last = !strcmp(ties, "last");
+    j->keepdims = json_is_true(json_object_get(o, "keepdims")); /* absent before keepdims: false */
     snprintf(j->algorithm, sizeof j->algorithm, "%s", algo);
     snprintf(j->device, sizeof j->device, "%s", dev);
     j->created_at = parse_time(created);

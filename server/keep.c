@@ -69,10 +69,12 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
     if (j->kind != GR_JOB_REDUCE || r->n <= GR_RESULT_INLINE_MAX)
         return GR_OK;
     struct gr_err why = {0};
-    int rc = keep_values(s, j, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, 1, &r->n,
+    int64_t shape[2];
+    int ndim = gr_job_result_shape(j, shape);
+    int rc = keep_values(s, j, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, ndim, shape,
                          j->result_dataset, &why);
     if (rc == GR_OK && r->index &&
-        (rc = keep_values(s, j, r->index, GR_INT64, 1, &r->n, j->indices_dataset, &why))) {
+        (rc = keep_values(s, j, r->index, GR_INT64, ndim, shape, j->indices_dataset, &why))) {
         /* all or nothing: the values' dataset goes too */
         struct gr_store_wait w = GR_STORE_WAIT_INIT;
         gr_store_wait_add(&w, gr_store_delete_dataset(s, j->result_dataset, gr_store_wait_done, &w));

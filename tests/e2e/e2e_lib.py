@@ -496,14 +496,29 @@ def value_matches(op, dtype, got, want, xs):
     return None if abs(got - want) <= tol else "value %r != reference %r (tol %g)" % (got, want, tol)
 
 
-def check_result(what, op, dtype, rows, axis, ties, result):
+def result_shape(rows, axis, ndim, keepdims):
+    """NumPy's shape of a reduction's result over the 2-D view rows of ndim-D data; None for one
+    value (no keepdims, the whole array)."""
+    whole = axis is None or ndim == 1
+    if keepdims:
+        return [1] if ndim == 1 else [1 if whole or axis == 0 else len(rows), 1 if whole or axis == 1 else len(rows[0])]
+    return None if whole else [len(rows[0]) if axis == 0 else len(rows)]
+
+
+def flat(v):
+    """A result's nested values (or indices) as one list."""
+    return [x for row in v for x in row] if v and isinstance(v[0], list) else v
+
+
+def check_result(what, op, dtype, rows, axis, ties, result, ndim=2, keepdims=False):
     """Check a job's result against the reference; rows is the 2-D view of the input (a 1-D
-    input is one row, and then axis 0 means the whole array)."""
+    input is one row, and then axis 0 means the whole array; ndim says which it was)."""
     if not CHECK.ok(isinstance(result, dict), "%s: result is not an object: %r" % (what, result)):
         return
     is_arg = op.startswith("arg")
     gs = groups(rows, axis)
-    if axis is None:
+    shape = result_shape(rows, axis, ndim, keepdims)
+    if shape is None:
         keys = {"value", "index"} if is_arg else {"value"}
         if not CHECK.eq(set(result), keys, what + ": result members"):
             return
@@ -514,10 +529,15 @@ def check_result(what, op, dtype, rows, axis, ties, result):
             got = result["index"]
             CHECK.ok(_is_num(got, True) and got == idx, "%s: index %r != reference %r" % (what, got, idx))
         return
-    keys = {"values", "indices"} if is_arg else {"values"}
-    if not CHECK.eq(set(result), keys, what + ": result members"):
+    keys = {"shape", "values", "indices"} if is_arg else {"shape", "values"}
+    if not CHECK.eq(set(result), keys, what + ": result members") or \
+            not CHECK.eq(result["shape"], shape, what + ": result shape"):
         return
-    vals = result["values"]
+    nested = [len(v) if isinstance(v, list) else None for v in result["values"]]
+    CHECK.ok(nested == ([shape[1]] * shape[0] if len(shape) == 2 else [None] * shape[0]),
+             "%s: values %r are not nested in shape %r" % (what, result["values"], shape))
+    vals = flat(result["values"])
+    indices = flat(result.get("indices"))
     if not CHECK.ok(isinstance(vals, list) and len(vals) == len(gs),
                     "%s: values has %r entries, expected %d" % (what, len(vals) if isinstance(vals, list) else vals, len(gs))):
         return
@@ -528,7 +548,7 @@ def check_result(what, op, dtype, rows, axis, ties, result):
         if why:
             bad.append("[%d] %s" % (k, why))
         if is_arg:
-            got = result["indices"][k] if len(result["indices"]) > k else None
+            got = indices[k] if len(indices) > k else None
             if not (_is_num(got, True) and got == idx):
                 bad.append("[%d] index %r != reference %r" % (k, got, idx))
     CHECK.ok(not bad, "%s: %d of %d outputs wrong: %s" % (what, len(bad), len(gs), "; ".join(bad[:4])))

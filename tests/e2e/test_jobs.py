@@ -1,6 +1,7 @@
-# test_jobs.py: every op x dtype x axis (1-D, 2-D nested and flat+shape), ties, each listed
-# algorithm, Prefer: wait and the 202 + GET ?wait= path, all against a plain-Python reference.
+# test_jobs.py: every op x dtype x axis (1-D, 2-D nested and flat+shape), keepdims, ties, each
+# listed algorithm, Prefer: wait and the 202 + GET ?wait= path, all against a plain-Python reference.
 import re
+import struct
 import time
 
 import e2e_lib as L
@@ -38,7 +39,9 @@ def check_case(c, job):
     if "expect" in c:
         CHECK.eq(job.get("result"), c["expect"], c["what"] + ": result")
     else:
-        L.check_result(c["what"], c["op"], c["dtype"], c["rows"], c["ref_axis"], c["ties"], job.get("result"))
+        L.check_result(c["what"], c["op"], c["dtype"], c["rows"], c["ref_axis"], c["ties"], job.get("result"),
+                       len(c["shape"]), c["spec"].get("keepdims", False))
+    CHECK.eq(job.get("keepdims"), c["spec"].get("keepdims", False), c["what"] + ": the job's keepdims")
 
 
 PHASES = ["receive", "parse", "submit", "run", "store", "resume", "answer"]
@@ -93,6 +96,31 @@ def covers(entry, op, dtype):
                              and covers_axis(entry, None))
 
 
+def kept_keepdims(srv):
+    """keepdims in a raw body's query, on a result kept as datasets: their shape is the kept one,
+    and so is the .npy download's; a ?keepdims= that is not true or false is a 400."""
+    rows = [[float((r * 7) % 11), float(r % 5)] for r in range(5000)]
+    raw = struct.pack("<%dd" % (2 * len(rows)), *(x for row in rows for x in row))
+    query = "/v1/jobs?op=argmax&dtype=float64&shape=5000,2&axis=1&device=%s&keepdims=" % L.DEVICE
+    r = srv.req("POST", query + "true", raw, {"Content-Type": "application/octet-stream", "Prefer": "wait=10"})
+    if not CHECK.eq(r.status, 200, "keepdims kept: status (%r)" % r.body[:200]):
+        return
+    job = r.json()
+    res = job.get("result") or {}
+    CHECK.eq((job.get("keepdims"), res.get("shape")), (True, [5000, 1]), "keepdims kept: the job and its result's shape")
+    want = [[0 if row[0] >= row[1] else 1] for row in rows]
+    for part, ds in (("indices", res.get("indices_dataset")), ("values", res.get("dataset"))):
+        d = srv.get_json("/v1/datasets/%s" % ds) if ds else {}
+        CHECK.eq(d.get("shape"), [5000, 1], "keepdims kept: the %s dataset's shape" % part)
+        got = srv.req("GET", "/v1/jobs/%s/result?part=%s" % (job.get("id"), part), headers={"Accept": "application/x-npy"})
+        CHECK.ok(got.status == 200 and b"'shape': (5000, 1)" in got.body[:128], "keepdims kept: the %s .npy's shape" % part)
+        if part == "indices":
+            CHECK.ok(list(struct.unpack("<5000q", got.body[-40000:])) == [w[0] for w in want],
+                     "keepdims kept: the indices are NumPy's")
+    r = srv.req("POST", query + "yes", raw, {"Content-Type": "application/octet-stream"})
+    CHECK.ok(r.status == 400 and "keepdims" in r.body.decode(), "?keepdims=yes is a 400 naming it: %r" % r.body[:200])
+
+
 def main():
     srv = L.start_suite()
     rng = L.rng_for("test_jobs")
@@ -130,6 +158,19 @@ def main():
                 cases.append(c)
             c = make_case("1-D %s %s axis -1" % (op, dt), op, dt, L.gen_data(op, dt, 11, rng), axis=-1)
             c["job_axis"] = 0
+            cases.append(c)
+
+    # keepdims: the reduced axes stay as 1 (NumPy's shape), the values nested in it
+    for op in L.OPS:
+        for dt in ("int32", "float64"):
+            for axis, canonical in ((None, None), (0, 0), (1, 1), (-1, 1), ([0, 1], None)):
+                c = make_case("keepdims %s %s 2-D axis %r" % (op, dt, axis), op, dt, L.gen_data(op, dt, 5 * 3, rng),
+                              (5, 3), True, axis)
+                c["job_axis"] = c["ref_axis"] = canonical
+                c["spec"]["keepdims"] = True
+                cases.append(c)
+            c = make_case("keepdims %s %s 1-D" % (op, dt), op, dt, L.gen_data(op, dt, 7, rng))
+            c["spec"]["keepdims"] = True
             cases.append(c)
 
     # ties: first, last and the default, whole array and both axes
@@ -191,6 +232,8 @@ def main():
     t0 = time.time()
     run_waiting(srv, cases)
     print("%d jobs with Prefer: wait in %.1fs" % (len(cases), time.time() - t0), flush=True)
+
+    kept_keepdims(srv)
 
     # without Prefer: 202 + Location, then GET ?wait=5 until it ends
     async_cases = [make_case("202 %s %s" % (op, dt), op, dt, L.gen_data(op, dt, 2000, rng), (40, 50), True, 1)

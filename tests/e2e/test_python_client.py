@@ -396,6 +396,15 @@ def jobs(srv, c, seen, rng):
     check_value("job.result() argmax", "argmax", a, None, "last", job2.result())
     CHECK.eq(float(job2.result("values")), float(a.max()), "job.result('values') of an argmax")
     raises("job.result('indices') of a sum", lambda: job.result("indices"), 409)
+    # keepdims: NumPy's shape, inline JSON and the one-shot binary body (more than 4096 outputs: kept)
+    for rows in (3, 5000):
+        x = rng.random((rows, 4))
+        for op, axis in (("sum", None), ("max", 0), ("argmin", 1), ("mean", -1), ("min", (0, 1))):
+            got = getattr(c, op)(x, axis, keepdims=True, device=L.DEVICE)
+            want = getattr(np, op)(x, axis=axis if op != "argmin" else 1, keepdims=True)
+            CHECK.ok(isinstance(got, np.ndarray) and got.shape == want.shape and np.allclose(got, want),
+                     "%s of %dx4 axis %r keepdims: shape %r, NumPy's %r" % (op, rows, axis, getattr(got, "shape", got),
+                                                                           want.shape))
     raises("an unknown job", lambda: c.job(NO_JOB), 404, None, NO_JOB, kind=gpured.NotFound)
     raises("a sum of an unknown dataset", lambda: c.sum(NO_DATASET, device=L.DEVICE), 404)
     # the dtypes the service does not take are widened, every value exact; uint64 is refused here

@@ -145,8 +145,9 @@ def around_threshold(srv):
         want, idx = reference(op, dtype, a, axis)
         res = job.get("result") or {}
         if len(want) <= INLINE_MAX:
-            keys = {"values", "indices"} if idx is not None else {"values"}
-            if CHECK.eq(set(res), keys, what + ": inline result members"):
+            keys = {"shape", "values", "indices"} if idx is not None else {"shape", "values"}
+            if CHECK.eq(set(res), keys, what + ": inline result members") and \
+                    CHECK.eq(res["shape"], [len(want)], what + ": inline result shape"):
                 got = np.array(res["values"], dtype=want.dtype) if want.dtype == np.int64 else \
                     np.array([float(v) for v in res["values"]])
                 CHECK.ok(close(op, dtype, got, want, a, axis), what + ": inline values differ from numpy's")
@@ -308,7 +309,7 @@ def write_fails():
         files_match_rows(srv, "after a failed result write")
     r = srv.req("POST", "/v1/jobs", {"op": "sum", "data": [[1, 2], [3, 4]], "axis": 1, "dtype": "int32",
                                      "device": L.DEVICE}, headers=WAIT)
-    CHECK.ok(r.status == 200 and r.json().get("result") == {"values": [3, 7]}, "the server still runs jobs: %r" % r)
+    CHECK.ok(r.status == 200 and r.json().get("result") == {"shape": [2], "values": [3, 7]}, "the server still runs jobs: %r" % r)
     L.check_stop(srv)
     os.unlink(wrapper)
     os.rmdir(tmp)

@@ -33,6 +33,7 @@ jobs = {
     "sum_f32": {"op": "sum", "dtype": "float32", "data": [1.5, 2.5, 3]},
     "argmax_rows_ties": {"op": "argmax", "dtype": "int32", "data": [[1, 7, 7], [4, 2, 0]], "axis": 1, "ties": "last"},
     "mean_i64": {"op": "mean", "dtype": "int64", "data": [1, 2, 3, 4]},
+    "keepdims_axes": {"op": "min", "dtype": "int32", "data": [[1, 7], [4, 2]], "axis": [-1], "keepdims": True},
     "shape_view": {"op": "min", "dtype": "float64", "data": [1, 2, 3, 4, 5, 6], "shape": [2, 3], "axis": 0,
                    "algorithm": "cpu_seq", "device": "cpu"},
     "prod_big_ints": {"op": "prod", "dtype": "int64", "data": [9223372036854775807, -9223372036854775808, 1e18]},

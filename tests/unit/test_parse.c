@@ -136,6 +136,8 @@ static const struct bad bad_bodies[] = {
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":-3}", GR_EUNPROC, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":[1,-1]}", GR_EUNPROC, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":[]}", GR_EUNPROC, "axis"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"keepdims\":1}", GR_EINVAL, "keepdims"},
+    {"{\"op\":\"matmul\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1]]},\"keepdims\":false}", GR_EUNPROC, "keepdims"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":[0.5]}", GR_EINVAL, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":\"0\"}", GR_EINVAL, "axis"},
     {"{\"op\":\"argmax\",\"dtype\":\"float32\",\"data\":[1],\"ties\":\"middle\"}", GR_EINVAL, "ties"},
@@ -346,8 +348,29 @@ static void test_axes(void **state)
     json_t *q = json_pack("{s:s, s:s, s:s, s:s}", "op", "sum", "dtype", "int32", "shape", "2,2", "axis", "0,-1");
     assert_int_equal(gr_parse_binary_job(q, 0, &body, 16, j, &e), GR_OK);
     assert_int_equal(j->axis, GR_AXIS_ALL); /* ?axis=0,-1: both */
+    assert_false(j->keepdims);
     json_decref(q);
     gr_job_unref(j);
+}
+
+static void test_keepdims(void **state)
+{
+    (void)state;
+    struct gr_job *j = parse_ok("{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[[1,2],[3,4]],\"axis\":0,\"keepdims\":true}");
+    assert_true(j->keepdims);
+    gr_job_unref(j);
+    struct gr_err e = {0};
+    for (int bad = 0; bad < 2; bad++) {
+        j = gr_job_new();
+        char *body = calloc(1, 16);
+        json_t *q = json_pack("{s:s, s:s, s:s, s:s}", "op", "sum", "dtype", "int32", "shape", "2,2", "keepdims",
+                              bad ? "1" : "true");
+        assert_int_equal(gr_parse_binary_job(q, 0, &body, 16, j, &e), bad ? GR_EINVAL : GR_OK);
+        assert_int_equal(j->keepdims, !bad);
+        free(body);
+        json_decref(q);
+        gr_job_unref(j);
+    }
 }
 
 static void test_binary_jobs(void **state)
@@ -681,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_matmul_jobs),
         cmocka_unit_test(test_benchmarks),
         cmocka_unit_test(test_axes),
+        cmocka_unit_test(test_keepdims),
         cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
         cmocka_unit_test(test_batch_in_spans),

@@ -91,7 +91,8 @@ def _show(args: argparse.Namespace, objs: Sequence[Any], many: bool = False) -> 
 
 
 def cmd_submit(c: Client, args: argparse.Namespace) -> None:
-    options = dict(axis=args.axis, ties=args.ties, device=args.device, algorithm=args.algorithm, dtype=args.dtype)
+    options = dict(axis=args.axis, keepdims=args.keepdims, ties=args.ties, device=args.device,
+                   algorithm=args.algorithm, dtype=args.dtype)
     if args.op == "matmul":
         options.update(a=_values(args.a), b=_values(args.b), c=_values(args.c), alpha=args.alpha, beta=args.beta)
         data = None
@@ -234,7 +235,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--data", help="the values as JSON, e.g. '[[1, 2], [3, 4]]'")
     s.add_argument("--dataset", help="a stored dataset's id")
     s.add_argument("--dtype", help="int32, int64, float32 or float64 (default: the values')")
-    s.add_argument("--axis", type=int, choices=[0, 1])
+    s.add_argument("--axis", type=int, choices=[-2, -1, 0, 1])
+    s.add_argument("--keepdims", action="store_true", help="keep the reduced axes as 1 (NumPy's shape)")
     s.add_argument("--ties", choices=["first", "last"])
     s.add_argument("--device", default="auto")
     s.add_argument("--algorithm", default="auto")

@@ -247,12 +247,13 @@ class Client:
     # ------------------------------------------------------------ reductions and products
 
     @flow
-    def reduce(self, op: str, data: Source, axis: Axis = None, *, ties: Optional[str] = None,
+    def reduce(self, op: str, data: Source, axis: Axis = None, *, keepdims: bool = False, ties: Optional[str] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None, keep: bool = False) -> Reduced:
         """Run a reduction and return its result (see :meth:`Job.result`): a NumPy scalar for
-        ``axis`` None, else a 1-D array (one per column for 0, per row for 1); int64 for integer
-        results, float64 for float ones and every mean; argmin/argmax give the indices (int64).
+        ``axis`` None, else a 1-D array (one per column for 0, per row for 1); with ``keepdims``
+        an array of NumPy's shape, the reduced axes kept as 1. int64 for integer results, float64
+        for float ones and every mean; argmin/argmax give the indices (int64).
 
         ``data``: an array (1-D or 2-D; lists are taken as numpy.asarray does, cast to
         ``dtype`` when given; bool, 8- and 16-bit integers and float16 are widened to int32 or
@@ -264,8 +265,9 @@ class Client:
         result the service kept as a dataset, are deleted once the result is downloaded, unless
         ``keep``."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        job = yield from Client.submit.flow(self, op, data, axis=axis, ties=ties, device=device, algorithm=algorithm,
-                                            dtype=dtype, shape=shape, wait=_wait_within(deadline), deadline=deadline)
+        job = yield from Client.submit.flow(self, op, data, axis=axis, keepdims=keepdims, ties=ties, device=device,
+                                            algorithm=algorithm, dtype=dtype, shape=shape,
+                                            wait=_wait_within(deadline), deadline=deadline)
         return (yield from job._result_once(keep, deadline))
 
     @flow
@@ -321,7 +323,8 @@ class Client:
     # ------------------------------------------------------------ jobs
 
     @flow
-    def submit(self, op: str, data: Optional[Source] = None, *, axis: Axis = None, ties: Optional[str] = None,
+    def submit(self, op: str, data: Optional[Source] = None, *, axis: Axis = None, keepdims: bool = False,
+               ties: Optional[str] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, a: Optional[Source] = None, b: Optional[Source] = None,
                c: Optional[Source] = None, alpha: Optional[float] = None, beta: Optional[float] = None,
@@ -335,8 +338,8 @@ class Client:
         optional ``c``, ``alpha``, ``beta`` instead (see :meth:`matmul`). Datasets uploaded for a
         job are deleted once :meth:`Job.wait` (or ``result``) sees it end. ``deadline``: a
         ``time.monotonic()`` the requests must end by (see :meth:`request`)."""
-        options = dict(axis=axis, ties=ties, device=device, algorithm=algorithm, dtype=dtype, shape=shape,
-                       a=a, b=b, c=c, alpha=alpha, beta=beta)
+        options = dict(axis=axis, keepdims=keepdims or None, ties=ties, device=device, algorithm=algorithm,
+                       dtype=dtype, shape=shape, a=a, b=b, c=c, alpha=alpha, beta=beta)
         temps: list[Dataset] = []
         try:
             members, arr = yield from self._prepare(op, data, options, temps, batch=False)
@@ -344,7 +347,8 @@ class Client:
                 got = yield from self._request("POST", "/v1/jobs", json=members, headers=_prefer(wait), key=True,
                                                wait=wait, deadline=deadline)
             else:
-                query = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in members.items()}
+                query = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v).lower() if isinstance(v, bool)
+                         else str(v) for k, v in members.items()}
                 got = yield from self._request("POST", "/v1/jobs", params=query, body=Body.of_array(arr, npy=False),
                                                content_type="application/octet-stream", headers=_prefer(wait),
                                                key=True, wait=wait, deadline=deadline)
@@ -617,7 +621,8 @@ class Job:
                deadline: Optional[float] = None) -> Result:
         """The job's result, once it has ended (waiting up to ``timeout`` seconds).
 
-        A reduction gives a NumPy scalar (whole array) or 1-D array (axis), int64 for integer
+        A reduction gives a NumPy scalar (whole array) or 1-D array (axis), or with keepdims an
+        array of the result's shape (the job's ``result["shape"]``); int64 for integer
         results and float64 for float ones and means; ``part`` "values" (the default) or
         "indices" (int64, the default for argmin/argmax). Results the service keeps as datasets
         (more than 4096 outputs) are downloaded. A matmul gives the product (its dtype), a
