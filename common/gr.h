@@ -48,7 +48,11 @@ const char *gr_code_slug(int code);  /* "invalid-request", used in problem "type
 
 /* GR_NOPS counts the reductions; the matrix product comes after them, so that loops and masks
  * over the reductions leave it out while names, the store and job listings know it. */
-enum gr_op { GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_MEAN, GR_ARGMIN, GR_ARGMAX, GR_NOPS, GR_MATMUL = GR_NOPS };
+enum gr_op {
+    GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_MEAN, GR_ARGMIN, GR_ARGMAX,
+    GR_NANSUM, GR_NANMIN, GR_NANMAX, GR_COUNT_NONZERO, /* NumPy's: NaN skipped; elements not 0 */
+    GR_NOPS, GR_MATMUL = GR_NOPS
+};
 enum gr_dtype { GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64, GR_NDTYPES };
 #define GR_AXIS_ALL (-1)
 
@@ -60,8 +64,8 @@ size_t gr_dtype_size(int dtype);
 int gr_dtype_is_float(int dtype);
 int gr_op_is_arg(int op); /* argmin, argmax */
 
-/* Output element kind of an op on a dtype: integer sums/products/min/max/arg values
- * are int64 (an int32 sum must not wrap); every float result and every mean is float64. */
+/* Output element kind of an op on a dtype: integer sums/products/min/max/arg values and every
+ * count are int64 (an int32 sum must not wrap); other float results and every mean are float64. */
 int gr_result_is_int(int op, int dtype);
 
 /* A reduction to run. data is row-major rows x cols elements of dtype, little-endian.

@@ -51,7 +51,7 @@ static const struct gr_algo cpu_algos[] = {
  * register and the shuffles halve the speed of float sums. */
 struct acc {
     double s;     /* float sum/mean: Neumaier sum s + correction c; float prod/extreme: s */
-    uint64_t u;   /* integer sum/prod, wrapping modulo 2^64 */
+    uint64_t u;   /* integer sum/prod, wrapping modulo 2^64; counts */
     double c;
     int64_t v;    /* integer extreme */
     int64_t idx;  /* arg ops: index of the extreme within the reduced set, -1 while empty */
@@ -90,11 +90,11 @@ static void acc_init(struct acc *a, const struct job *j)
     if (j->op == GR_PROD) {
         a->s = 1;
         a->u = 1;
-    } else if (j->op == GR_MIN) {
-        a->s = INFINITY;
+    } else if (j->op == GR_MIN || j->op == GR_NANMIN) {
+        a->s = j->op == GR_MIN ? INFINITY : NAN; /* NaN: no number seen yet (an all-NaN lane's answer) */
         a->v = INT64_MAX;
-    } else if (j->op == GR_MAX) {
-        a->s = -INFINITY;
+    } else if (j->op == GR_MAX || j->op == GR_NANMAX) {
+        a->s = j->op == GR_MAX ? -INFINITY : NAN;
         a->v = INT64_MIN;
     }
 }
@@ -136,10 +136,14 @@ GR_INLINE void acc_add(struct acc *a, struct val x, int64_t k, int op, int fl, i
 {
     switch (op) {
     case GR_SUM:
-        if (fl)
+    case GR_NANSUM:
+        if (fl && !(op == GR_NANSUM && isnan(x.f)))
             neumaier(a, x.f);
-        else
+        else if (!fl)
             a->u += (uint64_t)x.i;
+        break;
+    case GR_COUNT_NONZERO:
+        a->u += fl ? x.f != 0 : x.i != 0; /* a NaN is not 0 */
         break;
     case GR_MEAN:
         neumaier(a, fl ? x.f : (double)x.i);
@@ -160,6 +164,15 @@ GR_INLINE void acc_add(struct acc *a, struct val x, int64_t k, int op, int fl, i
             a->v = x.i;
         }
         break;
+    case GR_NANMIN:
+    case GR_NANMAX:
+        if (fl) {
+            if (!isnan(x.f) && (isnan(a->s) || (op == GR_NANMIN ? x.f < a->s : x.f > a->s)))
+                a->s = x.f;
+        } else if (op == GR_NANMIN ? x.i < a->v : x.i > a->v) {
+            a->v = x.i;
+        }
+        break;
     case GR_ARGMIN:
     case GR_ARGMAX:
         if (arg_better(a, x, k, op == GR_ARGMAX, fl, last)) {
@@ -176,8 +189,10 @@ static void acc_merge(struct acc *a, const struct acc *b)
 {
     switch (a->op) {
     case GR_SUM:
+    case GR_NANSUM:
     case GR_MEAN:
-        if (a->fl || a->op == GR_MEAN) {
+    case GR_COUNT_NONZERO:
+        if ((a->fl || a->op == GR_MEAN) && a->op != GR_COUNT_NONZERO) {
             neumaier(a, b->s);
             a->c += b->c;
         } else {
@@ -206,10 +221,14 @@ static void acc_finish(const struct acc *a, struct gr_result *r, int64_t o, int6
 {
     switch (a->op) {
     case GR_SUM:
+    case GR_NANSUM:
         if (a->fl)
             r->f[o] = neumaier_total(a);
         else
             r->i[o] = u2i(a->u);
+        break;
+    case GR_COUNT_NONZERO:
+        r->i[o] = u2i(a->u);
         break;
     case GR_MEAN:
         r->f[o] = neumaier_total(a) / (double)len;
@@ -279,7 +298,7 @@ GR_INLINE void tile_as(const struct job *j, struct acc *a, struct span s, int op
     }
 }
 
-/* One switch per span hands tile_as constant op and dtype, so each of the 28 inlined copies
+/* One switch per span hands tile_as constant op and dtype, so each of the 44 inlined copies
  * keeps only its own arithmetic in the inner loop. */
 static void run_tile(const struct job *j, struct acc *a, struct span s)
 {
@@ -296,6 +315,10 @@ static void run_tile(const struct job *j, struct acc *a, struct span s)
         GR_CASES(GR_MEAN)
         GR_CASES(GR_ARGMIN)
         GR_CASES(GR_ARGMAX)
+        GR_CASES(GR_NANSUM)
+        GR_CASES(GR_NANMIN)
+        GR_CASES(GR_NANMAX)
+        GR_CASES(GR_COUNT_NONZERO)
     }
 #undef GR_CASES
 #undef GR_CASE

@@ -42,6 +42,7 @@ typedef unsigned long long u64;
 #define FULL_MASK 0xffffffffu
 #define B_(x) (1u << (x))
 #define OPS_SUM (B_(GR_SUM) | B_(GR_MEAN))
+#define OPS_CORE (B_(GR_NANSUM) - 1) /* sum to argmax: CUB's own operators take these */
 #define OPS_MINMAX (B_(GR_MIN) | B_(GR_MAX))
 #define DT_32 (B_(GR_INT32) | B_(GR_FLOAT32))
 #define AX_WHOLE GR_AXIS_BIT(GR_AXIS_ALL)
@@ -71,7 +72,7 @@ extern "C" const struct gr_algo gr_k_algos[GR_K_NVARIANTS] = {
     {"redux", "__reduce_add/min/max_sync warp reduction (int32, sums without wrap); 2 launches",
      REDUX_OPS, REDUX_DT, AX_WHOLE},
     {"cub", "cub::DeviceReduce / DeviceSegmentedReduce with the service's operators (reference)",
-     GR_ALL_OPS, GR_ALL_DTYPES, CUB_AXES},
+     OPS_CORE, GR_ALL_DTYPES, CUB_AXES},
     {"fast", "production kernel: 16-byte loads, machine-sized grid, warp shuffles, one launch, "
              "deterministic; every op, dtype and axis",
      GR_ALL_OPS, GR_ALL_DTYPES, GR_ALL_AXES},
@@ -115,8 +116,8 @@ cudaError_t run(const gr_kjob *j, void *scratch, size_t *bytes, unsigned *ticket
     case GR_K_REDUX:
         return redux(j, sms, scratch, bytes, st);
     case GR_K_CUB:
-        return with_op<GR_ALL_OPS, GR_ALL_DTYPES>(j->op, j->dtype, last,
-                                                  [&](auto op) { return cub_run(op, j, scratch, bytes, st); });
+        return with_op<OPS_CORE, GR_ALL_DTYPES>(j->op, j->dtype, last,
+                                                [&](auto op) { return cub_run(op, j, scratch, bytes, st); });
     case GR_K_FAST:
         return with_op<GR_ALL_OPS, GR_ALL_DTYPES>(
             j->op, j->dtype, last, [&](auto op) { return fast(op, j, sms, scratch, bytes, tickets, st); });
@@ -153,14 +154,15 @@ extern "C" int64_t gr_k_nout(const struct gr_kjob *j)
 /* Does `fast` write j's results narrow (row_out): short rows of 4-byte min, max or arg ops. The
  * kernels' rule (narrow_out) must say the same of every op and dtype: */
 static_assert(narrow_out<Min<int>> && narrow_out<Max<float>> && narrow_out<Arg<int, false>> &&
-              narrow_out<Arg<float, true>>);
+              narrow_out<Arg<float, true>> && narrow_out<NanMin<float>> && narrow_out<NanMax<int>>);
 static_assert(!narrow_out<Max<i64>> && !narrow_out<Min<double>> && !narrow_out<Arg<i64, true>> &&
               !narrow_out<Arg<double, false>> && !narrow_out<Sum<int>> && !narrow_out<Sum<float>> &&
-              !narrow_out<Mean<float>> && !narrow_out<Prod<int>>);
+              !narrow_out<Mean<float>> && !narrow_out<Prod<int>> && !narrow_out<Sum<float, true>> &&
+              !narrow_out<CountNonzero<int>> && !narrow_out<NanMax<double>>);
 static bool narrow_rows(const gr_kjob *j)
 {
-    return short_rows(j) && gr_dtype_size(j->dtype) == 4 && j->op != GR_SUM && j->op != GR_MEAN &&
-           j->op != GR_PROD;
+    int extreme = j->op == GR_MIN || j->op == GR_MAX || j->op == GR_NANMIN || j->op == GR_NANMAX;
+    return short_rows(j) && gr_dtype_size(j->dtype) == 4 && (extreme || gr_op_is_arg(j->op));
 }
 
 extern "C" size_t gr_k_state_bytes(const struct gr_kjob *j)
@@ -201,7 +203,7 @@ extern "C" void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t
 {
     const unsigned char *p = static_cast<const unsigned char *>(states);
     size_t step = gr_k_state_bytes(j);
-    int int_state = !gr_dtype_is_float(j->dtype), arg = gr_op_is_arg(j->op);
+    int int_state = gr_result_is_int(j->op, j->dtype), arg = gr_op_is_arg(j->op);
     bool narrow = narrow_rows(j); /* a 4-byte element as read, then (arg ops) a u32 index */
     for (int64_t k = 0; k < n; k++, p += step) {
         i64 iv;

@@ -1,5 +1,5 @@
 /* reduce_ops.cuh: what every reduction kernel is made of: element types, the operators (sum, mean,
- * prod, min, max, argmin, argmax) with their states, the run-time dispatch to them, and warp and
+ * prod, min, max, argmin, argmax, nansum, nanmin, nanmax, count_nonzero) with their states, the run-time dispatch to them, and warp and
  * block trees. Included by reduce.cu alone (one translation unit); device code, no state. */
 
 namespace {
@@ -71,10 +71,17 @@ template <class In, class Self, class A, class St = A> struct op_base {
     __device__ Out out(Wire w) const { return w; }
 };
 
-template <class In> struct Sum : op_base<In, Sum<In>, acc_t<In>> {
+/* SKIP: nansum, a NaN counted as 0. */
+template <class In, bool SKIP = false> struct Sum : op_base<In, Sum<In, SKIP>, acc_t<In>> {
     __host__ __device__ acc_t<In> id() const { return 0; }
-    __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
+    __host__ __device__ acc_t<In> from(In x, i64) const { return SKIP && is_nan(x) ? 0 : (acc_t<In>)x; }
     __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return add(a, b); }
+};
+/* count_nonzero: a NaN is not 0. */
+template <class In> struct CountNonzero : op_base<In, CountNonzero<In>, i64> {
+    __host__ __device__ i64 id() const { return 0; }
+    __host__ __device__ i64 from(In x, i64) const { return x != 0; }
+    __host__ __device__ i64 operator()(i64 a, i64 b) const { return add(a, b); }
 };
 /* Means of integers too are float64 sums (an int64 sum could wrap); the host divides. */
 template <class In> struct Mean : op_base<In, Mean<In>, double> {
@@ -87,14 +94,23 @@ template <class In> struct Prod : op_base<In, Prod<In>, acc_t<In>> {
     __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
     __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return mul(a, b); }
 };
-/* NaN propagates: a NaN operand wins. */
-template <class In, bool MAX> struct Extreme : op_base<In, Extreme<In, MAX>, acc_t<In>> {
+/* NaN propagates: a NaN operand wins. SKIP (nanmin, nanmax): a NaN loses, and the identity is a
+ * NaN, so a lane of NaNs alone gives one (as NumPy does). */
+template <class In, bool MAX, bool SKIP = false> struct Extreme : op_base<In, Extreme<In, MAX, SKIP>, acc_t<In>> {
     using Local = In;
-    template <class T> __host__ __device__ static T pick(T a, T b) { return ((MAX ? a > b : a < b) | is_nan(a)) ? a : b; }
-    __host__ __device__ acc_t<In> id() const { return MAX ? bottom<acc_t<In>>() : top<acc_t<In>>(); }
+    template <class T> __host__ __device__ static T pick(T a, T b)
+    {
+        return ((MAX ? a > b : a < b) | (SKIP ? is_nan(b) : is_nan(a))) ? a : b;
+    }
+    template <class T> __host__ __device__ static T none()
+    {
+        return SKIP && ::cuda::std::numeric_limits<T>::has_quiet_NaN ? ::cuda::std::numeric_limits<T>::quiet_NaN()
+               : MAX ? bottom<T>() : top<T>();
+    }
+    __host__ __device__ acc_t<In> id() const { return none<acc_t<In>>(); }
     __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
     __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return pick(a, b); }
-    __device__ In lid() const { return MAX ? bottom<In>() : top<In>(); }
+    __device__ In lid() const { return none<In>(); }
     __device__ In lacc(In s, In x, i64) const { return pick(x, s); }
     __device__ acc_t<In> done(In s) const { return (acc_t<In>)s; }
     /* Every state holds an element: the tree runs in the input type (one shuffle for 4 bytes). */
@@ -107,6 +123,8 @@ template <class In, bool MAX> struct Extreme : op_base<In, Extreme<In, MAX>, acc
 };
 template <class In> using Min = Extreme<In, false>;
 template <class In> using Max = Extreme<In, true>;
+template <class In> using NanMin = Extreme<In, false, true>;
+template <class In> using NanMax = Extreme<In, true, true>;
 
 /* i < 0 marks the empty state, so no data value can lose a tie against the identity. */
 template <class A> struct arg_state {
@@ -291,6 +309,22 @@ template <unsigned OPS, class In, class F> cudaError_t with_op_t(int op, int las
     if constexpr ((OPS & B_(GR_ARGMAX)) != 0) {
         if (op == GR_ARGMAX)
             return f(Arg<In, true>{{}, last});
+    }
+    if constexpr ((OPS & B_(GR_NANSUM)) != 0) {
+        if (op == GR_NANSUM)
+            return f(Sum<In, true>{});
+    }
+    if constexpr ((OPS & B_(GR_NANMIN)) != 0) {
+        if (op == GR_NANMIN)
+            return f(NanMin<In>{});
+    }
+    if constexpr ((OPS & B_(GR_NANMAX)) != 0) {
+        if (op == GR_NANMAX)
+            return f(NanMax<In>{});
+    }
+    if constexpr ((OPS & B_(GR_COUNT_NONZERO)) != 0) {
+        if (op == GR_COUNT_NONZERO)
+            return f(CountNonzero<In>{});
     }
     return cudaErrorNotSupported;
 }

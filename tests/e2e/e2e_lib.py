@@ -27,7 +27,7 @@ DEVICE = os.environ.get("GPURED_TEST_DEVICE", "cpu")
 STORE = os.environ.get("GPURED_TEST_STORE", "sqlite")  # or postgresql
 SKIP = 77
 
-OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax"]
+OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax", "nansum", "nanmin", "nanmax", "count_nonzero"]
 DTYPES = ["int32", "int64", "float32", "float64"]
 DTYPE_SIZE = {"int32": 4, "int64": 8, "float32": 4, "float64": 8}
 INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
@@ -413,7 +413,7 @@ def f32(x):
 
 
 def result_is_int(op, dtype):
-    return dtype.startswith("int") and op != "mean"
+    return op == "count_nonzero" or (dtype.startswith("int") and op != "mean")
 
 
 def gen_data(op, dtype, n, rng):
@@ -428,15 +428,18 @@ def gen_data(op, dtype, n, rng):
                 vals.append(v)
             rng.shuffle(vals)
             return vals
-        if op in ("sum", "mean") and dtype == "int64":
+        if op in ("sum", "mean", "nansum") and dtype == "int64":
             lo, hi = -2**50, 2**50
-        return [rng.randint(lo, hi) for _ in range(n)]
+        vals = [rng.randint(lo, hi) for _ in range(n)]
+        return [v if rng.random() > 0.2 else 0 for v in vals] if op == "count_nonzero" else vals
     if op == "prod":
         vals = [rng.uniform(0.97, 1.03) * rng.choice((1, 1, 1, -1)) for _ in range(n)]
     elif dtype == "float32":
         vals = [rng.uniform(-1000.0, 1000.0) for _ in range(n)]
     else:
         vals = [rng.uniform(-1e6, 1e6) for _ in range(n)]
+    if op == "count_nonzero":
+        vals = [v if rng.random() > 0.2 else 0.0 for v in vals]
     return [f32(v) for v in vals] if dtype == "float32" else vals
 
 
@@ -447,7 +450,11 @@ def gen_ties(dtype, n, rng):
 
 
 def ref_reduce(op, dtype, xs, ties="first"):
-    """(value, index or None) of op over xs, in exact / float64 arithmetic."""
+    """(value, index or None) of op over xs, in exact / float64 arithmetic (JSON has no NaN: the
+    nan-ops are their plain ones here)."""
+    if op == "count_nonzero":
+        return sum(1 for x in xs if x != 0), None
+    op = {"nansum": "sum", "nanmin": "min", "nanmax": "max"}.get(op, op)
     if op == "sum":
         return (sum(xs) if result_is_int(op, dtype) else math.fsum(xs)), None
     if op == "prod":
@@ -486,7 +493,7 @@ def value_matches(op, dtype, got, want, xs):
     want_int = result_is_int(op, dtype)
     if not _is_num(got, want_int):
         return "value %r should be a JSON %s" % (got, "integer" if want_int else "real (float64)")
-    if want_int or op in ("min", "max", "argmin", "argmax"):
+    if want_int or op in ("min", "max", "argmin", "argmax", "nanmin", "nanmax"):
         return None if got == want else "value %r != reference %r" % (got, want)
     if op == "prod":
         tol = 1e-9 * abs(want) + 1e-300

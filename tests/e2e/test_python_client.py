@@ -177,15 +177,23 @@ def gen(op, dtype, shape, rng):
         a.flat[rng.choice(a.size, size=min(12, a.size), replace=False)] = 2
         return (a * rng.uniform(0.99, 1.01, size=shape) if dtype.startswith("float") else a).astype(dtype)
     if dtype == "int32":
-        return rng.integers(-1000, 1000, size=shape).astype(dtype)
-    if dtype == "int64":
-        return rng.integers(-2 ** 40, 2 ** 40, size=shape).astype(dtype)
-    return rng.uniform(-1000, 1000, size=shape).astype(dtype)
+        a = rng.integers(-1000, 1000, size=shape).astype(dtype)
+    elif dtype == "int64":
+        a = rng.integers(-2 ** 40, 2 ** 40, size=shape).astype(dtype)
+    else:
+        a = rng.uniform(-1000, 1000, size=shape).astype(dtype)
+    if op in ("nansum", "nanmin", "nanmax", "count_nonzero"):  # zeros, and NaNs (whole lanes too)
+        a.flat[rng.choice(a.size, size=a.size // 8, replace=False)] = 0
+        if dtype.startswith("float"):
+            a.flat[rng.choice(a.size, size=a.size // 8, replace=False)] = np.nan
+            if a.ndim == 2:
+                a[-1] = np.nan
+    return a
 
 
 def reference(op, a, axis, ties):
     """NumPy's answer in the service's result types (int64, or float64 for floats and means)."""
-    wide = a.astype(np.int64 if a.dtype.kind == "i" and op != "mean" else np.float64)
+    wide = a if op == "count_nonzero" else a.astype(np.int64 if a.dtype.kind == "i" and op != "mean" else np.float64)
     x, ax = (wide.ravel(), 0) if axis is None else (wide, axis)
     if op in ("argmin", "argmax"):
         f = getattr(np, op)
@@ -195,26 +203,26 @@ def reference(op, a, axis, ties):
 
 def check_value(what, op, a, axis, ties, got):
     want = reference(op, a, axis, ties)
-    int_result = op in ("argmin", "argmax") or (a.dtype.kind == "i" and op != "mean")
+    int_result = op in ("argmin", "argmax", "count_nonzero") or (a.dtype.kind == "i" and op != "mean")
     CHECK.eq(np.asarray(got).dtype, np.dtype(np.int64 if int_result else np.float64), what + ": dtype")
     CHECK.eq(np.shape(got), np.shape(want), what + ": shape")
     if axis is None:
         CHECK.ok(isinstance(got, np.generic), "%s: a NumPy scalar, got %r" % (what, type(got)))
     if np.shape(got) != np.shape(want):
         return
-    if int_result or op in ("min", "max"):
-        CHECK.ok(np.array_equal(got, want), "%s: %r, expected %r" % (what, got, want))
+    if int_result or op in ("min", "max", "nanmin", "nanmax"):
+        CHECK.ok(np.array_equal(got, want, equal_nan=not int_result), "%s: %r, expected %r" % (what, got, want))
         return
     x = np.abs(a.astype(np.float64))
     x, ax = (x.ravel(), 0) if axis is None else (x, axis)
     n, eps = x.shape[ax], np.finfo(a.dtype if a.dtype.kind == "f" else np.float64).eps
-    scale = np.abs(want) if op == "prod" else np.sum(x, axis=ax) / (n if op == "mean" else 1)
+    scale = np.abs(want) if op == "prod" else np.nansum(x, axis=ax) / (n if op == "mean" else 1)
     ok = np.abs(np.asarray(got) - want) <= 2 * n * eps * scale + 1e-300
     CHECK.ok(bool(np.all(ok)), "%s: %r, expected %r" % (what, got, want))
 
 
 def reductions(c, seen, rng):
-    """Each op, dtype, size (JSON / one-shot binary), axis and ties, against NumPy."""
+    """Each op, dtype, size (JSON / one-shot binary; binary for NaNs), axis and ties, against NumPy."""
     for dtype in L.DTYPES:
         for shape, form in (((24,), JSON_T), ((4, 6), JSON_T), ((2000,), RAW_T), ((40, 50), RAW_T)):
             for op in L.OPS:
@@ -225,7 +233,8 @@ def reductions(c, seen, rng):
                         kw = {"ties": ties} if ties else {}
                         mark = seen.mark()
                         check_value(what, op, a, axis, ties, getattr(c, op)(a, axis=axis, device=L.DEVICE, **kw))
-                        CHECK.eq([r["ctype"] for r in seen.since(mark, "POST")], [form], what + ": sent as")
+                        sent = form if np.isfinite(a).all() else RAW_T  # JSON has no NaN
+                        CHECK.eq([r["ctype"] for r in seen.since(mark, "POST")], [sent], what + ": sent as")
 
     # past --max-body-bytes: uploaded as a dataset for the job, which is deleted after it
     a = gen("sum", "float32", (600, 500), rng)
@@ -440,7 +449,7 @@ def jobs(srv, c, seen, rng):
     raises("an axis past the first", lambda: c.sum(np.ones((2, 3)), axis=-3, device=L.DEVICE), (400, 422), "axis")
 
     # a batch: one POST with a JSON array, no Idempotency-Key; a large item goes as a dataset
-    items = [dict(op=op, data=gen(op, dt, (5, 7), rng), axis=ax, device=L.DEVICE)
+    items = [dict(op=op, data=np.nan_to_num(gen(op, dt, (5, 7), rng)), axis=ax, device=L.DEVICE)  # JSON: no NaN
              for op, dt, ax in zip(L.OPS, itertools.cycle(L.DTYPES), itertools.cycle((None, 0, 1)))]
     items.append(dict(op="min", data=gen("min", "int64", (50, 20), rng), axis=1, device=L.DEVICE))
     mark = seen.mark()

@@ -40,12 +40,15 @@ def gen(op, dtype, shape, rng):
 def reference(op, dtype, a, axis):
     """(values, indices or None) as the server keeps them: int64 for integer results, else
     float64, computed in exact / float64 arithmetic."""
+    if op == "count_nonzero":
+        return np.count_nonzero(a, axis=axis).astype(np.int64), None
     is_int = dtype.startswith("int") and op != "mean"
     w = a.astype(np.int64 if is_int else np.float64)
     if op.startswith("arg"):
         idx = (w.argmin if op == "argmin" else w.argmax)(axis=axis)
         return np.take_along_axis(w, np.expand_dims(idx, axis), axis).squeeze(axis), idx.astype(np.int64)
-    f = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max, "mean": np.mean}[op]
+    f = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max, "mean": np.mean, "nansum": np.nansum,
+         "nanmin": np.nanmin, "nanmax": np.nanmax}[op]
     return f(w, axis=axis), None
 
 
@@ -54,8 +57,8 @@ def close(op, dtype, got, want, a, axis):
     the magnitudes summed (the backends may add in any order)."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return False
-    if want.dtype == np.int64 or op in ("min", "max", "argmin", "argmax"):
-        return np.array_equal(got, want)
+    if want.dtype == np.int64 or op in ("min", "max", "argmin", "argmax", "nanmin", "nanmax"):
+        return np.array_equal(got, want, equal_nan=want.dtype != np.int64)
     scale = np.abs(a.astype(np.float64)).sum(axis=axis) if op != "prod" else np.abs(want)
     if op == "mean":
         scale = scale / a.shape[axis]

@@ -157,7 +157,7 @@ static inline void gr_fill(void *data, int dtype, int op, int64_t n, int mode, i
 /* Does this case need a tolerance (float64 sums whose rounding depends on the order)? */
 static inline int gr_needs_tol(int op, int dtype, int mode)
 {
-    return mode == GR_FILL_REAL && (op == GR_MEAN || (op == GR_SUM && gr_dtype_is_float(dtype)));
+    return mode == GR_FILL_REAL && (op == GR_MEAN || ((op == GR_SUM || op == GR_NANSUM) && gr_dtype_is_float(dtype)));
 }
 
 /* tol[o] = rel * sum of |x| over output o's elements (divided by the count for means), computed

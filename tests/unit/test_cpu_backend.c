@@ -122,7 +122,27 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
 {
     struct expect x = {0, -1, 0, -1};
     int fl = gr_dtype_is_float(q->dtype);
-    if (!fl && (q->op == GR_SUM || q->op == GR_PROD)) { /* two's complement wrap, by hand */
+    if (q->op == GR_COUNT_NONZERO) {
+        for (int64_t k = 0; k < len; k++)
+            x.i += elem(q->data, q->dtype, pos(q->axis, q->cols, o, k)) != 0;
+        return x;
+    }
+    if (q->op == GR_NANMIN || q->op == GR_NANMAX) { /* the extreme of the numbers; NaN if none */
+        int seen = 0;
+        long double best = NAN;
+        for (int64_t k = 0; k < len; k++) {
+            long double v = elem(q->data, q->dtype, pos(q->axis, q->cols, o, k));
+            if (!isnan(v) && (!seen || (q->op == GR_NANMAX ? v > best : v < best)))
+                best = v, seen = 1;
+        }
+        if (fl)
+            x.f = (double)best;
+        else
+            x.i = (int64_t)best;
+        return x;
+    }
+    int skip = q->op == GR_NANSUM; /* a sum of the numbers, as GR_SUM's below */
+    if (!fl && (q->op == GR_SUM || q->op == GR_PROD || skip)) { /* two's complement wrap, by hand */
         uint64_t u = q->op == GR_PROD;
         for (int64_t k = 0; k < len; k++) {
             uint64_t v = (uint64_t)elem_int(q->data, q->dtype, pos(q->axis, q->cols, o, k));
@@ -131,10 +151,12 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
         x.i = as_int64(u);
         return x;
     }
-    if (q->op == GR_SUM || q->op == GR_PROD || q->op == GR_MEAN) { /* in extended precision */
+    if (q->op == GR_SUM || q->op == GR_PROD || q->op == GR_MEAN || skip) { /* in extended precision */
         long double s = q->op == GR_PROD, mag = 0;
         for (int64_t k = 0; k < len; k++) {
             long double v = elem(q->data, q->dtype, pos(q->axis, q->cols, o, k));
+            if (skip && isnan(v))
+                continue;
             mag += fabsl(v);
             s = q->op == GR_PROD ? s * v : s + v;
         }
@@ -283,8 +305,9 @@ static void matrix(int dtype, int nthreads, int64_t max_n)
             for (int op = 0; op < GR_NOPS; op++) {
                 /* products of D_GENERAL data overflow and vanish in an order-dependent way;
                  * NaN and inf in sums are test_nan's and test_inf's */
-                if ((op == GR_PROD) != (dists[d] == D_PROD) ||
-                    (dists[d] == D_SPECIAL && op != GR_MIN && op != GR_MAX && !gr_op_is_arg(op)))
+                int specials = op == GR_MIN || op == GR_MAX || gr_op_is_arg(op) || op == GR_NANMIN ||
+                               op == GR_NANMAX || op == GR_COUNT_NONZERO || op == GR_NANSUM;
+                if ((op == GR_PROD) != (dists[d] == D_PROD) || (dists[d] == D_SPECIAL && !specials))
                     continue;
                 for (int axis = GR_AXIS_ALL; axis <= 1; axis++)
                     for (int ties = 0; ties <= gr_op_is_arg(op); ties++) {
@@ -402,7 +425,7 @@ static void test_nan(void **state)
     f[p1] = f[p2] = NAN;
     for (int dt = GR_FLOAT32; dt <= GR_FLOAT64; dt++) {
         const void *data = dt == GR_FLOAT32 ? (const void *)f : (const void *)d;
-        for (int op = 0; op < GR_NOPS; op++)
+        for (int op = 0; op <= GR_ARGMAX; op++) /* the ops NaN propagates through */
             for (int last = 0; last <= gr_op_is_arg(op); last++) {
                 run_each(b, (struct gr_reduce_req){op, dt, GR_AXIS_ALL, last, 1, n, data, NULL, 0, NULL, 0}, r);
                 for (int v = 0; v < NVARIANTS; v++) {
@@ -432,6 +455,37 @@ static void test_nan(void **state)
     }
     free(d);
     free(f);
+    b->destroy(b);
+}
+
+/* The nan-ops skip NaN (a lane of NaNs alone: nanmin and nanmax give NaN, nansum 0);
+ * count_nonzero counts a NaN and not a zero. As 2 x 3: [[NaN, 1, NaN], [-2, 0, NaN]]. */
+static void test_nan_ops(void **state)
+{
+    (void)state;
+    struct gr_backend *b = gr_cpu_backend_new();
+    const double x[6] = {NAN, 1, NAN, -2, 0, NAN};
+    struct gr_result r[NVARIANTS];
+    const struct {
+        int op, axis;
+        double want[3];
+    } cases[] = {
+        {GR_NANSUM, GR_AXIS_ALL, {-1}},        {GR_NANSUM, 0, {-2, 1, 0}},       {GR_NANMIN, 0, {-2, 0, NAN}},
+        {GR_NANMAX, 1, {1, 0}},                {GR_NANMIN, GR_AXIS_ALL, {-2}},    {GR_NANMAX, GR_AXIS_ALL, {1}},
+        {GR_COUNT_NONZERO, GR_AXIS_ALL, {5}}, {GR_COUNT_NONZERO, 0, {2, 1, 2}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        run_each(b, (struct gr_reduce_req){cases[c].op, GR_FLOAT64, cases[c].axis, 0, 2, 3, x, NULL, 0, NULL, 0}, r);
+        for (int v = 0; v < NVARIANTS; v++)
+            for (int64_t o = 0; o < r[v].n; o++) {
+                double got = r[v].i ? (double)r[v].i[o] : r[v].f[o], want = cases[c].want[o];
+                assert_int_equal(!!r[v].i, cases[c].op == GR_COUNT_NONZERO);
+                if (!(isnan(want) ? isnan(got) : got == want))
+                    fail_msg("%s axis %d output %lld, variant %d: %g, want %g", gr_op_name(cases[c].op), cases[c].axis,
+                             (long long)o, v, got, want);
+            }
+        free_each(r);
+    }
     b->destroy(b);
 }
 
@@ -592,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_ties),
         cmocka_unit_test(test_nan),
+        cmocka_unit_test(test_nan_ops),
         cmocka_unit_test(test_inf),
         cmocka_unit_test(test_int32_sum_does_not_wrap),
         cmocka_unit_test(test_int64_wraps),

@@ -90,6 +90,9 @@ def _show(args: argparse.Namespace, objs: Sequence[Any], many: bool = False) -> 
             print(_line(o))
 
 
+OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax", "nansum", "nanmin", "nanmax", "count_nonzero", "matmul"]
+
+
 def cmd_submit(c: Client, args: argparse.Namespace) -> None:
     options = dict(axis=args.axis, keepdims=args.keepdims, ties=args.ties, device=args.device,
                    algorithm=args.algorithm, dtype=args.dtype)
@@ -230,7 +233,7 @@ def parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, parents=[_options(True)])
 
     s = add("submit", help="submit a job (values from a .npy file, --data or --dataset)")
-    s.add_argument("op", choices=["sum", "prod", "min", "max", "mean", "argmin", "argmax", "matmul"])
+    s.add_argument("op", choices=OPS)
     s.add_argument("file", nargs="?", help="a .npy file of the values")
     s.add_argument("--data", help="the values as JSON, e.g. '[[1, 2], [3, 4]]'")
     s.add_argument("--dataset", help="a stored dataset's id")
@@ -291,7 +294,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(run=cmd_algorithms)
 
     s = add("benchmark", help="run a device's variants side by side and print the table")
-    s.add_argument("op", choices=["sum", "prod", "min", "max", "mean", "argmin", "argmax", "matmul"])
+    s.add_argument("op", choices=OPS)
     s.add_argument("dtype", choices=["int32", "int64", "float32", "float64"])
     s.add_argument("n", type=int, help="values (matmul: n x n operands)")
     s.add_argument("--algorithms", help="comma-separated (default: all)")

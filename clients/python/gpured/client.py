@@ -306,6 +306,26 @@ class Client:
         return (yield from Client.reduce.flow(self, "argmax", data, axis, ties=ties, **options))
 
     @flow
+    def nansum(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """The sum of the values that are not NaN (options: as :meth:`reduce`)."""
+        return (yield from Client.reduce.flow(self, "nansum", data, axis, **options))
+
+    @flow
+    def nanmin(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """The smallest value that is not NaN; NaN where all are (options: as :meth:`reduce`)."""
+        return (yield from Client.reduce.flow(self, "nanmin", data, axis, **options))
+
+    @flow
+    def nanmax(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """The largest value that is not NaN; NaN where all are (options: as :meth:`reduce`)."""
+        return (yield from Client.reduce.flow(self, "nanmax", data, axis, **options))
+
+    @flow
+    def count_nonzero(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """How many values are not 0 (a NaN counts), int64 (options: as :meth:`reduce`)."""
+        return (yield from Client.reduce.flow(self, "count_nonzero", data, axis, **options))
+
+    @flow
     def matmul(self, a: Source, b: Source, c: Optional[Source] = None, alpha: float = 1.0, beta: float = 0.0, *,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                timeout: Optional[float] = None, keep: bool = False) -> np.ndarray:
@@ -645,7 +665,8 @@ class Job:
         if op == "matmul":
             rtype = dtype
         else:
-            rtype = "int64" if part == "indices" or (dtype.startswith("int") and op != "mean") else "float64"
+            rtype = "int64" if part == "indices" or op == "count_nonzero" or (dtype.startswith("int") and op != "mean") \
+                else "float64"
         for k in (("index", "indices") if part == "indices" else ("value", "values")):
             if k in res:
                 return np.asarray(res[k], dtype=rtype)[()]
