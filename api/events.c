@@ -372,27 +372,27 @@ static int by_id(const void *a, const void *b)
     return strcmp((*(struct ev *const *)a)->id, (*(struct ev *const *)b)->id);
 }
 
-/* Each pending running event whose job's end is in page v goes with that end, to be sent just
+/* Each running event of list whose job's end is in page v goes with that end, to be sent just
  * before it (mu held). The page's ends are sorted by id, for a search per running event. */
-static void attach_running(struct evs *v)
+static void attach_running(struct runs *list, struct evs *v)
 {
-    struct ev **ends = pending.n ? malloc((size_t)v->n * sizeof *ends + 1) : NULL;
+    struct ev **ends = list->n ? malloc((size_t)v->n * sizeof *ends + 1) : NULL;
     int nends = 0, kept = 0;
     for (int k = 0; ends && k < v->n; k++)
         if ((v->ev[k].state & ENDS) && v->ev[k].kind == K_JOB)
             ends[nends++] = &v->ev[k];
     if (nends)
         qsort(ends, (size_t)nends, sizeof *ends, by_id);
-    for (int i = 0; i < pending.n; i++) {
+    for (int i = 0; i < list->n; i++) {
         struct ev key, *want = &key, **end;
-        snprintf(key.id, sizeof key.id, "%s", pending.r[i].id);
+        snprintf(key.id, sizeof key.id, "%s", list->r[i].id);
         end = nends ? bsearch(&want, ends, (size_t)nends, sizeof *ends, by_id) : NULL;
         if (!end)
-            pending.r[kept++] = pending.r[i];
+            list->r[kept++] = list->r[i];
         else if (!(*end)->run)
-            (*end)->run = render_run(&pending.r[i], &(*end)->run_len);
+            (*end)->run = render_run(&list->r[i], &(*end)->run_len);
     }
-    pending.n = kept;
+    list->n = kept;
     free(ends);
 }
 
@@ -493,8 +493,10 @@ static void *events_main(void *arg)
         if (rc == GR_OK && newest > head)
             head = newest;
         end_revoked();
+        /* told while the read ran: those whose end it read go with that end, never after it;
+         * the rest wait for the next round, their queued event perhaps past the read */
         if (rc == GR_OK)
-            attach_running(&got);
+            attach_running(&pending, &got), attach_running(&told, &got);
         if (rc == GR_OK && got.n) {
             for (struct sub *s = subs; s; s = s->next) /* up to date, or started past from */
                 if (s->cursor >= from)

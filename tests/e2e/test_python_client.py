@@ -710,13 +710,21 @@ class Collect:
             self.error = e
         self.ended = True
 
+    def _wait(self, ready, timeout):
+        end = time.monotonic() + timeout
+        while not ready() and time.monotonic() < end and not self.ended:
+            time.sleep(0.02)
+        return ready()
+
     def until(self, n, what, timeout=20):
         """Wait until n events are in; a check that fails if they are not in time."""
-        end = time.monotonic() + timeout
-        while len(self.events) < n and time.monotonic() < end and not self.ended:
-            time.sleep(0.02)
-        return CHECK.ok(len(self.events) >= n, "%s: %d events in %ds, expected %d (error %r)"
-                        % (what, len(self.events), timeout, n, self.error))
+        return CHECK.ok(self._wait(lambda: len(self.events) >= n, timeout), "%s: %d events in %ds, expected %d "
+                        "(error %r)" % (what, len(self.events), timeout, n, self.error))
+
+    def until_event(self, id, status, timeout=20):
+        """Wait until the event of id with status is in; a check that fails if it is not in time."""
+        return CHECK.ok(self._wait(lambda: any(e.id == id and e.status == status for e in self.events[:]), timeout),
+                        "%s %s: its event in %ds (error %r)" % (id, status, timeout, self.error))
 
     def jobs(self, start=0):
         return [(e.id, e.status) for e in self.events[start:] if e.kind == "job"]
@@ -889,6 +897,8 @@ def events():
     # running is given when its event comes before a keep-alive that finds the job ended (JobWatch)
     CHECK.ok(watched in (["queued", "running", "succeeded"], ["queued", "succeeded"]),
              "watch() of a job queued behind the blockers: queued, (running,) succeeded, the end: %r" % watched)
+    # every's own thread may still be reading: its running event comes before (or with) its end
+    every.until_event(late.id, "succeeded")
     told = [(e, k) for e, k in every.runs if e.id == late.id]
     CHECK.ok(len(told) == 1 and (told[0][0].op, told[0][0].device, told[0][0].error) == ("sum", "cpu", None),
              "its running event, with its op and device: %r" % told)
