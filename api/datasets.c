@@ -36,9 +36,11 @@ static int source_of(const char *doc, struct gr_source *src, struct gr_err *e)
 {
     json_t *o = json_loads(doc, 0, NULL), *shape = json_object_get(o, "shape");
     size_t nd = json_array_size(shape);
-    int ok = json_is_array(shape) && nd <= 2;
+    int ok = json_is_array(shape) && nd <= GR_MAX_DIMS;
     *src = (struct gr_source){.dtype = gr_dtype_parse(json_string_value(json_object_get(o, "dtype"))),
-                              .ndim = (int)nd, .shape = {1, 1}, .count = 1};
+                              .ndim = (int)nd, .count = 1};
+    for (int d = 0; d < GR_MAX_DIMS; d++)
+        src->shape[d] = 1;
     for (size_t d = 0; ok && d < nd; d++) {
         src->shape[d] = json_integer_value(json_array_get(shape, d));
         ok = src->shape[d] > 0 && !__builtin_mul_overflow(src->count, src->shape[d], &src->count);
@@ -145,13 +147,16 @@ static int raw_layout(struct gr_req *r, struct upload *u, struct gr_err *e)
     if ((u->src.dtype = gr_dtype_parse(dtype)) < 0)
         return gr_fail(e, GR_EINVAL, "dtype", "unknown ?dtype=: use int32, int64, float32 or float64");
     if (!shape || !*shape)
-        return gr_fail(e, GR_EINVAL, "shape", "?shape= is required with a raw body: N or R,C (rows, columns)");
+        return gr_fail(e, GR_EINVAL, "shape", "?shape= is required with a raw body: N, R,C (rows, columns) or more "
+                                              "dimensions, e.g. 4,8,16");
     int rc = gr_parse_dims(shape, &u->src.ndim, u->src.shape, e);
     if (rc)
         return rc;
-    size_t count;
-    if (gr_mul_size((size_t)u->src.shape[0], (size_t)u->src.shape[1], &count) ||
-        gr_mul_size(count, gr_dtype_size(u->src.dtype), &u->expect) || count > INT64_MAX)
+    size_t count = 1;
+    for (int d = 0; d < u->src.ndim; d++)
+        if (gr_mul_size(count, (size_t)u->src.shape[d], &count))
+            return gr_fail(e, GR_EUNPROC, "shape", "?shape= holds more bytes than can be addressed");
+    if (gr_mul_size(count, gr_dtype_size(u->src.dtype), &u->expect) || count > INT64_MAX)
         return gr_fail(e, GR_EUNPROC, "shape", "?shape= holds more bytes than can be addressed");
     u->src.count = (int64_t)count;
     u->have_header = 1;
@@ -243,7 +248,8 @@ static int take_header(struct upload *u, const char **data, size_t *n, struct gr
             return rc;
         if (h.count == 0)
             return gr_fail(e, GR_EUNPROC, NULL, "the .npy holds no values: a dataset needs at least one");
-        u->src = (struct gr_source){h.dtype, h.ndim, {h.shape[0], h.shape[1]}, (int64_t)h.count};
+        u->src = (struct gr_source){.dtype = h.dtype, .ndim = h.ndim, .count = (int64_t)h.count};
+        memcpy(u->src.shape, h.shape, sizeof u->src.shape);
         u->expect = h.bytes;
         u->have_header = 1;
         if ((rc = check_size(u, h.data_at, e)))
@@ -321,10 +327,12 @@ static void answer_upload(struct gr_req *r)
 static int upload_key(struct gr_req *r, struct upload *u, char fp[65])
 {
     struct gr_err e = {0};
-    char id[24], *doc = NULL, what[160];
+    char id[24], *doc = NULL, what[320];
     json_t *o = json_loads(u->doc, 0, NULL);
-    snprintf(what, sizeof what, "%s %s %lld %lld", json_string_value(json_object_get(o, "sha256")),
-             gr_dtype_name(u->src.dtype), (long long)u->src.shape[0], (long long)u->src.shape[1]);
+    size_t n = (size_t)snprintf(what, sizeof what, "%s %s %lld %lld", json_string_value(json_object_get(o, "sha256")),
+                                gr_dtype_name(u->src.dtype), (long long)u->src.shape[0], (long long)u->src.shape[1]);
+    for (int d = 2; d < u->src.ndim && n < sizeof what; d++) /* 1-D and 2-D keys as they always were */
+        n += (size_t)snprintf(what + n, sizeof what - n, " %lld", (long long)u->src.shape[d]);
     json_decref(o);
     gr_idem_fingerprint(r, what, strlen(what), fp);
     int rc = gr_idem_lookup(r, fp, id, &e);

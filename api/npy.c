@@ -117,7 +117,7 @@ static int integer(struct scan *s, uint64_t *v, int *big)
 
 struct dims {
     int ndim, big; /* big: a dimension or the product does not fit */
-    uint64_t d[2];
+    uint64_t d[GR_MAX_DIMS];
     size_t count;
 };
 
@@ -132,7 +132,7 @@ static int shape(struct scan *s, struct dims *out)
         uint64_t v;
         if (!integer(s, &v, &out->big))
             return not_dict(s, "a dimension of 'shape' is not a whole number");
-        if (out->ndim < 2)
+        if (out->ndim < GR_MAX_DIMS)
             out->d[out->ndim] = v;
         if (out->ndim < 64)
             out->ndim++;
@@ -242,14 +242,14 @@ int gr_npy_parse(const void *buf, size_t n, struct gr_npy *h, struct gr_err *e)
         return gr_fail(e, GR_EUNPROC, NULL,
                        "Fortran-order arrays are not supported: send the array in C order "
                        "(numpy.ascontiguousarray)");
-    if (dims.ndim > 2)
-        return gr_fail(e, GR_EUNPROC, NULL, "the array has %d dimensions; 1-D and 2-D arrays are supported",
-                       dims.ndim);
+    if (dims.ndim > GR_MAX_DIMS)
+        return gr_fail(e, GR_EUNPROC, NULL, "the array has %d dimensions; up to %d are supported", dims.ndim,
+                       GR_MAX_DIMS);
     if (dims.big || gr_mul_size(dims.count, gr_dtype_size(h->dtype), &h->bytes))
         return gr_fail(e, GR_EUNPROC, NULL, "the .npy's shape holds more bytes than can be addressed");
     h->ndim = dims.ndim;
-    h->shape[0] = dims.ndim > 0 ? (int64_t)dims.d[0] : 1;
-    h->shape[1] = dims.ndim > 1 ? (int64_t)dims.d[1] : 1;
+    for (int d = 0; d < GR_MAX_DIMS; d++)
+        h->shape[d] = d < dims.ndim ? (int64_t)dims.d[d] : 1;
     h->count = dims.count;
     h->data_at = need;
     return GR_OK;
@@ -257,15 +257,13 @@ int gr_npy_parse(const void *buf, size_t n, struct gr_npy *h, struct gr_err *e)
 
 size_t gr_npy_header(int dtype, int ndim, const int64_t *shape, char *buf, size_t len)
 {
-    char dims[48];
-    if (dtype < 0 || dtype >= GR_NDTYPES || ndim < 0 || ndim > 2 || len < GR_NPY_HEADER_MAX)
+    char dims[GR_MAX_DIMS * 22 + 4];
+    if (dtype < 0 || dtype >= GR_NDTYPES || ndim < 0 || ndim > GR_MAX_DIMS || len < GR_NPY_HEADER_MAX)
         return 0;
-    if (ndim == 0)
-        snprintf(dims, sizeof dims, "()");
-    else if (ndim == 1)
-        snprintf(dims, sizeof dims, "(%lld,)", (long long)shape[0]);
-    else
-        snprintf(dims, sizeof dims, "(%lld, %lld)", (long long)shape[0], (long long)shape[1]);
+    size_t at = (size_t)snprintf(dims, sizeof dims, "(");
+    for (int d = 0; d < ndim; d++)
+        at += (size_t)snprintf(dims + at, sizeof dims - at, d ? ", %lld" : "%lld", (long long)shape[d]);
+    snprintf(dims + at, sizeof dims - at, ndim == 1 ? ",)" : ")");
     int n = snprintf(buf + 10, len - 10, "{'descr': '<%s', 'fortran_order': False, 'shape': %s, }", codes[dtype],
                      dims);
     size_t total = n < 0 ? len + 1 : (10 + (size_t)n + 1 + 63) / 64 * 64; /* + 1: the closing newline */

@@ -46,51 +46,64 @@ static int get_string(json_t *root, const char *key, char *buf, size_t len, stru
     return GR_OK;
 }
 
-/* The data's shape from its nesting: 1-D [..] or 2-D [[..], ..]. field: the member errors are
+/* The data's shape from its nesting, [..] to GR_MAX_DIMS levels deep, read along its first
+ * elements (pack() checks that every array at a level is as long). field: the member errors are
  * about ("data", or a matmul operand's name). */
-static int nesting(json_t *data, const char *field, int *ndim, int64_t shape[2], struct gr_err *e)
+static int nesting(json_t *data, const char *field, int *ndim, int64_t shape[GR_MAX_DIMS], struct gr_err *e)
 {
     if (!json_is_array(data))
         return gr_fail(e, GR_EINVAL, field, "\"data\" must be an array of numbers or of rows, not %s",
                        type_name(data));
-    size_t n = json_array_size(data);
-    if (n == 0)
-        return gr_fail(e, GR_EUNPROC, field, "\"data\" is empty: at least one element is needed");
-    if (!json_is_array(json_array_get(data, 0))) {
-        *ndim = 1;
-        shape[0] = (int64_t)n;
-        shape[1] = 1;
-        return GR_OK;
+    int nd = 0;
+    for (json_t *x = data; json_is_array(x); x = json_array_get(x, 0)) {
+        if (nd == GR_MAX_DIMS)
+            return gr_fail(e, GR_EUNPROC, field, "\"%s\" nests arrays deeper than %d levels; up to %d-D data is "
+                                                 "supported", field, GR_MAX_DIMS, GR_MAX_DIMS);
+        if (json_array_size(x) == 0)
+            return gr_fail(e, GR_EUNPROC, field, nd ? "\"%s\" has empty rows: at least one element is needed"
+                                                    : "\"%s\" is empty: at least one element is needed", field);
+        shape[nd++] = (int64_t)json_array_size(x);
     }
-    size_t cols = json_array_size(json_array_get(data, 0));
-    for (size_t r = 0; r < n; r++) {
-        json_t *row = json_array_get(data, r);
-        if (!json_is_array(row))
-            return gr_fail(e, GR_EUNPROC, field, "data[%zu] is %s but data[0] is a row: mix of rows and numbers",
-                           r, type_name(row));
-        if (json_array_size(row) != cols)
-            return gr_fail(e, GR_EUNPROC, field,
-                           "ragged rows: data[%zu] has %zu elements, data[0] has %zu; every row needs the same length",
-                           r, json_array_size(row), cols);
-    }
-    if (cols == 0)
-        return gr_fail(e, GR_EUNPROC, field, "\"data\" has empty rows: at least one element is needed");
-    *ndim = 2;
-    shape[0] = (int64_t)n;
-    shape[1] = (int64_t)cols;
+    for (*ndim = nd; nd < GR_MAX_DIMS; nd++)
+        shape[nd] = 1;
     return GR_OK;
 }
 
-/* An explicit "shape": 1 or 2 positive integers whose product is the element count. */
-static int parse_shape(json_t *v, int64_t count, int nested, const char *of, int *ndim, int64_t shape[2],
-                       struct gr_err *e)
+/* The element count of shape's ndim dimensions into *count: -1 if it overflows. */
+static int count_of(int ndim, const int64_t *shape, int64_t *count)
+{
+    *count = 1;
+    for (int d = 0; d < ndim; d++)
+        if (__builtin_mul_overflow(*count, shape[d], count))
+            return -1;
+    return 0;
+}
+
+/* shape as text, "[2, 3, 4]", for messages. */
+struct dims_text {
+    char text[GR_MAX_DIMS * 22 + 4];
+};
+static const char *dims_of(struct dims_text *t, int ndim, const int64_t *shape)
+{
+    size_t n = (size_t)snprintf(t->text, sizeof t->text, "[");
+    for (int d = 0; d < ndim; d++)
+        n += (size_t)snprintf(t->text + n, sizeof t->text - n, d ? ", %lld" : "%lld", (long long)shape[d]);
+    snprintf(t->text + n, sizeof t->text - n, "]");
+    return t->text;
+}
+
+/* An explicit "shape": 1 to GR_MAX_DIMS positive integers whose product is the element count;
+ * with nested data (ndim > 1) it must say what the nesting does. */
+static int parse_shape(json_t *v, int64_t count, int nested, const char *of, int *ndim,
+                       int64_t shape[GR_MAX_DIMS], struct gr_err *e)
 {
     if (!json_is_array(v))
         return gr_fail(e, GR_EINVAL, "shape", "\"shape\" must be an array like [rows, cols], not %s", type_name(v));
     size_t nd = json_array_size(v);
-    if (nd < 1 || nd > 2)
-        return gr_fail(e, GR_EUNPROC, "shape", "\"shape\" has %zu dimensions; 1 or 2 are supported", nd);
-    int64_t s[2] = {1, 1};
+    if (nd < 1 || nd > GR_MAX_DIMS)
+        return gr_fail(e, GR_EUNPROC, "shape", "\"shape\" has %zu dimensions; 1 to %d are supported", nd,
+                       GR_MAX_DIMS);
+    int64_t s[GR_MAX_DIMS], prod;
     for (size_t d = 0; d < nd; d++) {
         json_t *x = json_array_get(v, d);
         if (!json_is_integer(x))
@@ -100,39 +113,46 @@ static int parse_shape(json_t *v, int64_t count, int nested, const char *of, int
             return gr_fail(e, GR_EUNPROC, "shape", "shape[%zu] is %lld; dimensions must be at least 1", d,
                            (long long)s[d]);
     }
-    int64_t prod;
-    if (__builtin_mul_overflow(s[0], s[1], &prod) || prod != count)
-        return gr_fail(e, GR_EUNPROC, "shape", "shape [%lld%s%lld] does not hold the %lld elements of %s",
-                       (long long)s[0], nd == 2 ? ", " : "", nd == 2 ? (long long)s[1] : 0LL, (long long)count, of);
-    if (nested && (nd != 2 || s[0] != shape[0] || s[1] != shape[1]))
-        return gr_fail(e, GR_EUNPROC, "shape",
-                       "\"shape\" disagrees with the nesting of \"data\" (%lld rows of %lld); drop one of them",
-                       (long long)shape[0], (long long)shape[1]);
+    struct dims_text t;
+    if (count_of((int)nd, s, &prod) || prod != count)
+        return gr_fail(e, GR_EUNPROC, "shape", "shape %s does not hold the %lld elements of %s",
+                       dims_of(&t, (int)nd, s), (long long)count, of);
+    if (nested && ((int)nd != *ndim || memcmp(s, shape, nd * sizeof *s)))
+        return gr_fail(e, GR_EUNPROC, "shape", "\"shape\" disagrees with the nesting of \"data\" (%s); drop one of them",
+                       dims_of(&t, *ndim, shape));
     *ndim = (int)nd;
-    shape[0] = s[0];
-    shape[1] = s[1];
+    for (int d = 0; d < GR_MAX_DIMS; d++)
+        shape[d] = d < (int)nd ? s[d] : 1;
     return GR_OK;
 }
 
 /* One element into its slot of the packed input; range-checked for the dtype. */
-/* Where element (r, c) of field is, for a message: "data[3]" or "data[1][2]". Formatted only
- * for a failure: a job's thousands of elements would pay a printf each. */
+/* Where element k of field is, for a message: "data[3]" or "data[1][2]", its indices in the
+ * nesting (ndim, shape) it came in. Formatted only for a failure: a job's thousands of elements
+ * would pay a printf each. */
 struct place {
-    char text[64];
+    char text[GR_MAX_DIMS * 22 + 40];
 };
-static const char *where_of(struct place *p, const char *field, int nested, size_t r, size_t c)
+struct nest {
+    const char *field;
+    int ndim;
+    const int64_t *shape;
+};
+static const char *where_in(struct place *p, const struct nest *at, size_t k, int depth)
 {
-    if (nested)
-        snprintf(p->text, sizeof p->text, "%s[%zu][%zu]", field, r, c);
-    else
-        snprintf(p->text, sizeof p->text, "%s[%zu]", field, c);
+    size_t idx[GR_MAX_DIMS], n = (size_t)snprintf(p->text, sizeof p->text, "%.31s", at->field);
+    for (int d = at->ndim - 1; d >= 0; d--)
+        idx[d] = k % (size_t)at->shape[d], k /= (size_t)at->shape[d];
+    for (int d = 0; d < depth; d++)
+        n += (size_t)snprintf(p->text + n, sizeof p->text - n, "[%zu]", idx[d]);
     return p->text;
 }
+static const char *where_of(struct place *p, const struct nest *at, size_t k) { return where_in(p, at, k, at->ndim); }
 
-/* Number x into out[k] as dtype; on failure e names it (field, nested, r, c: where_of). */
-static int put(struct gr_number x, int dtype, void *out, size_t k, const char *field, int nested, size_t r, size_t c,
-               struct gr_err *e)
+/* Number x into out[k] as dtype; on failure e names it (where_of). */
+static int put(struct gr_number x, int dtype, void *out, size_t k, const struct nest *at, struct gr_err *e)
 {
+    const char *field = at->field;
     struct place pl;
     int is_int = x.is_int;
     long long iv = is_int ? x.iv : 0;
@@ -143,16 +163,16 @@ static int put(struct gr_number x, int dtype, void *out, size_t k, const char *f
         if (!is_int) {
             if (dv != floor(dv))
                 return gr_fail(e, GR_EUNPROC, field, "%s is %g, not an integer as dtype %s needs",
-                               where_of(&pl, field, nested, r, c), dv, gr_dtype_name(dtype));
+                               where_of(&pl, at, k), dv, gr_dtype_name(dtype));
             if (!(dv >= -9223372036854775808.0 && dv < 9223372036854775808.0))
                 return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of %s",
-                               where_of(&pl, field, nested, r, c), dv, gr_dtype_name(dtype));
+                               where_of(&pl, at, k), dv, gr_dtype_name(dtype));
             iv = (long long)dv;
         }
         if (dtype == GR_INT32) {
             if (iv < INT32_MIN || iv > INT32_MAX)
                 return gr_fail(e, GR_EUNPROC, field, "%s = %lld is outside the range of int32",
-                               where_of(&pl, field, nested, r, c), (long long)iv);
+                               where_of(&pl, at, k), (long long)iv);
             ((int32_t *)out)[k] = (int32_t)iv;
         } else {
             ((int64_t *)out)[k] = (int64_t)iv;
@@ -162,7 +182,7 @@ static int put(struct gr_number x, int dtype, void *out, size_t k, const char *f
     case GR_FLOAT32:
         if (fabs(dv) > FLT_MAX)
             return gr_fail(e, GR_EUNPROC, field, "%s = %g is outside the range of float32",
-                           where_of(&pl, field, nested, r, c), dv);
+                           where_of(&pl, at, k), dv);
         ((float *)out)[k] = (float)dv;
         return GR_OK;
     default:
@@ -171,55 +191,75 @@ static int put(struct gr_number x, int dtype, void *out, size_t k, const char *f
     }
 }
 
-/* The elements of data (nested: rows) packed into out as dtype; field names it in errors. */
-static int pack(json_t *data, int nested, int dtype, void *out, const char *field, struct gr_err *e)
+/* The arrays of data at level d of the nesting at (every one as long as nesting() read the
+ * first), their numbers packed into out from *k as dtype. */
+static int pack_level(json_t *data, int d, const struct nest *at, int dtype, void *out, size_t *k, struct gr_err *e)
 {
     struct place pl;
-    size_t k = 0;
-    size_t rows = nested ? json_array_size(data) : 1;
-    for (size_t r = 0; r < rows; r++) {
-        json_t *row = nested ? json_array_get(data, r) : data;
-        for (size_t c = 0; c < json_array_size(row); c++, k++) {
-            json_t *x = json_array_get(row, c);
-            if (json_is_array(x))
-                return gr_fail(e, GR_EUNPROC, field, "%s is an array: only 1-D and 2-D data are supported",
-                               where_of(&pl, field, nested, r, c));
-            if (!json_is_number(x))
-                return gr_fail(e, GR_EINVAL, field, "%s is %s; elements must be numbers",
-                               where_of(&pl, field, nested, r, c), type_name(x));
-            struct gr_number n = {json_is_integer(x), json_is_integer(x) ? json_integer_value(x) : 0,
-                                  json_is_integer(x) ? 0 : json_real_value(x)};
-            int rc = put(n, dtype, out, k, field, nested, r, c, e);
+    for (size_t i = 0; i < json_array_size(data); i++) {
+        json_t *x = json_array_get(data, i);
+        if (d < at->ndim - 1) {
+            if (!json_is_array(x) || json_array_size(x) != (size_t)at->shape[d + 1])
+                return gr_fail(e, GR_EUNPROC, at->field, "%s, %s, is %s, not an array of %lld like the first: every "
+                                                         "array at a level needs the same length",
+                               json_is_array(x) ? "a row" : "an element", where_in(&pl, at, *k, d + 1),
+                               json_is_array(x) ? "of another length" : type_name(x), (long long)at->shape[d + 1]);
+            int rc = pack_level(x, d + 1, at, dtype, out, k, e);
             if (rc)
                 return rc;
+            continue;
         }
+        if (json_is_array(x))
+            return gr_fail(e, GR_EUNPROC, at->field, "%s is an array, deeper than the first element's %d-D nesting",
+                           where_of(&pl, at, *k), at->ndim);
+        if (!json_is_number(x))
+            return gr_fail(e, GR_EINVAL, at->field, "%s is %s; elements must be numbers", where_of(&pl, at, *k),
+                           type_name(x));
+        struct gr_number n = {json_is_integer(x), json_is_integer(x) ? json_integer_value(x) : 0,
+                              json_is_integer(x) ? 0 : json_real_value(x)};
+        int rc = out ? put(n, dtype, out, *k, at, e) : GR_OK; /* out NULL: the nesting checked only */
+        if (rc)
+            return rc;
+        ++*k;
     }
     return GR_OK;
+}
+
+/* The elements of data, nested as ndim and shape say, packed into out as dtype (out NULL: only
+ * checked to be nested so); field names it in errors. */
+static int pack(json_t *data, int ndim, const int64_t *shape, int dtype, void *out, const char *field,
+                struct gr_err *e)
+{
+    struct nest at = {field, ndim, shape};
+    size_t k = 0;
+    return pack_level(data, 0, &at, dtype, out, &k, e);
 }
 
 /* The numbers read from the body's text (numbers.h) packed into out as dtype, as pack does. */
 static int pack_read(const struct gr_numbers *x, int dtype, void *out, struct gr_err *e)
 {
-    size_t cols = x->ndim == 2 ? (size_t)x->shape[1] : x->n;
+    struct nest at = {"data", x->ndim, x->shape};
     for (size_t k = 0; k < x->n; k++) {
-        int rc = put(x->v[k], dtype, out, k, "data", x->ndim == 2, k / cols, k % cols, e);
+        int rc = put(x->v[k], dtype, out, k, &at, e);
         if (rc)
             return rc;
     }
     return GR_OK;
 }
 
-static int fill(json_t *data, const struct gr_numbers *read, struct gr_job *j, int nested, struct gr_err *e)
+/* j's input from data, nested as ndim and shape say (or from the numbers read from its text). */
+static int fill(json_t *data, const struct gr_numbers *read, struct gr_job *j, int ndim, const int64_t *shape,
+                struct gr_err *e)
 {
-    size_t n, bytes;
-    if (gr_mul_size((size_t)gr_job_rows(j), (size_t)gr_job_cols(j), &n) ||
-        gr_mul_size(n, gr_dtype_size(j->dtype), &bytes))
+    size_t bytes;
+    if (gr_mul_size((size_t)gr_job_rows(j), (size_t)gr_job_cols(j), &bytes) ||
+        gr_mul_size(bytes, gr_dtype_size(j->dtype), &bytes))
         return gr_fail(e, GR_EUNPROC, "data", "the data is too large");
     j->input = malloc(bytes);
     if (!j->input)
         return gr_fail(e, GR_ENOMEM, NULL, "out of memory for %zu bytes of input", bytes);
     j->input_bytes = bytes;
-    return read ? pack_read(read, j->dtype, j->input, e) : pack(data, nested, j->dtype, j->input, "data", e);
+    return read ? pack_read(read, j->dtype, j->input, e) : pack(data, ndim, shape, j->dtype, j->input, "data", e);
 }
 
 static int known_members(json_t *root, const char *const *names, size_t n, struct gr_err *e)
@@ -280,9 +320,9 @@ static int take_source(const struct gr_source *s, const char *what, struct gr_jo
         return gr_fail(e, GR_EUNPROC, "dtype", "\"dtype\" is %s but %s holds %s values: drop \"dtype\" or make it match",
                        gr_dtype_name(j->dtype), what, gr_dtype_name(s->dtype));
     j->dtype = s->dtype;
-    j->ndim = s->ndim == 2 ? 2 : 1;
-    j->shape[0] = s->ndim == 2 ? s->shape[0] : s->count;
-    j->shape[1] = s->ndim == 2 ? s->shape[1] : 1;
+    j->ndim = s->ndim > 1 ? s->ndim : 1; /* a single value: 1-D */
+    for (int d = 0; d < GR_MAX_DIMS; d++)
+        j->shape[d] = s->ndim > 1 ? s->shape[d] : d ? 1 : s->count;
     if (gr_mul_size((size_t)s->count, gr_dtype_size(s->dtype), &j->input_bytes))
         return gr_fail(e, GR_EUNPROC, NULL, "%s is too large", what);
     return GR_OK;
@@ -318,13 +358,13 @@ static int operand(json_t *x, int k, struct gr_job *j, const struct apart *v, in
     o->present = 1;
     if (data) {
         int ndim;
-        int64_t shape[2];
+        int64_t shape[GR_MAX_DIMS];
         int rc = nesting(data, name, &ndim, shape, e);
         if (rc)
             return rc;
         if (ndim != 2)
-            return gr_fail(e, GR_EUNPROC, name, "\"%s\" is 1-D (%lld values); matmul operands are 2-D: [[...], ...]",
-                           name, (long long)shape[0]);
+            return gr_fail(e, GR_EUNPROC, name, "\"%s\" is %d-D (its first array holds %lld); matmul operands are "
+                                                "2-D: [[...], ...]", name, ndim, (long long)shape[0]);
         o->rows = shape[0];
         o->cols = shape[1];
         return GR_OK;
@@ -381,13 +421,13 @@ static int get_number(json_t *root, const char *key, double def, double *out, st
 }
 
 /* "axis" as NumPy takes it, for ndim-D data of this shape: null, an int or a list of ints, each
- * from -ndim to ndim - 1 (negative: from the end), none twice. Into *out: the axis reduced, or
- * GR_AXIS_ALL. */
-static int parse_axis(const json_t *axis, int ndim, const int64_t *shape, int *out, struct gr_err *e)
+ * from -ndim to ndim - 1 (negative: from the end), none twice; an arg op's one axis or null.
+ * Into *mask: bit d for each axis d reduced (null: every axis). */
+static int parse_axis(const json_t *axis, int op, int ndim, const int64_t *shape, unsigned *mask, struct gr_err *e)
 {
-    char dims[64];
-    snprintf(dims, sizeof dims, ndim == 1 ? "[%lld]" : "[%lld, %lld]", (long long)shape[0], (long long)shape[1]);
-    *out = GR_AXIS_ALL;
+    struct dims_text dims;
+    dims_of(&dims, ndim, shape);
+    *mask = (1u << ndim) - 1;
     if (!axis || json_is_null(axis))
         return GR_OK;
     if (!json_is_integer(axis) && !json_is_array(axis))
@@ -404,14 +444,16 @@ static int parse_axis(const json_t *axis, int ndim, const int64_t *shape, int *o
         json_int_t k = json_integer_value(a);
         if (k < -ndim || k >= ndim)
             return gr_fail(e, GR_EUNPROC, "axis", "axis %lld is out of range for %d-D data of shape %s (use %d to %d)",
-                           (long long)k, ndim, dims, -ndim, ndim - 1);
+                           (long long)k, ndim, dims.text, -ndim, ndim - 1);
         int at = (int)(k < 0 ? k + ndim : k);
         if (seen & (1u << at))
-            return gr_fail(e, GR_EUNPROC, "axis", "\"axis\" names axis %d twice (data of shape %s)", at, dims);
+            return gr_fail(e, GR_EUNPROC, "axis", "\"axis\" names axis %d twice (data of shape %s)", at, dims.text);
         seen |= 1u << at;
     }
-    /* both axes of 2-D data: the whole array; 1-D data's one axis stays 0, its whole array too */
-    *out = ndim == 2 && seen == 3 ? GR_AXIS_ALL : seen == 2 ? 1 : 0;
+    if (gr_op_is_arg(op) && n > 1 && seen != *mask)
+        return gr_fail(e, GR_EUNPROC, "axis", "%s takes one axis or null (the flat index), not %d axes of data of "
+                                              "shape %s", gr_op_name(op), n, dims.text);
+    *mask = seen;
     return GR_OK;
 }
 
@@ -488,8 +530,9 @@ static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, s
     j->input_bytes = total;
     for (int k = 0; k < GR_MM_OPERANDS; k++)
         if (j->mm[k].present && !j->mm[k].dataset[0] &&
-            (rc = pack(json_object_get(json_object_get(root, gr_operand_names[k]), "data"), 1, j->dtype,
-                       (char *)j->input + j->mm[k].off, gr_operand_names[k], e)))
+            (rc = pack(json_object_get(json_object_get(root, gr_operand_names[k]), "data"), 2,
+                       (const int64_t[]){j->mm[k].rows, j->mm[k].cols}, j->dtype, (char *)j->input + j->mm[k].off,
+                       gr_operand_names[k], e)))
             return rc;
     return GR_OK;
 }
@@ -543,30 +586,38 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
     } else if ((rc = from ? take_source(from, of, j, e) : nesting(data, "data", &j->ndim, j->shape, e))) {
         return rc;
     }
-    int nested = !from && j->ndim == 2;
+    int nd = j->ndim; /* inline data's nesting, for fill() */
+    int64_t nests[GR_MAX_DIMS], count;
+    memcpy(nests, j->shape, sizeof nests);
+    /* inline data is checked whole before its size is trusted: a ragged array's first elements may
+     * promise far more than the body holds */
+    if (!from && !v->data && (rc = pack(data, nd, nests, j->dtype, NULL, "data", e)))
+        return rc;
+    if (count_of(j->ndim, j->shape, &count))
+        return gr_fail(e, GR_EUNPROC, "data", "the data is too large");
     json_t *shape = json_object_get(root, "shape");
-    if (shape && (rc = parse_shape(shape, j->shape[0] * j->shape[1], nested, of, &j->ndim, j->shape, e)))
+    if (shape && (rc = parse_shape(shape, count, !from && nd > 1, of, &j->ndim, j->shape, e)))
         return rc;
-
-    if ((rc = parse_axis(json_object_get(root, "axis"), j->ndim, j->shape, &j->axis, e)))
+    if ((rc = parse_axis(json_object_get(root, "axis"), j->op, j->ndim, j->shape, &j->axes, e)))
         return rc;
-    return from ? GR_OK : fill(data, v->data, j, nested, e);
+    return from ? GR_OK : fill(data, v->data, j, nd, nests, e);
 }
 
-#define DIMS_USAGE "?shape= must be N or R,C in whole numbers, e.g. shape=1000 or shape=10,100"
+#define DIMS_USAGE "?shape= must be whole numbers separated by commas, e.g. shape=1000, shape=10,100 or shape=4,8,16"
 
-int gr_parse_dims(const char *text, int *ndim, int64_t shape[2], struct gr_err *e)
+int gr_parse_dims(const char *text, int *ndim, int64_t shape[GR_MAX_DIMS], struct gr_err *e)
 {
     int nd = 0;
-    int64_t s[2] = {1, 1};
+    int64_t s[GR_MAX_DIMS];
     for (const char *p = text;; p++) {
         if (*p < '0' || *p > '9')
             return gr_fail(e, GR_EINVAL, "shape", DIMS_USAGE);
         errno = 0;
         char *end;
         long long v = strtoll(p, &end, 10);
-        if (nd == 2)
-            return gr_fail(e, GR_EUNPROC, "shape", "?shape= has more than 2 dimensions; 1 or 2 are supported");
+        if (nd == GR_MAX_DIMS)
+            return gr_fail(e, GR_EUNPROC, "shape", "?shape= has more than %d dimensions; 1 to %d are supported",
+                           GR_MAX_DIMS, GR_MAX_DIMS);
         if (errno || v < 1)
             return gr_fail(e, GR_EUNPROC, "shape", "?shape=: each dimension must be from 1 to %lld", (long long)INT64_MAX);
         s[nd++] = v;
@@ -577,8 +628,8 @@ int gr_parse_dims(const char *text, int *ndim, int64_t shape[2], struct gr_err *
             return gr_fail(e, GR_EINVAL, "shape", DIMS_USAGE);
     }
     *ndim = nd;
-    shape[0] = s[0];
-    shape[1] = s[1];
+    for (int d = 0; d < GR_MAX_DIMS; d++)
+        shape[d] = d < nd ? s[d] : 1;
     return GR_OK;
 }
 
@@ -839,11 +890,13 @@ static int query_members(json_t *query, struct gr_err *e)
         json_object_set_new(query, "keepdims", json_boolean(!strcmp(keepdims, "true")));
     if (shape) {
         int ndim, rc;
-        int64_t dims[2];
+        int64_t dims[GR_MAX_DIMS];
         if ((rc = gr_parse_dims(shape, &ndim, dims, e)))
             return rc;
-        json_object_set_new(query, "shape", ndim == 2 ? json_pack("[I, I]", (json_int_t)dims[0], (json_int_t)dims[1])
-                                                      : json_pack("[I]", (json_int_t)dims[0]));
+        json_t *list = json_array();
+        for (int d = 0; d < ndim; d++)
+            json_array_append_new(list, json_integer(dims[d]));
+        json_object_set_new(query, "shape", list);
     }
     if (axis && (!*axis || !strcmp(axis, "null"))) {
         json_object_set_new(query, "axis", json_null());
@@ -884,7 +937,8 @@ static int body_source(json_t *query, int npy, const char *body, size_t len, str
         if (len - h.data_at != h.bytes)
             return gr_fail(e, GR_EINVAL, NULL, "the .npy holds %zu bytes of values but its header gives %zu",
                            len - h.data_at, h.bytes);
-        *src = (struct gr_source){h.dtype, h.ndim, {h.shape[0], h.shape[1]}, (int64_t)h.count};
+        *src = (struct gr_source){.dtype = h.dtype, .ndim = h.ndim, .count = (int64_t)h.count};
+        memcpy(src->shape, h.shape, sizeof src->shape);
         *at = h.data_at;
     } else {
         const char *dtype = json_string_value(json_object_get(query, "dtype"));

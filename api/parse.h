@@ -7,23 +7,23 @@
 #include "server/job.h"
 
 /* Values that come apart from a JSON body (a stored dataset, a binary body): their dtype,
- * dimensions (0: a single value; 1; 2) and element count. */
+ * dimensions (0: a single value; 1 to GR_MAX_DIMS) and element count. */
 struct gr_source {
     int dtype, ndim;
-    int64_t shape[2]; /* dimensions past ndim are 1 */
+    int64_t shape[GR_MAX_DIMS]; /* dimensions past ndim are 1 */
     int64_t count;
 };
 
-/* "N" or "R,C" (a ?shape= query argument) into ndim and shape: GR_OK, GR_EINVAL (not whole
- * numbers separated by a comma) or GR_EUNPROC (a dimension under 1, more than 2, too large);
- * e->field is "shape". */
-int gr_parse_dims(const char *text, int *ndim, int64_t shape[2], struct gr_err *e);
+/* "N", "R,C" or more (a ?shape= query argument) into ndim and shape: GR_OK, GR_EINVAL (not
+ * whole numbers separated by commas) or GR_EUNPROC (a dimension under 1 or too large, more than
+ * GR_MAX_DIMS); e->field is "shape". */
+int gr_parse_dims(const char *text, int *ndim, int64_t shape[GR_MAX_DIMS], struct gr_err *e);
 
 /* Look up the dataset a job names (id as sent): GR_OK with src and the job's hold on the
  * dataset taken (j->dataset, dataset_pinned); else the code (404 when there is none). */
 typedef int (*gr_dataset_fn)(void *ctx, struct gr_job *j, const char *id, struct gr_source *src, struct gr_err *e);
 
-/* Fill j's op, dtype, ndim/shape, axis, ties_last, algorithm, device and its values from body:
+/* Fill j's op, dtype, ndim/shape, axes, ties_last, algorithm, device and its values from body:
  * inline "data" (packed into input/input_bytes), or "dataset" (found through dataset; NULL
  * answers 422); "dtype" is then optional and "shape" a view of the dataset. Returns GR_OK,
  * GR_EINVAL (malformed, wrong type, unknown name: 400), GR_EUNPROC (well-formed but

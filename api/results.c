@@ -58,17 +58,19 @@ void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices)
     json_t *one = json_object_get(res, indices ? "index" : "value");
     json_t *many = json_object_get(res, indices ? "indices" : "values");
     int is_int = indices || gr_result_is_int(op, dtype);
-    /* values nested in the result's shape (ndim 1 or 2; a result stored before results had a
-     * shape is 1-D), taken as one row when 1-D */
+    /* values nested in the result's shape (a result stored before results had a shape is 1-D) */
     json_t *shape = json_object_get(res, "shape");
     int ndim = !many ? 0 : shape ? (int)json_array_size(shape) : 1;
-    int64_t dims[2] = {shape ? json_integer_value(json_array_get(shape, 0)) : (int64_t)json_array_size(many),
-                       json_integer_value(json_array_get(shape, 1))};
-    int64_t rows = ndim == 2 ? dims[0] : 1, cols = ndim ? dims[ndim - 1] : 1, n = rows * cols;
+    int64_t dims[GR_MAX_DIMS], n = 1;
+    for (int d = 0; d < ndim && d < GR_MAX_DIMS && n <= GR_RESULT_INLINE_MAX; d++) {
+        dims[d] = shape ? json_integer_value(json_array_get(shape, (size_t)d)) : (int64_t)json_array_size(many);
+        n = dims[d] < 1 ? GR_RESULT_INLINE_MAX + 1 : n * dims[d];
+    }
     char head[GR_NPY_HEADER_MAX];
-    size_t hlen = npy ? gr_npy_header(is_int ? GR_INT64 : GR_FLOAT64, ndim, dims, head, sizeof head) : 0;
+    int readable = ndim <= GR_MAX_DIMS && n <= GR_RESULT_INLINE_MAX; /* an inline result: at most that many */
+    size_t hlen = npy && readable ? gr_npy_header(is_int ? GR_INT64 : GR_FLOAT64, ndim, dims, head, sizeof head) : 0;
     size_t bytes = hlen + (size_t)n * 8;
-    char *buf = (one || many) && (hlen || !npy) ? malloc(bytes) : NULL;
+    char *buf = (one || many) && readable && (hlen || !npy) ? malloc(bytes) : NULL;
     if (!buf) {
         gr_fail(&e, one || many ? GR_ENOMEM : GR_EIO, NULL, "%s",
                 one || many ? "out of memory for the result" : "the stored result is unreadable");
@@ -77,8 +79,11 @@ void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices)
     }
     memcpy(buf, head, hlen);
     for (int64_t k = 0; k < n; k++) {
-        json_t *row = ndim == 2 ? json_array_get(many, (size_t)(k / cols)) : many;
-        json_t *v = many ? json_array_get(row, (size_t)(k % cols)) : one;
+        json_t *v = many ? many : one;
+        for (int64_t d = 0, stride = n; d < ndim; d++) { /* k's index along each dimension */
+            stride /= dims[d];
+            v = json_array_get(v, (size_t)(k / stride % dims[d]));
+        }
         int64_t i = json_integer_value(v);
         double f = real_of(v);
         memcpy(buf + hlen + 8 * k, is_int ? (const void *)&i : (const void *)&f, 8); /* little-endian hosts */

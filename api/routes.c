@@ -137,8 +137,13 @@ static int check_variants(const struct gr_job *j, struct gr_err *e)
                        "products are kept as datasets",
                        (long long)j->shape[0], (long long)j->shape[1], gr_dtype_name(j->dtype), out >> 20,
                        gr_api_cfg->max_dataset_bytes >> 20);
-    if (j->kind != GR_JOB_BENCH)
-        return gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, j->ndim == 1 ? GR_AXIS_ALL : j->axis, e);
+    if (j->kind == GR_JOB_MATMUL)
+        return gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, GR_AXIS_ALL, e);
+    if (j->kind != GR_JOB_BENCH) {
+        struct gr_pass p[GR_MAX_DIMS];
+        int np = gr_axes_plan(j->ndim, j->shape, j->axes, p);
+        return gr_backend_check_passes(j->backend, j->algorithm, j->op, j->dtype, p, np, e);
+    }
     /* the limits of the device it was routed to (device auto may land on the CPU) */
     if (gr_bench_fits(!strcmp(j->backend->name, "cpu"), j->op, j->shape[0], j->repeats, e) != GR_OK)
         return e->code;
@@ -464,7 +469,7 @@ static void submit_rows(struct gr_req *r)
     int n = 0, rc = !t ? gr_fail(&e, GR_ENOMEM, NULL, "out of memory") : batch_unkeyed(r, &e);
     if (rc == GR_OK)
         rc = parse_binary_job(r, t, &e);
-    if (rc == GR_OK && (t->ndim != 2 || t->axis != GR_AXIS_ALL))
+    if (rc == GR_OK && (t->ndim != 2 || !gr_job_whole(t)))
         rc = gr_fail(&e, GR_EUNPROC, "batch", "?batch=rows makes each row of 2-D values (?shape=R,C, or a 2-D .npy) "
                                               "a job that reduces it whole: give 2-D values and no ?axis=");
     else if (rc == GR_OK && t->shape[0] > gr_api_cfg->queue_capacity)

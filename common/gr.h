@@ -69,7 +69,9 @@ int gr_op_is_arg(int op); /* argmin, argmax */
 int gr_result_is_int(int op, int dtype);
 
 /* A reduction to run. data is row-major rows x cols elements of dtype, little-endian.
- * 1-D inputs are rows = 1. axis GR_AXIS_ALL -> 1 output; 0 -> cols outputs; 1 -> rows. */
+ * 1-D inputs are rows = 1. axis GR_AXIS_ALL -> 1 output; 0 -> cols outputs; 1 -> rows.
+ * groups > 1 (axis 0 only): the rows are that many groups of rows / groups, each reduced on
+ * its own, groups x cols outputs: the middle axes of an N-D array (common/axes.h). */
 struct gr_reduce_req {
     int op, dtype, axis;
     int ties_last; /* argmin/argmax: 1 = the last index of equal extremes wins */
@@ -79,6 +81,7 @@ struct gr_reduce_req {
     int fd;                /* > 0: read the values from this file (offset 0) rather than data */
     const char *dataset;   /* the dataset the values are ("" or NULL: none): a GPU's cache key */
     int lane;              /* which of the backend's lanes runs it (each lane: one worker thread) */
+    int64_t groups;        /* 0 or 1: one */
 };
 
 /* out = alpha * a @ b + beta * c, all row-major and dense: a is m x k, b k x n, c and out m x n,

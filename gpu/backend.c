@@ -1,5 +1,6 @@
-/* backend.c: what every backend shares: checking that a variant covers a request (reduction or product).
- * Stateless; called from the API threads (validation) and the workers. */
+/* backend.c: what every backend shares: checking that a variant covers a request (reduction or
+ * product), and a reduction's passes. Stateless; called from the API threads (validation) and
+ * the workers. */
 #include "gpu/backend.h"
 
 #include <string.h>
@@ -31,4 +32,50 @@ int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, 
     return gr_fail(e, GR_EINVAL, "algorithm",
                    "unknown %salgorithm '%s' for device %s; GET /v1/algorithms lists them", mm ? "matmul " : "",
                    algorithm, b->name);
+}
+
+/* The dtype of a pass's outputs, as the next pass reads them. */
+static int outputs_dtype(int op, int dtype) { return gr_result_is_int(op, dtype) ? GR_INT64 : GR_FLOAT64; }
+
+int gr_backend_check_passes(const struct gr_backend *b, const char *algorithm, int op, int dtype,
+                            const struct gr_pass *p, int np, struct gr_err *e)
+{
+    for (int k = 0; k < np; k++) {
+        int rc = gr_backend_check(b, algorithm, op, dtype, p[k].axis, e);
+        if (rc != GR_OK)
+            return rc;
+        dtype = outputs_dtype(op, dtype);
+        op = gr_axes_next_op(op);
+    }
+    return GR_OK;
+}
+
+int gr_backend_reduce_passes(struct gr_backend *b, const struct gr_reduce_req *req, const struct gr_pass *p, int np,
+                             struct gr_result *r, struct gr_timings *t, char algo_used[32], struct gr_err *e)
+{
+    struct gr_reduce_req q = *req;
+    struct gr_result before = {0};
+    struct gr_timings sum = {0};
+    int rc = GR_OK;
+    for (int k = 0; k < np && rc == GR_OK; k++) {
+        if (k) { /* the outputs before, in host memory */
+            q.dtype = outputs_dtype(q.op, q.dtype);
+            q.op = gr_axes_next_op(q.op);
+            q.data = before.i ? (const void *)before.i : before.f;
+            q.fd = 0;
+            q.dataset = NULL;
+        }
+        q.axis = p[k].axis, q.groups = p[k].groups, q.rows = p[k].rows, q.cols = p[k].cols;
+        char used[32];
+        rc = b->reduce(b, &q, r, t, used, e);
+        if (rc == GR_OK && !k)
+            memcpy(algo_used, used, 32), sum.cache = t->cache;
+        sum.h2d += t->h2d, sum.kernel += t->kernel, sum.d2h += t->d2h;
+        gr_result_free(&before);
+        if (rc == GR_OK && k < np - 1)
+            before = *r, memset(r, 0, sizeof *r);
+    }
+    gr_result_free(&before);
+    *t = sum;
+    return rc;
 }

@@ -3,6 +3,7 @@
 #ifndef GR_BACKEND_H
 #define GR_BACKEND_H
 
+#include "common/axes.h"
 #include "common/gr.h"
 
 #ifdef __cplusplus
@@ -94,6 +95,14 @@ struct gr_backend {
 int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, int dtype, int axis,
                      struct gr_err *e);
 
+/* A reduction over any axes (common/axes.h's passes, np of them): the first pass reads req's
+ * values, each after it the outputs before it (host memory), as gr_axes_next_op says. Fills r,
+ * t (the passes' stages summed) and algo_used (the first pass's) as reduce() does. */
+int gr_backend_reduce_passes(struct gr_backend *b, const struct gr_reduce_req *req, const struct gr_pass *p, int np,
+                             struct gr_result *r, struct gr_timings *t, char algo_used[32], struct gr_err *e);
+/* gr_backend_check of every pass. */
+int gr_backend_check_passes(const struct gr_backend *b, const char *algorithm, int op, int dtype,
+                            const struct gr_pass *p, int np, struct gr_err *e);
 /* The CPU backend (OpenMP). Never fails except out of memory. */
 struct gr_backend *gr_cpu_backend_new(void);
 

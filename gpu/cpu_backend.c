@@ -68,6 +68,7 @@ struct job {
     const void *data;
     int op, dtype, fl, last;
     int64_t nout, len, so, sk;
+    int64_t gl, gs; /* axis 0: outputs a group, elements between groups' starts */
 };
 
 /* A piece of work: outputs o0 + i * os (i < no) over k = k0, k0 + ks, ... < k1. */
@@ -291,10 +292,16 @@ GR_INLINE void tile_as(const struct job *j, struct acc *a, struct span s, int op
             a[i] = x;
         }
     } else { /* axis 0: walk each row across the outputs so memory is read in order */
-        for (int64_t k = s.k0; k < s.k1; k += s.ks)
-            for (int64_t i = 0; i < s.no; i++)
-                acc_add(&a[i], load(j->data, k * j->sk + (s.o0 + i * s.os) * j->so, dtype), k, op,
-                        fl, j->last);
+        for (int64_t i0 = 0; i0 < s.no; i0 += OUT_BLOCK) {
+            int64_t n = min64(OUT_BLOCK, s.no - i0), at[OUT_BLOCK];
+            for (int64_t i = 0; i < n; i++) { /* output o is column o % gl of group o / gl */
+                int64_t o = s.o0 + (i0 + i) * s.os;
+                at[i] = o / j->gl * j->gs + o % j->gl * j->so;
+            }
+            for (int64_t k = s.k0; k < s.k1; k += s.ks)
+                for (int64_t i = 0; i < n; i++)
+                    acc_add(&a[i0 + i], load(j->data, k * j->sk + at[i], dtype), k, op, fl, j->last);
+        }
     }
 }
 
@@ -460,15 +467,21 @@ static int cpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
         if (strcmp(req->algorithm, cpu_algos[i].name) == 0)
             v = (enum variant)i;
 
-    /* output o reduces elements o * so + k * sk, k < len */
+    /* output o reduces elements o * so + k * sk, k < len (axis 0: o / gl * gs + o % gl * so + k * sk) */
     struct job j = {.data = req->data, .op = req->op, .dtype = req->dtype,
                     .fl = gr_dtype_is_float(req->dtype), .last = req->ties_last != 0,
-                    .nout = 1, .len = (int64_t)n, .so = 0, .sk = 1};
+                    .nout = 1, .len = (int64_t)n, .so = 0, .sk = 1, .gl = 1};
+    int64_t groups = req->groups > 1 ? req->groups : 1;
+    if (groups > 1 && (req->axis != 0 || req->rows % groups))
+        return gr_fail(e, GR_EINVAL, NULL, "%lld groups of a %lld x %lld reduction along axis %d", (long long)groups,
+                       (long long)req->rows, (long long)req->cols, req->axis);
     if (req->axis == 0) {
-        j.nout = req->cols;
-        j.len = req->rows;
-        j.so = 1;
+        j.nout = groups * req->cols; /* at most n: no overflow */
+        j.len = req->rows / groups;
+        j.so = req->cols == 1 ? j.len : 1; /* one column: each group's elements in a row */
         j.sk = req->cols;
+        j.gl = req->cols;
+        j.gs = j.len * req->cols;
     } else if (req->axis == 1) {
         j.nout = req->rows;
         j.len = req->cols;

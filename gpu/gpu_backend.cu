@@ -436,7 +436,9 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
     GR_CUDA_TRY(launch(j, l), "launching the kernel");
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
-    int64_t count = req->axis == GR_AXIS_ALL ? req->rows * req->cols : req->axis == 0 ? req->rows : req->cols;
+    int64_t count = req->axis == GR_AXIS_ALL ? req->rows * req->cols
+                    : req->axis == 0         ? req->rows / gr_k_groups(j)
+                                             : req->cols;
     if (!*direct)
         return download(l, j, count, r, e);
     GR_CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel");
@@ -473,7 +475,7 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
     GR_CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
     struct lane *l = &g->lane[req->lane];
     struct gr_kjob j = {gr_k_variant(req->algorithm), req->op, req->dtype, req->axis, req->ties_last,
-                        req->rows, req->cols, NULL, NULL, b->info.sms};
+                        req->rows, req->cols, NULL, NULL, b->info.sms, req->groups};
     struct entry *x = NULL;
     struct gr_pin *pin = NULL;
     int direct = 0;

@@ -33,9 +33,10 @@ struct gr_job *gr_job_new(void)
         return NULL;
     j->refs = 1;
     gr_id_new('j', j->id, sizeof j->id);
-    j->axis = GR_AXIS_ALL;
+    j->axes = 1u;
     j->ndim = 1;
-    j->shape[1] = 1;
+    for (int d = 0; d < GR_MAX_DIMS; d++)
+        j->shape[d] = 1;
     j->status = GR_QUEUED;
     j->committed = -1;
     j->epoch = 1;
@@ -88,17 +89,25 @@ struct gr_job *gr_job_row(const struct gr_job *t, int64_t r)
     return j;
 }
 
-int64_t gr_job_rows(const struct gr_job *j) { return j->ndim == 2 ? j->shape[0] : 1; }
-int64_t gr_job_cols(const struct gr_job *j) { return j->ndim == 2 ? j->shape[1] : j->shape[0]; }
-
-int gr_job_result_shape(const struct gr_job *j, int64_t shape[2])
+int64_t gr_job_rows(const struct gr_job *j)
 {
-    int whole = j->axis == GR_AXIS_ALL || j->ndim == 1;
-    if (!j->keepdims) {
-        shape[0] = j->axis == 0 ? j->shape[1] : j->shape[0];
-        return whole ? 0 : 1;
-    }
-    shape[0] = whole || j->axis == 0 ? 1 : j->shape[0];
-    shape[1] = whole || j->axis == 1 ? 1 : j->shape[1];
-    return j->ndim;
+    int64_t rows = 1;
+    for (int d = 0; d < j->ndim - 1; d++)
+        rows *= j->shape[d];
+    return rows;
+}
+
+int64_t gr_job_cols(const struct gr_job *j) { return j->shape[j->ndim - 1]; }
+
+int gr_job_whole(const struct gr_job *j) { return j->axes == (1u << j->ndim) - 1; }
+
+int gr_job_result_shape(const struct gr_job *j, int64_t shape[GR_MAX_DIMS])
+{
+    int n = 0;
+    for (int d = 0; d < j->ndim; d++)
+        if (!(j->axes >> d & 1u))
+            shape[n++] = j->shape[d];
+        else if (j->keepdims)
+            shape[n++] = 1;
+    return n;
 }

@@ -4,6 +4,7 @@
 #ifndef GR_JOB_H
 #define GR_JOB_H
 
+#include "common/axes.h"
 #include "common/gr.h"
 
 #include <jansson.h>
@@ -44,9 +45,10 @@ struct gr_job {
 
     /* the request (fixed) */
     int kind;
-    int op, dtype, axis, ties_last, keepdims;
+    int op, dtype, ties_last, keepdims;
+    unsigned axes; /* a reduction's: bit d set, axis d reduced (every axis: the whole array) */
     int ndim;
-    int64_t shape[2]; /* ndim 1: shape[0] = n, shape[1] = 1 */
+    int64_t shape[GR_MAX_DIMS]; /* dimensions past ndim are 1 */
     char algorithm[32], device[16]; /* requested; replaced by what ran */
     void *input;
     size_t input_bytes;   /* the values' size, also of a dataset's (input NULL then); matmul: inline operands' */
@@ -97,12 +99,15 @@ extern void (*gr_job_unpin)(const char *dataset);
 void gr_job_ref(struct gr_job *j);
 void gr_job_unref(struct gr_job *j);
 
+/* The values as a matrix: the last dimension its columns, the ones before its rows. */
 int64_t gr_job_rows(const struct gr_job *j);
 int64_t gr_job_cols(const struct gr_job *j);
+/* Whether a reduction reduces every axis: its whole array. */
+int gr_job_whole(const struct gr_job *j);
 
 /* A reduction's result shape into shape, as NumPy's: its ndim (0: one value), the reduced axes
  * gone, or kept as 1 with keepdims. */
-int gr_job_result_shape(const struct gr_job *j, int64_t shape[2]);
+int gr_job_result_shape(const struct gr_job *j, int64_t shape[GR_MAX_DIMS]);
 
 /* A new job of t's op, dtype, ties, algorithm, device and tenant that reduces row r of t's 2-D
  * inline values whole (a copy of them); NULL when memory is out. */

@@ -240,23 +240,27 @@ static void put_bench(struct gr_buf *b, const struct gr_job *j)
     put(b, "}");
 }
 
-/* A result's values (or indices) as nested lists in its shape (ndim 1 or 2). */
+/* A result's values (or indices) from *at on as nested lists in its shape (ndim at least 1). */
+static void put_nested_from(struct gr_buf *b, const struct gr_result *r, int ndim, const int64_t *shape, int indices,
+                            int64_t *at)
+{
+    put(b, "[");
+    for (int64_t i = 0; i < shape[0]; i++) {
+        put(b, i ? "," : "");
+        if (ndim > 1)
+            put_nested_from(b, r, ndim - 1, shape + 1, indices, at);
+        else if (indices)
+            put_int(b, r->index[(*at)++]);
+        else
+            put_value(b, r, (*at)++);
+    }
+    put(b, "]");
+}
+
 static void put_nested(struct gr_buf *b, const struct gr_result *r, int ndim, const int64_t *shape, int indices)
 {
-    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1];
-    put(b, ndim == 2 ? "[" : "");
-    for (int64_t i = 0; i < rows; i++) {
-        put(b, i ? ",[" : "[");
-        for (int64_t k = 0, at = i * cols; k < cols; k++, at++) {
-            put(b, k ? "," : "");
-            if (indices)
-                put_int(b, r->index[at]);
-            else
-                put_value(b, r, at);
-        }
-        put(b, "]");
-    }
-    put(b, ndim == 2 ? "]" : "");
+    int64_t at = 0;
+    put_nested_from(b, r, ndim, shape, indices, &at);
 }
 
 /* A result kept as datasets: where its values are, and links to download them; a product's
@@ -266,7 +270,7 @@ static void put_kept(struct gr_buf *b, const struct gr_job *j)
     int mm = j->kind == GR_JOB_MATMUL;
     open_key(b, "dataset"), put_str(b, j->result_dataset);
     key(b, "shape");
-    int64_t shape[2];
+    int64_t shape[GR_MAX_DIMS];
     if (mm)
         put_shape(b, 2, j->shape);
     else
@@ -292,7 +296,7 @@ static void put_result(struct gr_buf *b, const struct gr_job *j)
         put_kept(b, j);
         return;
     }
-    int64_t shape[2];
+    int64_t shape[GR_MAX_DIMS];
     int ndim = gr_job_result_shape(j, shape);
     if (ndim == 0) {
         open_key(b, "value"), put_value(b, r, 0);
@@ -306,6 +310,21 @@ static void put_result(struct gr_buf *b, const struct gr_job *j)
     if (r->index)
         key(b, "indices"), put_nested(b, r, ndim, shape, 1);
     put(b, "}");
+}
+
+/* A reduction's axes as a request gives them: null (every one), an axis, or a list. */
+static void put_axes(struct gr_buf *b, const struct gr_job *j)
+{
+    int n = __builtin_popcount(j->axes);
+    if (j->kind != GR_JOB_REDUCE || gr_job_whole(j)) {
+        put(b, "null");
+        return;
+    }
+    put(b, n > 1 ? "[" : "");
+    for (int d = 0, k = 0; d < j->ndim; d++)
+        if (j->axes >> d & 1u)
+            put(b, k++ ? "," : ""), put_int(b, d);
+    put(b, n > 1 ? "]" : "");
 }
 
 static void put_error(struct gr_buf *b, const struct gr_job *j)
@@ -355,11 +374,7 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     key(&b, "op"), put_str(&b, gr_op_name(j->op));
     key(&b, "dtype"), put_str(&b, gr_dtype_name(j->dtype));
     key(&b, "shape"), put_shape(&b, j->ndim, j->shape);
-    key(&b, "axis");
-    if (j->axis == GR_AXIS_ALL)
-        put(&b, "null");
-    else
-        put_int(&b, j->axis);
+    key(&b, "axis"), put_axes(&b, j);
     key(&b, "ties"), put(&b, j->ties_last ? "\"last\"" : "\"first\"");
     key(&b, "keepdims"), put(&b, j->keepdims ? "true" : "false");
     key(&b, "device"), put_str(&b, j->device);
@@ -517,6 +532,33 @@ static int restore_operands(struct gr_job *j, json_t *o, size_t *inline_bytes)
     return j->mm[0].cols == j->mm[1].rows && j->shape[0] == j->mm[0].rows && j->shape[1] == j->mm[1].cols ? 0 : -1;
 }
 
+/* A reduction's values in bytes, as its dtype and shape say; SIZE_MAX if that overflows. */
+static size_t values_bytes(const struct gr_job *j)
+{
+    size_t n = gr_dtype_size(j->dtype);
+    for (int d = 0; d < j->ndim; d++)
+        if (j->shape[d] < 1 || gr_mul_size(n, (size_t)j->shape[d], &n))
+            return SIZE_MAX;
+    return n;
+}
+
+/* A stored "axis" (null, an axis or a list, as put_axes writes it) as a mask of ndim's axes; 0
+ * when it names none of them. */
+static unsigned axes_of(const json_t *axis, int ndim)
+{
+    unsigned all = (1u << ndim) - 1, mask = 0;
+    if (json_is_null(axis))
+        return all;
+    for (size_t i = 0; i < (json_is_array(axis) ? json_array_size(axis) : 1); i++) {
+        const json_t *a = json_is_array(axis) ? json_array_get(axis, i) : axis;
+        json_int_t d = json_integer_value(a);
+        if (!json_is_integer(a) || d < 0 || d >= ndim)
+            return 0;
+        mask |= 1u << d;
+    }
+    return mask;
+}
+
 int gr_job_restore(const char *id, const char *doc, const void *input, size_t bytes, struct gr_job **out,
                    struct gr_err *e)
 {
@@ -527,7 +569,7 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
                           "axis", &axis, "ties", &ties, "algorithm", &algo, "device", &dev, "created_at",
                           &created) ||
         gr_op_parse(op) < 0 || gr_dtype_parse(dtype) < 0 || !json_is_array(shape) || json_array_size(shape) < 1 ||
-        json_array_size(shape) > 2 || strlen(id) >= sizeof((struct gr_job *)0)->id) {
+        json_array_size(shape) > GR_MAX_DIMS || strlen(id) >= sizeof((struct gr_job *)0)->id) {
         json_decref(o);
         return gr_fail(e, GR_EINVAL, NULL, "stored job %s is unreadable", id);
     }
@@ -547,7 +589,7 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
     j->ndim = (int)json_array_size(shape);
     for (int d = 0; d < j->ndim; d++)
         j->shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
-    j->axis = json_is_integer(axis) ? (int)json_integer_value(axis) : GR_AXIS_ALL;
+    j->axes = axes_of(axis, j->ndim);
     j->ties_last = !strcmp(ties, "last");
     j->keepdims = json_is_true(json_object_get(o, "keepdims")); /* absent before keepdims: false */
     snprintf(j->algorithm, sizeof j->algorithm, "%s", algo);
@@ -583,9 +625,10 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
         return gr_fail(e, GR_EINVAL, NULL, "stored matmul job %s: its operands are unreadable or not the %zu bytes "
                                            "stored", id, bytes);
     }
+    if (j->kind == GR_JOB_REDUCE)
+        want = values_bytes(j);
     if (j->kind == GR_JOB_REDUCE &&
-        (j->shape[0] < 1 || j->shape[1] < 1 || gr_mul_size((size_t)j->shape[0], (size_t)j->shape[1], &want) ||
-         gr_mul_size(want, gr_dtype_size(j->dtype), &want) || (ds && !j->dataset[0]) ||
+        (want == SIZE_MAX || !j->axes || (ds && !j->dataset[0]) ||
          (ds ? bytes != 0 : want != bytes))) {
         free(copy);
         gr_job_unref(j);

@@ -16,7 +16,7 @@
 #include <string.h>
 
 
-/* Values of dtype and shape (ndim 1 or 2) as a new dataset id of job j's tenant: counted
+/* Values of dtype and shape (ndim 1 to GR_MAX_DIMS) as a new dataset id of job j's tenant: counted
  * against its quota, its file durable, then its row committed, fenced as j's final state is. */
 static int keep_values(struct gr_store *s, const struct gr_job *j, const void *values, int dtype, int ndim,
                        const int64_t *shape, char id[24], struct gr_err *e)
@@ -25,15 +25,15 @@ static int keep_values(struct gr_store *s, const struct gr_job *j, const void *v
     const char *dir = gr_store_data_dir(s);
     struct gr_dsfile *f = NULL;
     struct gr_store_wait w = GR_STORE_WAIT_INIT;
-    size_t bytes;
+    size_t bytes = gr_dtype_size(dtype);
     char *doc = NULL;
     EVP_MD_CTX *sha = EVP_MD_CTX_new();
     gr_id_new('d', id, 24);
     int rc = GR_OK;
-    if (gr_mul_size((size_t)shape[0], ndim == 2 ? (size_t)shape[1] : 1, &bytes) ||
-        gr_mul_size(bytes, gr_dtype_size(dtype), &bytes))
-        rc = gr_fail(e, GR_EINTERNAL, NULL, "the result's size overflows");
-    else if ((rc = gr_tenant_add_bytes(tenant, bytes, GR_ENOMEM, 0, e)) != GR_OK)
+    for (int d = 0; d < ndim && rc == GR_OK; d++)
+        if (gr_mul_size(bytes, (size_t)shape[d], &bytes))
+            rc = gr_fail(e, GR_EINTERNAL, NULL, "the result's size overflows");
+    if (rc != GR_OK || (rc = gr_tenant_add_bytes(tenant, bytes, GR_ENOMEM, 0, e)) != GR_OK)
         bytes = 0; /* nothing counted, nothing to give back */
     else if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL))
         rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
@@ -69,7 +69,7 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
     if (j->kind != GR_JOB_REDUCE || r->n <= GR_RESULT_INLINE_MAX)
         return GR_OK;
     struct gr_err why = {0};
-    int64_t shape[2];
+    int64_t shape[GR_MAX_DIMS];
     int ndim = gr_job_result_shape(j, shape);
     int rc = keep_values(s, j, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, ndim, shape,
                          j->result_dataset, &why);

@@ -148,7 +148,7 @@ static int runnable(const struct gr_job *j)
 /* May b share a's launch (launch groups, above)? joins(a, a): may a lead one (mu held). */
 static int joins(const struct gr_job *a, const struct gr_job *b)
 {
-    return b->kind == GR_JOB_REDUCE && b->input && !b->dataset[0] && (b->ndim == 1 || b->axis == GR_AXIS_ALL) &&
+    return b->kind == GR_JOB_REDUCE && b->input && !b->dataset[0] && gr_job_whole(b) &&
            !strcmp(b->algorithm, "auto") && b->input_bytes > 0 && b->input_bytes <= GROUP_JOB_BYTES &&
            b->input_bytes == a->input_bytes && b->op == a->op && b->dtype == a->dtype &&
            b->ties_last == a->ties_last && runnable(b);
@@ -170,9 +170,8 @@ static void begin(struct queue *q, struct gr_job *j, struct gr_waiter **fired)
 static void execute(struct worker *w, struct gr_job *j, struct outcome *o)
 {
     struct queue *q = w->q;
-    struct gr_reduce_req req = {.op = j->op, .dtype = j->dtype, .axis = j->ndim == 1 ? GR_AXIS_ALL : j->axis,
-                                .ties_last = j->ties_last, .rows = gr_job_rows(j), .cols = gr_job_cols(j),
-                                .data = j->input, .algorithm = j->algorithm, .lane = w->lane};
+    struct gr_reduce_req req = {.op = j->op, .dtype = j->dtype, .ties_last = j->ties_last, .rows = gr_job_rows(j),
+                                .cols = gr_job_cols(j), .data = j->input, .algorithm = j->algorithm, .lane = w->lane};
     o->group = 1;
     if (broken(q)) { /* asked for this GPU by name, so not moved (moved()) */
         o->rc = gr_fail(&o->e, GR_EUNAVAIL, "device",
@@ -189,8 +188,10 @@ static void execute(struct worker *w, struct gr_job *j, struct outcome *o)
         o->rc = run_matmul(w, j, &o->r, &o->t, o->used, &o->e);
     } else {
         o->rc = input_open(j, q->backend, &req, &o->e);
+        struct gr_pass p[GR_MAX_DIMS];
+        int np = gr_axes_plan(j->ndim, j->shape, j->axes, p);
         if (o->rc == GR_OK)
-            o->rc = q->backend->reduce(q->backend, &req, &o->r, &o->t, o->used, &o->e);
+            o->rc = gr_backend_reduce_passes(q->backend, &req, p, np, &o->r, &o->t, o->used, &o->e);
         input_close(j, &req);
         if (o->rc == GR_OK) /* a large result is durable as datasets before the state naming them is stored */
             o->rc = gr_job_keep_result(j, &o->r, gr_jobs_store, &o->e);

@@ -127,7 +127,7 @@ cudaError_t run(const gr_kjob *j, void *scratch, size_t *bytes, unsigned *ticket
 
 int covers(const gr_kjob *j)
 {
-    if (j->variant < 0 || j->variant >= GR_K_NVARIANTS || j->op < 0 || j->op >= GR_NOPS || j->dtype < 0 ||
+    if ((gr_k_groups(j) > 1 && (j->axis != 0 || j->rows % gr_k_groups(j))) || j->variant < 0 || j->variant >= GR_K_NVARIANTS || j->op < 0 || j->op >= GR_NOPS || j->dtype < 0 ||
         j->dtype >= GR_NDTYPES || j->axis < GR_AXIS_ALL || j->axis > 1)
         return 0;
     const gr_algo *a = &gr_k_algos[j->variant];
@@ -148,7 +148,7 @@ extern "C" int gr_k_variant(const char *name)
 
 extern "C" int64_t gr_k_nout(const struct gr_kjob *j)
 {
-    return j->axis == GR_AXIS_ALL ? 1 : j->axis == 0 ? j->cols : j->rows;
+    return j->axis == GR_AXIS_ALL ? 1 : j->axis == 0 ? gr_k_groups(j) * j->cols : j->rows;
 }
 
 /* Does `fast` write j's results narrow (row_out): short rows of 4-byte min, max or arg ops. The

@@ -35,9 +35,11 @@ struct gr_kjob {
     const void *x;
     void *out;
     int sms; /* multiprocessors of the device, for sizing grids */
+    int64_t groups; /* axis 0: the rows are this many groups, each reduced on its own (0 or 1: one) */
 };
 
 int64_t gr_k_nout(const struct gr_kjob *j);
+static inline int64_t gr_k_groups(const struct gr_kjob *j) { return j->groups > 1 ? j->groups : 1; }
 size_t gr_k_state_bytes(const struct gr_kjob *j); /* per output; short rows' are narrow */
 
 /* Device scratch bytes the job needs besides the counters. Returns GR_OK, or GR_EUNPROC

@@ -219,12 +219,13 @@ __device__ typename Op::State tile_reduce(const Op &op, typename Op::State *sm, 
 
 /* Axis 0: a block covers a tile of w columns (R row-lanes of it when the matrix is narrow) over a
  * chunk of rows; consecutive threads read consecutive addresses. Chunks of one tile are finished
- * by the block that takes its last ticket. */
+ * by the block that takes its last ticket. Groups (an N-D array's middle axes): the cols outputs
+ * are groups of inner columns, each group's rows x inner elements after the one before. */
 template <class Op, int B, int U>
 __global__ void __launch_bounds__(B)
-    k_fast_cols(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols, int w, int R, i64 tiles,
-                int chunks, i64 chunk_rows, typename Op::State *__restrict__ part, unsigned *__restrict__ tickets,
-                typename Op::State *__restrict__ out)
+    k_fast_cols(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 inner, i64 cols, int w, int R,
+                i64 tiles, int chunks, i64 chunk_rows, typename Op::State *__restrict__ part,
+                unsigned *__restrict__ tickets, typename Op::State *__restrict__ out)
 {
     using In = typename Op::input;
     using State = typename Op::State;
@@ -238,18 +239,19 @@ __global__ void __launch_bounds__(B)
         i64 rend = min(rows, (ch + 1) * chunk_rows);
         auto l = op.lid();
         if (on) {
+            const In *y = x + (col / inner) * rows * inner + col % inner; /* its column's first element */
             i64 r = ch * chunk_rows + r0;
             for (; r + (i64)(U - 1) * R < rend; r += (i64)U * R) {
                 In v[U];
 #pragma unroll
                 for (int u = 0; u < U; u++)
-                    v[u] = x[(r + (i64)u * R) * cols + col];
+                    v[u] = y[(r + (i64)u * R) * inner];
 #pragma unroll
                 for (int u = 0; u < U; u++)
                     l = op.lacc(l, v[u], r + (i64)u * R);
             }
             for (; r < rend; r += R)
-                l = op.lacc(l, x[r * cols + col], r);
+                l = op.lacc(l, y[r * inner], r);
         }
         State s = tile_reduce(op, sm, op.done(l), r0, w, R);
         if (chunks == 1) {
@@ -444,6 +446,8 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
 
     if (j->axis == 0) {
         constexpr auto k = k_fast_cols<Op, P::block, P::cols_unroll>;
+        i64 inner = cols;
+        rows /= gr_k_groups(j), cols *= gr_k_groups(j);
         int w = (int)min(cols, (i64)P::block), R = P::block / w;
         i64 tiles = ceil_div(cols, w), slots = (i64)sms * occupancy<k>(P::block);
         int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, rows, slots, (i64)R * P::cols_unroll, 1, 1);
@@ -452,8 +456,8 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
         if ((err = need(scratch, bytes, chunks > 1 ? (size_t)chunks * cols * sizeof(State) : 0)) != cudaSuccess ||
             !scratch)
             return err;
-        k<<<(unsigned)min(tiles * chunks, slots * P::waves), P::block, 0, st>>>(op, x, rows, cols, w, R, tiles, chunks,
-                                                                           chunk_rows, part, tickets, out);
+        k<<<(unsigned)min(tiles * chunks, slots * P::waves), P::block, 0, st>>>(op, x, rows, inner, cols, w, R, tiles,
+                                                                           chunks, chunk_rows, part, tickets, out);
         return cudaGetLastError();
     }
     if (short_rows(j)) {

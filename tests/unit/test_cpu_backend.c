@@ -103,12 +103,15 @@ static int64_t elem_int(const void *data, int dtype, int64_t i)
     return dtype == GR_INT32 ? ((const int32_t *)data)[i] : ((const int64_t *)data)[i];
 }
 
-/* The reference: for output o, the k-th element of its reduced set. */
-static int64_t pos(int axis, int64_t cols, int64_t o, int64_t k)
+static int64_t groups_of(const struct gr_reduce_req *q) { return q->groups > 1 ? q->groups : 1; }
+
+/* The reference: for output o of q, the k-th element of its reduced set. */
+static int64_t pos_of(const struct gr_reduce_req *q, int64_t o, int64_t k)
 {
-    if (axis == 0)
-        return k * cols + o;
-    if (axis == 1)
+    int64_t cols = q->cols;
+    if (q->axis == 0) /* output o: column o % cols of group o / cols */
+        return o / cols * (q->rows / groups_of(q)) * cols + k * cols + o % cols;
+    if (q->axis == 1)
         return o * cols + k;
     return k;
 }
@@ -124,14 +127,14 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
     int fl = gr_dtype_is_float(q->dtype);
     if (q->op == GR_COUNT_NONZERO) {
         for (int64_t k = 0; k < len; k++)
-            x.i += elem(q->data, q->dtype, pos(q->axis, q->cols, o, k)) != 0;
+            x.i += elem(q->data, q->dtype, pos_of(q, o, k)) != 0;
         return x;
     }
     if (q->op == GR_NANMIN || q->op == GR_NANMAX) { /* the extreme of the numbers; NaN if none */
         int seen = 0;
         long double best = NAN;
         for (int64_t k = 0; k < len; k++) {
-            long double v = elem(q->data, q->dtype, pos(q->axis, q->cols, o, k));
+            long double v = elem(q->data, q->dtype, pos_of(q, o, k));
             if (!isnan(v) && (!seen || (q->op == GR_NANMAX ? v > best : v < best)))
                 best = v, seen = 1;
         }
@@ -145,7 +148,7 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
     if (!fl && (q->op == GR_SUM || q->op == GR_PROD || skip)) { /* two's complement wrap, by hand */
         uint64_t u = q->op == GR_PROD;
         for (int64_t k = 0; k < len; k++) {
-            uint64_t v = (uint64_t)elem_int(q->data, q->dtype, pos(q->axis, q->cols, o, k));
+            uint64_t v = (uint64_t)elem_int(q->data, q->dtype, pos_of(q, o, k));
             u = q->op == GR_PROD ? u * v : u + v;
         }
         x.i = as_int64(u);
@@ -154,7 +157,7 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
     if (q->op == GR_SUM || q->op == GR_PROD || q->op == GR_MEAN || skip) { /* in extended precision */
         long double s = q->op == GR_PROD, mag = 0;
         for (int64_t k = 0; k < len; k++) {
-            long double v = elem(q->data, q->dtype, pos(q->axis, q->cols, o, k));
+            long double v = elem(q->data, q->dtype, pos_of(q, o, k));
             if (skip && isnan(v))
                 continue;
             mag += fabsl(v);
@@ -166,7 +169,7 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
     }
     int nan = 0;
     for (int64_t k = 0; fl && k < len; k++)
-        nan |= isnan(elem(q->data, q->dtype, pos(q->axis, q->cols, o, k)));
+        nan |= isnan(elem(q->data, q->dtype, pos_of(q, o, k)));
 
     /* min/max/arg: NaN wins outright (first or last one); otherwise find the extreme value,
      * then the first or last index holding it */
@@ -174,7 +177,7 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
     int64_t first = -1, last = -1;
     long double best = 0;
     for (int64_t k = 0; k < len; k++) {
-        long double v = elem(q->data, q->dtype, pos(q->axis, q->cols, o, k));
+        long double v = elem(q->data, q->dtype, pos_of(q, o, k));
         if (nan) {
             if (isnan(v) && first < 0)
                 first = k;
@@ -187,10 +190,10 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
     }
     if (!nan)
         for (int64_t k = 0; k < len; k++)
-            if (elem(q->data, q->dtype, pos(q->axis, q->cols, o, k)) == best)
+            if (elem(q->data, q->dtype, pos_of(q, o, k)) == best)
                 last = k;
     x.index = q->ties_last ? last : first;
-    int64_t e = pos(q->axis, q->cols, o, x.index);
+    int64_t e = pos_of(q, o, x.index);
     if (fl)
         x.f = (double)elem(q->data, q->dtype, e);
     else
@@ -202,8 +205,8 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
 
 static int64_t ref_len(const struct gr_reduce_req *q, int64_t *nout)
 {
-    *nout = q->axis == 0 ? q->cols : q->axis == 1 ? q->rows : 1;
-    return q->axis == 0 ? q->rows : q->axis == 1 ? q->cols : q->rows * q->cols;
+    *nout = q->axis == 0 ? groups_of(q) * q->cols : q->axis == 1 ? q->rows : 1;
+    return q->axis == 0 ? q->rows / groups_of(q) : q->axis == 1 ? q->cols : q->rows * q->cols;
 }
 
 static int same_float(double got, struct expect x)
@@ -217,6 +220,28 @@ static int same_float(double got, struct expect x)
     return fabs(got - x.f) <= x.tol;
 }
 
+/* r's nout outputs (each over len elements) against the reference; what names the case. */
+static void check_outputs(const char *what, const struct gr_result *r, const struct expect *ref, int64_t nout,
+                          int64_t len)
+{
+    int is_int = r->i != NULL, arg = r->index != NULL;
+    for (int64_t o = 0; o < nout; o++) {
+        const struct expect *x = &ref[o];
+        int ok = is_int ? r->i[o] == x->i : same_float(r->f[o], *x);
+        if (ok && arg && !is_int && !isnan(x->f)) /* the value is the element itself: same bits */
+            ok = memcmp(&r->f[o], &x->f, sizeof x->f) == 0;
+        if (ok && arg)
+            ok = r->index[o] == x->index;
+        if (!ok)
+            fail_msg("%s: output %lld of %lld (reduced over %lld): got %lld / %.17g idx %lld, "
+                     "want %lld / %.17g idx %lld (tol %g)",
+                     what, (long long)o, (long long)nout, (long long)len,
+                     (long long)(is_int ? r->i[o] : 0), is_int ? 0.0 : r->f[o],
+                     (long long)(arg ? r->index[o] : -1), (long long)x->i, x->f, (long long)x->index,
+                     x->tol);
+    }
+}
+
 /* Run q on b and compare every output with the reference; names the case on a mismatch. */
 static void check_req(struct gr_backend *b, const struct gr_reduce_req *q, const struct expect *ref)
 {
@@ -227,9 +252,9 @@ static void check_req(struct gr_backend *b, const struct gr_reduce_req *q, const
     struct gr_err e = {0};
     char used[32] = "";
     char what[160];
-    snprintf(what, sizeof what, "%s %s axis %d ties %s %lldx%lld on %s (%d threads)",
+    snprintf(what, sizeof what, "%s %s axis %d ties %s %lldx%lld (%lld groups) on %s (%d threads)",
              gr_op_name(q->op), gr_dtype_name(q->dtype), q->axis, q->ties_last ? "last" : "first",
-             (long long)q->rows, (long long)q->cols, q->algorithm, omp_get_max_threads());
+             (long long)q->rows, (long long)q->cols, (long long)groups_of(q), q->algorithm, omp_get_max_threads());
 
     int rc = b->reduce(b, q, &r, &t, used, &e);
     if (rc != GR_OK)
@@ -245,21 +270,7 @@ static void check_req(struct gr_backend *b, const struct gr_reduce_req *q, const
     else if (q->rows * q->cols >= (1 << 18)) /* AUTO_PARALLEL_MIN */
         assert_string_equal(used, "cpu_omp_chunked");
 
-    for (int64_t o = 0; o < nout; o++) {
-        const struct expect *x = &ref[o];
-        int ok = is_int ? r.i[o] == x->i : same_float(r.f[o], *x);
-        if (ok && arg && !is_int && !isnan(x->f)) /* the value is the element itself: same bits */
-            ok = memcmp(&r.f[o], &x->f, sizeof x->f) == 0;
-        if (ok && arg)
-            ok = r.index[o] == x->index;
-        if (!ok)
-            fail_msg("%s: output %lld of %lld (reduced over %lld): got %lld / %.17g idx %lld, "
-                     "want %lld / %.17g idx %lld (tol %g)",
-                     what, (long long)o, (long long)nout, (long long)len,
-                     (long long)(is_int ? r.i[o] : 0), is_int ? 0.0 : r.f[o],
-                     (long long)(arg ? r.index[o] : -1), (long long)x->i, x->f, (long long)x->index,
-                     x->tol);
-    }
+    check_outputs(what, &r, ref, nout, len);
     gr_result_free(&r);
 }
 
@@ -281,7 +292,7 @@ static void check_all_variants(struct gr_backend *b, struct gr_reduce_req q)
 
 static const int64_t shapes[][2] = {
     {1, 1}, {1, 2}, {1, 33}, {1, 1000}, {1, 100003}, {7, 3}, {3, 7}, {1000, 9}, {9, 1000},
-    {100003, 3}, {40, 2500}, {2, 1},
+    {100003, 3}, {40, 2500}, {2, 1}, {21, 1}, {63, 40},
 };
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -311,14 +322,101 @@ static void matrix(int dtype, int nthreads, int64_t max_n)
                     continue;
                 for (int axis = GR_AXIS_ALL; axis <= 1; axis++)
                     for (int ties = 0; ties <= gr_op_is_arg(op); ties++) {
-                        struct gr_reduce_req q = {op, dtype, axis, ties, rows, cols, data, NULL, 0, NULL, 0};
+                        struct gr_reduce_req q = {op, dtype, axis, ties, rows, cols, data, NULL, 0, NULL, 0, 0};
                         check_all_variants(b, q);
+                        /* axis 0 in groups: the rows split in 3 or 7 (an N-D array's middle axes) */
+                        for (int64_t g = 3; axis == 0 && g <= 7; g += 4)
+                            if (rows % g == 0)
+                                q.groups = g, check_all_variants(b, q);
                     }
             }
             free(data);
         }
     }
     omp_set_num_threads(before);
+    b->destroy(b);
+}
+
+/* data (n elements of dtype, shape) copied with its kept axes first and the axes in mask last:
+ * its reduction over mask is then an axis-1 one, which the reference knows. */
+static void *kept_first(const void *data, int dtype, int ndim, const int64_t *shape, unsigned mask, int64_t n,
+                        int64_t *kept, int64_t *reduced)
+{
+    size_t es = gr_dtype_size(dtype);
+    char *out = malloc((size_t)n * es);
+    assert_non_null(out);
+    *kept = *reduced = 1;
+    for (int d = 0; d < ndim; d++)
+        *(mask >> d & 1u ? reduced : kept) *= shape[d];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i, ko = 0, ro = 0, kstride = 1, rstride = 1;
+        for (int d = ndim - 1; d >= 0; d--) { /* i's index along d, from the last axis */
+            int64_t at = rest % shape[d];
+            rest /= shape[d];
+            if (mask >> d & 1u)
+                ro += at * rstride, rstride *= shape[d];
+            else
+                ko += at * kstride, kstride *= shape[d];
+        }
+        memcpy(out + (size_t)(ko * *reduced + ro) * es, (const char *)data + (size_t)i * es, es);
+    }
+    return out;
+}
+
+/* Any axes of arrays up to GR_MAX_DIMS-D, random shapes and axis sets, every op, dtype and
+ * variant: the passes (common/axes.h) against the reference over kept_first's copy. */
+static void test_any_axes(void **state)
+{
+    struct gr_backend *b = gr_cpu_backend_new();
+    assert_non_null(b);
+    uint64_t st = 2026;
+    for (int it = 0; it < 3000; it++) {
+        int ndim = 1 + (int)(rnd(&st) % GR_MAX_DIMS), op = (int)(rnd(&st) % GR_NOPS);
+        int dtype = (int)(rnd(&st) % GR_NDTYPES), ties = gr_op_is_arg(op) && rnd(&st) % 2;
+        int64_t shape[GR_MAX_DIMS], n = 1;
+        for (int d = 0; d < ndim; d++)
+            shape[d] = 1 + (int64_t)(rnd(&st) % (ndim > 4 ? 3 : 7)), n *= shape[d];
+        unsigned all = (1u << ndim) - 1, mask = (unsigned)(rnd(&st) % (all + 1));
+        if (!mask || (gr_op_is_arg(op) && __builtin_popcount(mask) > 1 && mask != all))
+            mask = rnd(&st) % 2 ? all : 1u << (rnd(&st) % (uint64_t)ndim); /* arg ops: one axis or all */
+        int specials = op == GR_MIN || op == GR_MAX || gr_op_is_arg(op) || op == GR_NANMIN || op == GR_NANMAX ||
+                       op == GR_COUNT_NONZERO || op == GR_NANSUM;
+        enum dist dist = op == GR_PROD ? D_PROD
+                         : gr_dtype_is_float(dtype) && specials && rnd(&st) % 2 ? D_SPECIAL
+                                                                               : D_GENERAL;
+        void *data = make_data(dtype, n, dist, (uint64_t)it);
+        int64_t kept, reduced;
+        void *flat = kept_first(data, dtype, ndim, shape, mask, n, &kept, &reduced);
+        struct gr_reduce_req rq = {op, dtype, 1, ties, kept, reduced, flat, "cpu_seq", 0, NULL, 0, 0};
+        struct expect *ref = malloc((size_t)kept * sizeof *ref);
+        assert_non_null(ref);
+        for (int64_t o = 0; o < kept; o++)
+            ref[o] = ref_one(&rq, o, reduced);
+
+        struct gr_pass p[GR_MAX_DIMS];
+        int np = gr_axes_plan(ndim, shape, mask, p);
+        struct gr_reduce_req q = {op, dtype, 0, ties, 0, 0, data, variants[it % NVARIANTS], 0, NULL, 0, 0};
+        struct gr_result r = {0};
+        struct gr_timings t = {0};
+        struct gr_err e = {0};
+        char used[32], what[200];
+        int at = snprintf(what, sizeof what, "%s %s over axes 0x%x of [", gr_op_name(op), gr_dtype_name(dtype), mask);
+        for (int d = 0; d < ndim; d++)
+            at += snprintf(what + at, sizeof what - (size_t)at, d ? ",%lld" : "%lld", (long long)shape[d]);
+        snprintf(what + at, sizeof what - (size_t)at, "] in %d passes on %s", np, q.algorithm);
+        int rc = gr_backend_reduce_passes(b, &q, p, np, &r, &t, used, &e);
+        if (rc != GR_OK)
+            fail_msg("%s: rc %d (%s)", what, rc, e.msg);
+        assert_int_equal(r.n, kept);
+        if (strcmp(q.algorithm, "auto"))
+            assert_string_equal(used, q.algorithm);
+        assert_true(gr_op_is_arg(op) ? np == 1 && r.index != NULL : r.index == NULL);
+        check_outputs(what, &r, ref, kept, reduced);
+        gr_result_free(&r);
+        free(ref);
+        free(flat);
+        free(data);
+    }
     b->destroy(b);
 }
 
@@ -367,7 +465,7 @@ static void test_ties(void **state)
     const int64_t want[2][2] = {{1, 4}, {3, 5}}; /* [argmax][ties_last] */
     for (int op = GR_ARGMIN; op <= GR_ARGMAX; op++)
         for (int last = 0; last <= 1; last++) {
-            run_each(b, (struct gr_reduce_req){op, GR_INT32, GR_AXIS_ALL, last, 1, 6, small, NULL, 0, NULL, 0}, r);
+            run_each(b, (struct gr_reduce_req){op, GR_INT32, GR_AXIS_ALL, last, 1, 6, small, NULL, 0, NULL, 0, 0}, r);
             for (int v = 0; v < NVARIANTS; v++) {
                 assert_int_equal(r[v].index[0], want[op == GR_ARGMAX][last]);
                 assert_int_equal(r[v].i[0], small[want[op == GR_ARGMAX][last]]);
@@ -378,7 +476,7 @@ static void test_ties(void **state)
     /* -0.0 and +0.0 tie; the value reported is the element at the winning index */
     const double zeros[] = {0.0, -0.0, 2.0, -0.0};
     for (int last = 0; last <= 1; last++) {
-        run_each(b, (struct gr_reduce_req){GR_ARGMIN, GR_FLOAT64, GR_AXIS_ALL, last, 1, 4, zeros, NULL, 0, NULL, 0}, r);
+        run_each(b, (struct gr_reduce_req){GR_ARGMIN, GR_FLOAT64, GR_AXIS_ALL, last, 1, 4, zeros, NULL, 0, NULL, 0, 0}, r);
         for (int v = 0; v < NVARIANTS; v++) {
             assert_int_equal(r[v].index[0], last ? 3 : 0);
             assert_true(r[v].f[0] == 0.0 && !!signbit(r[v].f[0]) == last);
@@ -395,11 +493,11 @@ static void test_ties(void **state)
         same[i] = 7.0f, ones[i] = -1;
     for (int op = GR_ARGMIN; op <= GR_ARGMAX; op++)
         for (int last = 0; last <= 1; last++) {
-            run_each(b, (struct gr_reduce_req){op, GR_FLOAT32, GR_AXIS_ALL, last, 1, n, same, NULL, 0, NULL, 0}, r);
+            run_each(b, (struct gr_reduce_req){op, GR_FLOAT32, GR_AXIS_ALL, last, 1, n, same, NULL, 0, NULL, 0, 0}, r);
             for (int v = 0; v < NVARIANTS; v++)
                 assert_true(r[v].index[0] == (last ? n - 1 : 0) && r[v].f[0] == 7.0);
             free_each(r);
-            run_each(b, (struct gr_reduce_req){op, GR_INT64, 1, last, 3, n / 3, ones, NULL, 0, NULL, 0}, r);
+            run_each(b, (struct gr_reduce_req){op, GR_INT64, 1, last, 3, n / 3, ones, NULL, 0, NULL, 0, 0}, r);
             for (int v = 0; v < NVARIANTS; v++)
                 for (int o = 0; o < 3; o++)
                     assert_true(r[v].index[o] == (last ? n / 3 - 1 : 0) && r[v].i[o] == -1);
@@ -427,7 +525,7 @@ static void test_nan(void **state)
         const void *data = dt == GR_FLOAT32 ? (const void *)f : (const void *)d;
         for (int op = 0; op <= GR_ARGMAX; op++) /* the ops NaN propagates through */
             for (int last = 0; last <= gr_op_is_arg(op); last++) {
-                run_each(b, (struct gr_reduce_req){op, dt, GR_AXIS_ALL, last, 1, n, data, NULL, 0, NULL, 0}, r);
+                run_each(b, (struct gr_reduce_req){op, dt, GR_AXIS_ALL, last, 1, n, data, NULL, 0, NULL, 0, 0}, r);
                 for (int v = 0; v < NVARIANTS; v++) {
                     assert_true(isnan(r[v].f[0]));
                     if (gr_op_is_arg(op))
@@ -441,7 +539,7 @@ static void test_nan(void **state)
                 continue;
             for (int axis = 0; axis <= 1; axis++)
                 for (int last = 0; last <= gr_op_is_arg(op); last++) {
-                    run_each(b, (struct gr_reduce_req){op, dt, axis, last, 1000, 100, data, NULL, 0, NULL, 0}, r);
+                    run_each(b, (struct gr_reduce_req){op, dt, axis, last, 1000, 100, data, NULL, 0, NULL, 0, 0}, r);
                     for (int v = 0; v < NVARIANTS; v++)
                         for (int64_t o = 0; o < r[v].n; o++) {
                             int64_t hit1 = axis ? p1 / 100 : p1 % 100, hit2 = axis ? p2 / 100 : p2 % 100;
@@ -475,7 +573,7 @@ static void test_nan_ops(void **state)
         {GR_COUNT_NONZERO, GR_AXIS_ALL, {5}}, {GR_COUNT_NONZERO, 0, {2, 1, 2}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        run_each(b, (struct gr_reduce_req){cases[c].op, GR_FLOAT64, cases[c].axis, 0, 2, 3, x, NULL, 0, NULL, 0}, r);
+        run_each(b, (struct gr_reduce_req){cases[c].op, GR_FLOAT64, cases[c].axis, 0, 2, 3, x, NULL, 0, NULL, 0, 0}, r);
         for (int v = 0; v < NVARIANTS; v++)
             for (int64_t o = 0; o < r[v].n; o++) {
                 double got = r[v].i ? (double)r[v].i[o] : r[v].f[o], want = cases[c].want[o];
@@ -499,7 +597,7 @@ static void test_inf(void **state)
         double want = 0;
         for (int k = 0; k < 3; k++) /* a plain sum gets these right: no finite rounding here */
             want += cases[c][k];
-        run_each(b, (struct gr_reduce_req){GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 3, cases[c], NULL, 0, NULL, 0}, r);
+        run_each(b, (struct gr_reduce_req){GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 3, cases[c], NULL, 0, NULL, 0, 0}, r);
         for (int v = 0; v < NVARIANTS; v++)
             assert_true(isnan(want) ? isnan(r[v].f[0]) : r[v].f[0] == want);
         free_each(r);
@@ -518,11 +616,11 @@ static void test_int32_sum_does_not_wrap(void **state)
         int32_t v = extreme ? INT32_MIN : INT32_MAX;
         for (int64_t i = 0; i < n; i++)
             x[i] = v;
-        run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0}, r);
+        run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0}, r);
         for (int vi = 0; vi < NVARIANTS; vi++)
             assert_int_equal(r[vi].i[0], n * (int64_t)v);
         free_each(r);
-        run_each(b, (struct gr_reduce_req){GR_MEAN, GR_INT32, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0}, r);
+        run_each(b, (struct gr_reduce_req){GR_MEAN, GR_INT32, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0}, r);
         for (int vi = 0; vi < NVARIANTS; vi++)
             assert_true(r[vi].f[0] == (double)v);
         free_each(r);
@@ -540,25 +638,25 @@ static void test_int64_wraps(void **state)
     assert_non_null(x);
     for (int64_t i = 0; i < n; i++)
         x[i] = INT64_MAX;
-    run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_int_equal(r[v].i[0], as_int64((uint64_t)n * (uint64_t)INT64_MAX));
     free_each(r);
 
     x[0] = INT64_MAX, x[1] = 1;
-    run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_true(r[v].i[0] == INT64_MIN);
     free_each(r);
 
     x[0] = INT64_MAX, x[1] = 3;
-    run_each(b, (struct gr_reduce_req){GR_PROD, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_PROD, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_int_equal(r[v].i[0], as_int64((uint64_t)INT64_MAX * 3u));
     free_each(r);
 
     x[0] = x[1] = (int64_t)1 << 32;
-    run_each(b, (struct gr_reduce_req){GR_PROD, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_PROD, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_int_equal(r[v].i[0], 0);
     free_each(r);
@@ -578,11 +676,11 @@ static void test_compensated_sum(void **state)
     for (int64_t i = 1; i < n - 1; i++)
         x[i] = 1.0;
     x[n - 1] = -1e16;
-    run_each(b, (struct gr_reduce_req){GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_true(r[v].f[0] == (double)(n - 2));
     free_each(r);
-    run_each(b, (struct gr_reduce_req){GR_MEAN, GR_FLOAT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_MEAN, GR_FLOAT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_true(fabs(r[v].f[0] - (double)(n - 2) / (double)n) <= 4 * DBL_EPSILON);
     free_each(r);
@@ -607,17 +705,17 @@ static void test_errors(void **state)
 {
     struct gr_backend *b = gr_cpu_backend_new();
     const int32_t x[4] = {1, 2, 3, 4};
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 4, x, "cpu_turbo", 0, NULL, 0},
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 4, x, "cpu_turbo", 0, NULL, 0, 0},
                    GR_EINVAL);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 4, x, "cpu_seq ", 0, NULL, 0},
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 4, x, "cpu_seq ", 0, NULL, 0, 0},
                    GR_EINVAL);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 0, 4, x, NULL, 0, NULL, 0}, GR_EUNPROC);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 0, 0, 1, 0, x, "cpu_seq", 0, NULL, 0}, GR_EUNPROC);
-    expect_failure(b, (struct gr_reduce_req){GR_MAX, GR_INT32, 1, 0, -1, 4, x, NULL, 0, NULL, 0}, GR_EUNPROC);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 1, 0, INT64_MAX, 4, x, NULL, 0, NULL, 0}, GR_EUNPROC);
-    expect_failure(b, (struct gr_reduce_req){GR_NOPS, GR_INT32, 1, 0, 1, 4, x, NULL, 0, NULL, 0}, GR_EINVAL);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_NDTYPES, 1, 0, 1, 4, x, NULL, 0, NULL, 0}, GR_EINVAL);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 2, 0, 1, 4, x, NULL, 0, NULL, 0}, GR_EINVAL);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 0, 4, x, NULL, 0, NULL, 0, 0}, GR_EUNPROC);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 0, 0, 1, 0, x, "cpu_seq", 0, NULL, 0, 0}, GR_EUNPROC);
+    expect_failure(b, (struct gr_reduce_req){GR_MAX, GR_INT32, 1, 0, -1, 4, x, NULL, 0, NULL, 0, 0}, GR_EUNPROC);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 1, 0, INT64_MAX, 4, x, NULL, 0, NULL, 0, 0}, GR_EUNPROC);
+    expect_failure(b, (struct gr_reduce_req){GR_NOPS, GR_INT32, 1, 0, 1, 4, x, NULL, 0, NULL, 0, 0}, GR_EINVAL);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_NDTYPES, 1, 0, 1, 4, x, NULL, 0, NULL, 0, 0}, GR_EINVAL);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 2, 0, 1, 4, x, NULL, 0, NULL, 0, 0}, GR_EINVAL);
     b->destroy(b);
 }
 
@@ -651,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_int32_sum_does_not_wrap),
         cmocka_unit_test(test_int64_wraps),
         cmocka_unit_test(test_compensated_sum),
+        cmocka_unit_test(test_any_axes),
         cmocka_unit_test(test_matrix_int32),
         cmocka_unit_test(test_matrix_int64),
         cmocka_unit_test(test_matrix_float32),

@@ -531,7 +531,7 @@ static void test_render_canonical(void **state)
             snprintf(j->dataset, sizeof j->dataset, "d_0123456789abcdef"), j->group = 3;
         int rows = k == 5 ? 3 : 1;
         if (rows > 1)
-            j->ndim = 2, j->axis = 1, j->shape[0] = 3, j->shape[1] = 5;
+            j->ndim = 2, j->axes = 2u, j->shape[0] = 3, j->shape[1] = 5;
         assert_int_equal(gr_result_alloc(&j->result, rows, j->dtype == GR_INT64, j->op == GR_ARGMAX, &e), GR_OK);
         for (int r = 0; r < rows; r++) {
             if (j->result.i)
@@ -630,7 +630,7 @@ static void test_render_canonical(void **state)
     /* an arg op's result kept with its indices */
     j = gr_job_new();
     assert_non_null(j);
-    j->status = GR_SUCCEEDED, j->op = GR_ARGMAX, j->ndim = 2, j->axis = 1, j->shape[0] = 5000, j->shape[1] = 2;
+    j->status = GR_SUCCEEDED, j->op = GR_ARGMAX, j->ndim = 2, j->axes = 2u, j->shape[0] = 5000, j->shape[1] = 2;
     snprintf(j->result_dataset, sizeof j->result_dataset, "d_00000000000000ef");
     snprintf(j->indices_dataset, sizeof j->indices_dataset, "d_00000000000000f0");
     j->result.n = 5000;

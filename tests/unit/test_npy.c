@@ -88,7 +88,7 @@ static const struct bad bads[] = {
     {1, "{'descr': '', 'fortran_order': False, 'shape': (3,)}", GR_EMEDIA},
     {1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,)}", GR_EMEDIA},
     {1, "{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2)}", GR_EUNPROC},
-    {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4)}", GR_EUNPROC},
+    {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4, 1, 1, 1, 1, 1, 2)}", GR_EUNPROC}, /* 9-D */
     {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", GR_EUNPROC},
     {1, "{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,)}", GR_EUNPROC},
     {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", GR_EUNPROC},
@@ -173,9 +173,14 @@ static void test_bad_preambles(void **state)
 /* What the writer makes, the reader reads back, aligned for the values. */
 static void test_writer_round_trip(void **state)
 {
-    const int64_t shapes[][2] = {{1, 1}, {5, 1}, {3, 7}, {INT64_MAX, 1}, {INT64_MAX, INT64_MAX}};
+    const int64_t shapes[][GR_MAX_DIMS] = {{1, 1, 1, 1, 1, 1, 1, 1},
+                                           {5, 1, 2, 1, 3, 1, 1, 2},
+                                           {3, 7, 2, 5, 4, 3, 2, 9},
+                                           {INT64_MAX, 1, 1, 1, 1, 1, 1, 1},
+                                           {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
+                                            INT64_MAX}};
     for (int dt = 0; dt < GR_NDTYPES; dt++)
-        for (int ndim = 0; ndim <= 2; ndim++)
+        for (int ndim = 0; ndim <= GR_MAX_DIMS; ndim++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
                 char buf[GR_NPY_HEADER_MAX];
                 size_t n = gr_npy_header(dt, ndim, shapes[s], buf, sizeof buf);
@@ -192,14 +197,14 @@ static void test_writer_round_trip(void **state)
                 assert_int_equal(h.dtype, dt);
                 assert_int_equal(h.ndim, ndim);
                 assert_int_equal(h.data_at, n);
-                assert_int_equal(h.shape[0], ndim > 0 ? shapes[s][0] : 1);
-                assert_int_equal(h.shape[1], ndim > 1 ? shapes[s][1] : 1);
+                for (int d = 0; d < GR_MAX_DIMS; d++)
+                    assert_int_equal(h.shape[d], d < ndim ? shapes[s][d] : 1);
             }
     char small[GR_NPY_HEADER_MAX - 1];
     assert_int_equal(gr_npy_header(GR_FLOAT32, 1, shapes[0], small, sizeof small), 0);
     char buf[GR_NPY_HEADER_MAX];
     assert_int_equal(gr_npy_header(GR_NDTYPES, 1, shapes[0], buf, sizeof buf), 0);
-    assert_int_equal(gr_npy_header(GR_FLOAT32, 3, shapes[0], buf, sizeof buf), 0);
+    assert_int_equal(gr_npy_header(GR_FLOAT32, GR_MAX_DIMS + 1, shapes[0], buf, sizeof buf), 0);
 }
 
 int main(void)
