@@ -199,11 +199,13 @@ static int pack_level(json_t *data, int d, const struct nest *at, int dtype, voi
     for (size_t i = 0; i < json_array_size(data); i++) {
         json_t *x = json_array_get(data, i);
         if (d < at->ndim - 1) {
-            if (!json_is_array(x) || json_array_size(x) != (size_t)at->shape[d + 1])
-                return gr_fail(e, GR_EUNPROC, at->field, "%s, %s, is %s, not an array of %lld like the first: every "
-                                                         "array at a level needs the same length",
-                               json_is_array(x) ? "a row" : "an element", where_in(&pl, at, *k, d + 1),
-                               json_is_array(x) ? "of another length" : type_name(x), (long long)at->shape[d + 1]);
+            if (!json_is_array(x))
+                return gr_fail(e, GR_EUNPROC, at->field, "%s is %s, but the first at its level is an array of %lld",
+                               where_in(&pl, at, *k, d + 1), type_name(x), (long long)at->shape[d + 1]);
+            if (json_array_size(x) != (size_t)at->shape[d + 1])
+                return gr_fail(e, GR_EUNPROC, at->field, "ragged: %s has %zu elements, the first at its level %lld; "
+                                                         "every array at one level needs the same length",
+                               where_in(&pl, at, *k, d + 1), json_array_size(x), (long long)at->shape[d + 1]);
             int rc = pack_level(x, d + 1, at, dtype, out, k, e);
             if (rc)
                 return rc;
