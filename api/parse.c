@@ -46,29 +46,6 @@ static int get_string(json_t *root, const char *key, char *buf, size_t len, stru
     return GR_OK;
 }
 
-/* The data's shape from its nesting, [..] to GR_MAX_DIMS levels deep, read along its first
- * elements (pack() checks that every array at a level is as long). field: the member errors are
- * about ("data", or a matmul operand's name). */
-static int nesting(json_t *data, const char *field, int *ndim, int64_t shape[GR_MAX_DIMS], struct gr_err *e)
-{
-    if (!json_is_array(data))
-        return gr_fail(e, GR_EINVAL, field, "\"data\" must be an array of numbers or of rows, not %s",
-                       type_name(data));
-    int nd = 0;
-    for (json_t *x = data; json_is_array(x); x = json_array_get(x, 0)) {
-        if (nd == GR_MAX_DIMS)
-            return gr_fail(e, GR_EUNPROC, field, "\"%s\" nests arrays deeper than %d levels; up to %d-D data is "
-                                                 "supported", field, GR_MAX_DIMS, GR_MAX_DIMS);
-        if (json_array_size(x) == 0)
-            return gr_fail(e, GR_EUNPROC, field, nd ? "\"%s\" has empty rows: at least one element is needed"
-                                                    : "\"%s\" is empty: at least one element is needed", field);
-        shape[nd++] = (int64_t)json_array_size(x);
-    }
-    for (*ndim = nd; nd < GR_MAX_DIMS; nd++)
-        shape[nd] = 1;
-    return GR_OK;
-}
-
 /* The element count of shape's ndim dimensions into *count: -1 if it overflows. */
 static int count_of(int ndim, const int64_t *shape, int64_t *count)
 {
@@ -235,6 +212,29 @@ static int pack(json_t *data, int ndim, const int64_t *shape, int dtype, void *o
     struct nest at = {field, ndim, shape};
     size_t k = 0;
     return pack_level(data, 0, &at, dtype, out, &k, e);
+}
+
+/* The data's shape from its nesting, [..] to GR_MAX_DIMS levels deep, read along its first
+ * elements, then checked whole: a ragged array's first elements may promise far more than the
+ * body holds. field: the member errors are about ("data", or a matmul operand's name). */
+static int nesting(json_t *data, const char *field, int *ndim, int64_t shape[GR_MAX_DIMS], struct gr_err *e)
+{
+    if (!json_is_array(data))
+        return gr_fail(e, GR_EINVAL, field, "\"data\" must be an array of numbers or of rows, not %s",
+                       type_name(data));
+    int nd = 0;
+    for (json_t *x = data; json_is_array(x); x = json_array_get(x, 0)) {
+        if (nd == GR_MAX_DIMS)
+            return gr_fail(e, GR_EUNPROC, field, "\"%s\" nests arrays deeper than %d levels; up to %d-D data is "
+                                                 "supported", field, GR_MAX_DIMS, GR_MAX_DIMS);
+        if (json_array_size(x) == 0)
+            return gr_fail(e, GR_EUNPROC, field, nd ? "\"%s\" has empty rows: at least one element is needed"
+                                                    : "\"%s\" is empty: at least one element is needed", field);
+        shape[nd++] = (int64_t)json_array_size(x);
+    }
+    for (*ndim = nd; nd < GR_MAX_DIMS; nd++)
+        shape[nd] = 1;
+    return pack(data, *ndim, shape, 0, NULL, field, e);
 }
 
 /* The numbers read from the body's text (numbers.h) packed into out as dtype, as pack does. */
@@ -424,13 +424,15 @@ static int get_number(json_t *root, const char *key, double def, double *out, st
 
 /* "axis" as NumPy takes it, for ndim-D data of this shape: null, an int or a list of ints, each
  * from -ndim to ndim - 1 (negative: from the end), none twice; an arg op's one axis or null.
- * Into *mask: bit d for each axis d reduced (null: every axis). */
-static int parse_axis(const json_t *axis, int op, int ndim, const int64_t *shape, unsigned *mask, struct gr_err *e)
+ * Into *mask: bit d for each axis d reduced (null: every axis, and *null set). */
+static int parse_axis(const json_t *axis, int op, int ndim, const int64_t *shape, unsigned *mask, int *null,
+                      struct gr_err *e)
 {
     struct dims_text dims;
     dims_of(&dims, ndim, shape);
     *mask = (1u << ndim) - 1;
-    if (!axis || json_is_null(axis))
+    *null = !axis || json_is_null(axis);
+    if (*null)
         return GR_OK;
     if (!json_is_integer(axis) && !json_is_array(axis))
         return gr_fail(e, GR_EINVAL, "axis", "\"axis\" must be null, an integer or a list of integers, not %s",
@@ -591,16 +593,12 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
     int nd = j->ndim; /* inline data's nesting, for fill() */
     int64_t nests[GR_MAX_DIMS], count;
     memcpy(nests, j->shape, sizeof nests);
-    /* inline data is checked whole before its size is trusted: a ragged array's first elements may
-     * promise far more than the body holds */
-    if (!from && !v->data && (rc = pack(data, nd, nests, j->dtype, NULL, "data", e)))
-        return rc;
     if (count_of(j->ndim, j->shape, &count))
         return gr_fail(e, GR_EUNPROC, "data", "the data is too large");
     json_t *shape = json_object_get(root, "shape");
     if (shape && (rc = parse_shape(shape, count, !from && nd > 1, of, &j->ndim, j->shape, e)))
         return rc;
-    if ((rc = parse_axis(json_object_get(root, "axis"), j->op, j->ndim, j->shape, &j->axes, e)))
+    if ((rc = parse_axis(json_object_get(root, "axis"), j->op, j->ndim, j->shape, &j->axes, &j->axis_null, e)))
         return rc;
     return from ? GR_OK : fill(data, v->data, j, nd, nests, e);
 }

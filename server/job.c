@@ -34,6 +34,7 @@ struct gr_job *gr_job_new(void)
     j->refs = 1;
     gr_id_new('j', j->id, sizeof j->id);
     j->axes = 1u;
+    j->axis_null = 1;
     j->ndim = 1;
     for (int d = 0; d < GR_MAX_DIMS; d++)
         j->shape[d] = 1;

@@ -312,11 +312,12 @@ static void put_result(struct gr_buf *b, const struct gr_job *j)
     put(b, "}");
 }
 
-/* A reduction's axes as a request gives them: null (every one), an axis, or a list. */
+/* A reduction's axes as a request gives them: null (every one; a list of all of them of an
+ * array of 2 or more dimensions too), an axis, or a list. */
 static void put_axes(struct gr_buf *b, const struct gr_job *j)
 {
     int n = __builtin_popcount(j->axes);
-    if (j->kind != GR_JOB_REDUCE || gr_job_whole(j)) {
+    if (j->kind != GR_JOB_REDUCE || j->axis_null || (gr_job_whole(j) && j->ndim > 1)) {
         put(b, "null");
         return;
     }
@@ -590,6 +591,7 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
     for (int d = 0; d < j->ndim; d++)
         j->shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
     j->axes = axes_of(axis, j->ndim);
+    j->axis_null = json_is_null(axis);
     j->ties_last = !strcmp(ties, "last");
     j->keepdims = json_is_true(json_object_get(o, "keepdims")); /* absent before keepdims: false */
     snprintf(j->algorithm, sizeof j->algorithm, "%s", algo);
