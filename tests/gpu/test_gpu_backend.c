@@ -79,6 +79,12 @@ static void every_op(void)
                     struct gr_reduce_req q = {op, dt, axis, last, gr_rng_range(&rng, 1, 300),
                                               gr_rng_range(&rng, 1, 3000), NULL, algo, 0, NULL, 0, 0};
                     against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
+                    if (axis == 0) { /* in groups: an N-D array's middle axes, narrow and wide */
+                        int64_t g = gr_rng_range(&rng, 2, 40), inner = k % 2 ? gr_rng_range(&rng, 1, 8) : q.cols;
+                        q = (struct gr_reduce_req){op, dt, 0, last, g * gr_rng_range(&rng, 1, 200), inner, NULL, "fast",
+                                                   0, NULL, 0, g};
+                        against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
+                    }
                 }
 }
 
