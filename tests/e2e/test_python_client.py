@@ -414,6 +414,19 @@ def jobs(srv, c, seen, rng):
             CHECK.ok(isinstance(got, np.ndarray) and got.shape == want.shape and np.allclose(got, want),
                      "%s of %dx4 axis %r keepdims: shape %r, NumPy's %r" % (op, rows, axis, getattr(got, "shape", got),
                                                                            want.shape))
+    # N-D arrays: any axes, as NumPy (inline JSON, the one-shot body, an uploaded dataset; kept)
+    for shape in ((3, 4, 5), (2, 3, 2, 4, 2), (5000, 2, 3)):
+        x = rng.random(shape)
+        ds = c.upload(x)
+        for op, axis, keep in (("sum", (0, 2), False), ("max", -1, True), ("argmax", 1, False), ("mean", None, True),
+                               ("nansum", (1, 2), True)):
+            for src, name in ((x, "an array"), (ds, "its dataset")):
+                got = getattr(c, op)(src, axis, keepdims=keep, device=L.DEVICE)
+                want = getattr(np, op)(x, axis=axis, keepdims=keep)
+                CHECK.ok(np.shape(got) == np.shape(want) and np.allclose(got, want),
+                         "%s of %s %r axis %r keepdims %s: shape %r, NumPy's %r" % (
+                             op, name, shape, axis, keep, np.shape(got), np.shape(want)))
+        ds.delete()
     raises("an unknown job", lambda: c.job(NO_JOB), 404, None, NO_JOB, kind=gpured.NotFound)
     raises("a sum of an unknown dataset", lambda: c.sum(NO_DATASET, device=L.DEVICE), 404)
     # the dtypes the service does not take are widened, every value exact; uint64 is refused here
@@ -1077,6 +1090,10 @@ def cli_more(c, run, run_cli, env, tmp):
     jid = p.stdout.split()[0] if p.stdout else ""
     CHECK.eq(run(["--json", "result", jid]).stdout.strip(), "[1, 0]", "gpured-cli result of an argmax: its indices")
     CHECK.eq(run(["result", jid, "--part", "values"]).stdout.strip(), "[5 7]", "gpured-cli result --part values")
+    p = run(["--json", "submit", "sum", "--data", "[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]", "--axis", "0,-1", "--device",
+             L.DEVICE, "--wait"])
+    CHECK.eq((json.loads(p.stdout or "{}").get("result") or {}).get("values"), [14, 22],
+             "gpured-cli submit of 3-D data, --axis 0,-1")
     CHECK.eq(json.loads(run(["--json", "devices"]).stdout or "{}").get("cpu"), c.devices()["cpu"], "gpured-cli devices")
     CHECK.ok("cpu cpu_seq sum" in run(["algorithms"]).stdout, "gpured-cli algorithms: a line per variant")
     p = run(["benchmark", "sum", "float32", "4096", "--device", "cpu", "--repeats", "2", "--algorithms", "cpu_seq"])

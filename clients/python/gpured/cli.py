@@ -48,6 +48,12 @@ class ProgressBar:
         sys.stderr.flush()
 
 
+def _axes(arg: str) -> Any:
+    """--axis: an axis, or a tuple of them ("0,2")."""
+    axes = tuple(int(x) for x in arg.split(","))
+    return axes[0] if len(axes) == 1 else axes
+
+
 def _values(arg: Optional[str]) -> Any:
     """A .npy file's array, a dataset id (d_...) as it is, or None."""
     if arg is None or arg.startswith("d_"):
@@ -238,7 +244,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--data", help="the values as JSON, e.g. '[[1, 2], [3, 4]]'")
     s.add_argument("--dataset", help="a stored dataset's id")
     s.add_argument("--dtype", help="int32, int64, float32 or float64 (default: the values')")
-    s.add_argument("--axis", type=int, choices=[-2, -1, 0, 1])
+    s.add_argument("--axis", type=_axes, help="an axis, or axes separated by commas (e.g. 0,2; -1: the last)")
     s.add_argument("--keepdims", action="store_true", help="keep the reduced axes as 1 (NumPy's shape)")
     s.add_argument("--ties", choices=["first", "last"])
     s.add_argument("--device", default="auto")

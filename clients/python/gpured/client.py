@@ -40,11 +40,11 @@ BACKOFF_FIRST, BACKOFF_MAX = 0.25, 30.0
 Axis = Union[None, int, Sequence[int]]
 """The axes reduced, as NumPy takes them: None (all), an axis, or several; negative from the end."""
 Reduced = Union[np.generic, np.ndarray]
-"""What a reduction gives: a NumPy scalar (whole array) or a 1-D array (an axis)."""
+"""What a reduction gives: a NumPy scalar (whole array) or an array of NumPy's shape (axes)."""
 Result = Union[np.generic, np.ndarray, dict]
 """What Job.result gives: a reduction's, a product's array, or a benchmark's table."""
 Source = Any
-"""Values to reduce: anything numpy.asarray takes (1-D or 2-D), a Dataset, or a dataset id."""
+"""Values to reduce: anything numpy.asarray takes (1-D to 8-D), a Dataset, or a dataset id."""
 
 
 class Client:
@@ -251,15 +251,15 @@ class Client:
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None, keep: bool = False) -> Reduced:
         """Run a reduction and return its result (see :meth:`Job.result`): a NumPy scalar for
-        ``axis`` None, else a 1-D array (one per column for 0, per row for 1); with ``keepdims``
-        an array of NumPy's shape, the reduced axes kept as 1. int64 for integer results, float64
+        ``axis`` None, else an array of NumPy's shape (the axes reduced gone, or with ``keepdims``
+        kept as 1). int64 for integer results, float64
         for float ones and every mean; argmin/argmax give the indices (int64).
 
-        ``data``: an array (1-D or 2-D; lists are taken as numpy.asarray does, cast to
+        ``data``: an array (1-D to 8-D; lists are taken as numpy.asarray does, cast to
         ``dtype`` when given; bool, 8- and 16-bit integers and float16 are widened to int32 or
-        float32, uint32 to int64), a :class:`Dataset` or a dataset id. ``axis``: 0, 1,
-        negative as in NumPy (-1 the last), or a tuple of them ((0, 1): the whole array).
-        ``ties``: ``"first"`` or ``"last"``, which index argmin/argmax give among equal extremes. ``shape``: a 1-D or 2-D view of the values.
+        float32, uint32 to int64), a :class:`Dataset` or a dataset id. ``axis``: an axis,
+        negative as in NumPy (-1 the last), or a tuple of them (argmin/argmax: one axis).
+        ``ties``: ``"first"`` or ``"last"``, which index argmin/argmax give among equal extremes. ``shape``: a view of the values (1 to 8 dimensions).
         ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``. ``timeout``: seconds for the whole
         call (the client's timeout unless given); past it, :class:`Timeout`. The job, and a
         result the service kept as a dataset, are deleted once the result is downloaded, unless
@@ -494,7 +494,7 @@ class Client:
     def upload(self, data: Union[Any, str, "os.PathLike[str]"], *, dtype: Optional[str] = None,
                progress: Optional[Progress] = None) -> "Dataset":
         """Store values as a dataset and return it. ``data``: an array (anything numpy.asarray
-        takes, cast to ``dtype`` when given; 0-D to 2-D), streamed as a .npy from its own memory,
+        takes, cast to ``dtype`` when given; 0-D to 8-D), streamed as a .npy from its own memory,
         or the path of a .npy file, streamed as it is. ``progress(sent, total)`` is called as
         the bytes go (total: the body's bytes, .npy header included)."""
         if isinstance(data, (str, os.PathLike)):
