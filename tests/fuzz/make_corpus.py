@@ -53,6 +53,12 @@ jobs = {
                      "repeats": 3, "device": "cpu"},
     "ragged": {"op": "sum", "dtype": "int32", "data": [[1, 2], [3]]},
     "shape_vs_nesting": {"op": "sum", "dtype": "int32", "data": [[1, 2], [3, 4]], "shape": [4]},
+    "nd_axes": {"op": "mean", "dtype": "float32", "data": [[[1, 2], [3, 4]], [[5, 6], [7, 8]]], "axis": [0, -1],
+                "keepdims": True},
+    "nd_ragged": {"op": "sum", "dtype": "int32", "data": [[[1, 2], [3, 4]], [[5, 6], [7]]]},
+    "nd_view": {"op": "count_nonzero", "dtype": "int64", "data": [0, 1, 2, 3, 4, 5, 6, 7], "shape": [2, 1, 2, 2],
+                "axis": [1, 3]},
+    "nd_nine": {"op": "sum", "dtype": "int32", "data": [[[[[[[[[1]]]]]]]]]},
     "matmul_too_large": {"op": "matmul", "a": {"dataset": "d_032fffff00000000"},
                          "b": {"dataset": "d_03200000fffff000"}},
 }
@@ -76,17 +82,21 @@ binary = {
     "npy_rows_v2": (1, "op=mean&axis=1", npy(np.arange(6, dtype="<i8").reshape(3, 2), (2, 0))),
     "npy_argmax_v3": (1, "op=argmax&dtype=float64", npy(np.array([1.0, 5.0, 2.0], dtype="<f8"), (3, 0))),
     "npy_scalar": (1, "op=sum&axis=", npy(np.array(7, dtype="<i4"))),
+    "raw_4d_axes": (0, "op=nansum&dtype=float32&shape=1,2,3,1&axis=1,-2&keepdims=true", f32x6),
+    "npy_3d_argmax": (1, "op=argmax&axis=-1", npy(np.arange(12, dtype="<f8").reshape(2, 3, 2))),
 }
 for name, (flag, query, body) in binary.items():
     put("fuzz_binary_job", name, bytes([flag]) + query.encode() + b"\n" + body)
 
-# fuzz_npy: each dtype and version, 0 to 2 dimensions; refused kinds too
+# fuzz_npy: each dtype and version, 0 to 8 dimensions; refused kinds too
 arrays = {
     "i4_2d": np.arange(6, dtype="<i4").reshape(2, 3),
     "i8_1d": np.arange(4, dtype="<i8"),
     "f4_0d": np.array(1.5, dtype="<f4"),
     "f8_2d": np.arange(4, dtype="<f8").reshape(4, 1),
     "empty": np.zeros((0, 3), dtype="<f4"),
+    "f4_4d": np.arange(24, dtype="<f4").reshape(2, 1, 3, 4),
+    "i4_8d": np.arange(16, dtype="<i4").reshape(2, 1, 2, 1, 2, 1, 2, 1),
 }
 for name, arr in arrays.items():
     for v in (1, 2, 3):
