@@ -324,7 +324,7 @@ static int take_source(const struct gr_source *s, const char *what, struct gr_jo
     j->dtype = s->dtype;
     j->ndim = s->ndim > 1 ? s->ndim : 1; /* a single value: 1-D */
     for (int d = 0; d < GR_MAX_DIMS; d++)
-        j->shape[d] = s->ndim > 1 ? s->shape[d] : d ? 1 : s->count;
+        j->shape[d] = s->ndim > 1 ? (d < s->ndim ? s->shape[d] : 1) : d ? 1 : s->count;
     if (gr_mul_size((size_t)s->count, gr_dtype_size(s->dtype), &j->input_bytes))
         return gr_fail(e, GR_EUNPROC, NULL, "%s is too large", what);
     return GR_OK;

@@ -61,8 +61,8 @@ static inline void fuzz_check_render(const struct gr_job *j)
 static inline void fuzz_check_job(const struct gr_job *j)
 {
     FUZZ_CHECK(j->dtype >= 0 && j->dtype < GR_NDTYPES && j->op >= 0 && j->op <= GR_MATMUL);
-    FUZZ_CHECK((j->ndim == 1 && j->shape[1] == 1) || j->ndim == 2);
-    size_t es = gr_dtype_size(j->dtype), bytes = fuzz_bytes(j->shape[0], j->shape[1], es);
+    FUZZ_CHECK(j->ndim >= 1 && j->ndim <= GR_MAX_DIMS);
+    size_t es = gr_dtype_size(j->dtype), bytes = fuzz_bytes(gr_job_rows(j), gr_job_cols(j), es);
     if (j->kind == GR_JOB_MATMUL) {
         const struct gr_operand *a = &j->mm[0], *b = &j->mm[1], *c = &j->mm[2];
         FUZZ_CHECK(j->op == GR_MATMUL && j->ndim == 2 && gr_dtype_is_float(j->dtype));
@@ -82,7 +82,10 @@ static inline void fuzz_check_job(const struct gr_job *j)
         FUZZ_CHECK(!j->dataset[0] && !j->dataset_pinned);
     } else {
         FUZZ_CHECK(j->kind == GR_JOB_REDUCE && j->op < GR_NOPS && j->input_bytes == bytes);
-        FUZZ_CHECK(j->axis == GR_AXIS_ALL || j->axis == 0 || (j->axis == 1 && j->ndim == 2));
+        FUZZ_CHECK(j->ndim >= 1 && j->ndim <= GR_MAX_DIMS && j->axes && j->axes < 1u << j->ndim);
+        FUZZ_CHECK(!gr_op_is_arg(j->op) || gr_job_whole(j) || __builtin_popcount(j->axes) == 1);
+        for (int d = 0; d < GR_MAX_DIMS; d++)
+            FUZZ_CHECK(d < j->ndim ? j->shape[d] >= 1 : j->shape[d] == 1);
         FUZZ_CHECK(j->dataset[0] ? j->dataset_pinned && !j->input : !j->dataset_pinned && j->input);
     }
     fuzz_check_render(j);

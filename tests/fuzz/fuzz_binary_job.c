@@ -52,12 +52,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (shape) {
         struct gr_err e = {0};
         int ndim;
-        int64_t dims[2];
+        int64_t dims[GR_MAX_DIMS];
         int rc = gr_parse_dims(shape, &ndim, dims, &e);
         if (rc)
             fuzz_check_refusal(rc, &e);
-        else
-            FUZZ_CHECK((ndim == 1 || ndim == 2) && dims[0] >= 1 && dims[1] >= 1 && (ndim == 2 || dims[1] == 1));
+        for (int d = 0; !rc && d < GR_MAX_DIMS; d++)
+            FUZZ_CHECK(ndim >= 1 && ndim <= GR_MAX_DIMS && (d < ndim ? dims[d] >= 1 : dims[d] == 1));
     }
 
     /* the body as http.c keeps it: NULL when empty, else exactly its bytes (no spare NUL) */

@@ -28,7 +28,7 @@ static int lookup(void *ctx, struct gr_job *j, const char *id, struct gr_source 
     int64_t cols = (int64_t)((hex(h[9]) << 12 | hex(h[10]) << 8 | hex(h[11]) << 4 | hex(h[12])) + 1) << hex(h[8]);
     int ndim = hex(h[2]) % 3;
     *src = (struct gr_source){.dtype = hex(h[1]) % GR_NDTYPES, .ndim = ndim,
-                              .shape = {ndim > 0 ? rows : 1, ndim > 1 ? cols : 1}};
+                              .shape = {ndim > 0 ? rows : 1, ndim > 1 ? cols : 1, 1, 1, 1, 1, 1, 1}};
     src->count = src->shape[0] * src->shape[1];
     int rc = GR_OK;
     if (h[0] == 'f')
@@ -85,7 +85,7 @@ static void same_both_ways(const uint8_t *data, size_t size)
         int rb = gr_parse_job(b, size + 5, lookup, NULL, jb, &eb);
         FUZZ_CHECK(ra == rb && !strcmp(ea.msg, eb.msg) && !strcmp(ea.field, eb.field));
         if (ra == GR_OK)
-            FUZZ_CHECK(ja->ndim == jb->ndim && ja->shape[0] == jb->shape[0] && ja->shape[1] == jb->shape[1] &&
+            FUZZ_CHECK(ja->ndim == jb->ndim && !memcmp(ja->shape, jb->shape, sizeof ja->shape) && ja->axes == jb->axes &&
                        ja->dtype == jb->dtype && ja->input_bytes == jb->input_bytes &&
                        (!ja->input_bytes || !memcmp(ja->input, jb->input, ja->input_bytes)));
         gr_job_unref(ja);

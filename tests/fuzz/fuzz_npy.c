@@ -9,17 +9,20 @@
 
 static void check_header(const struct gr_npy *h, size_t n)
 {
-    FUZZ_CHECK(h->dtype >= 0 && h->dtype < GR_NDTYPES && h->ndim >= 0 && h->ndim <= 2 && h->data_at <= n);
-    FUZZ_CHECK(h->shape[0] >= 0 && h->shape[1] >= 0 && (h->ndim > 1 || h->shape[1] == 1) &&
-               (h->ndim > 0 || h->shape[0] == 1));
-    FUZZ_CHECK(h->count == (size_t)h->shape[0] * (size_t)h->shape[1] && h->bytes == h->count * gr_dtype_size(h->dtype));
+    FUZZ_CHECK(h->dtype >= 0 && h->dtype < GR_NDTYPES && h->ndim >= 0 && h->ndim <= GR_MAX_DIMS && h->data_at <= n);
+    size_t count = 1;
+    for (int d = 0; d < GR_MAX_DIMS; d++) {
+        FUZZ_CHECK(d < h->ndim ? h->shape[d] >= 0 : h->shape[d] == 1);
+        count *= (size_t)h->shape[d];
+    }
+    FUZZ_CHECK(h->count == count && h->bytes == h->count * gr_dtype_size(h->dtype));
     char buf[GR_NPY_HEADER_MAX];
     struct gr_npy back;
     struct gr_err e = {0};
     size_t len = gr_npy_header(h->dtype, h->ndim, h->shape, buf, sizeof buf);
     FUZZ_CHECK(len && len % 64 == 0 && gr_npy_parse(buf, len, &back, &e) == GR_OK);
-    FUZZ_CHECK(back.dtype == h->dtype && back.ndim == h->ndim && back.shape[0] == h->shape[0] &&
-               back.shape[1] == h->shape[1] && back.count == h->count && back.data_at == len);
+    FUZZ_CHECK(back.dtype == h->dtype && back.ndim == h->ndim && !memcmp(back.shape, h->shape, sizeof h->shape) &&
+               back.count == h->count && back.data_at == len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
