@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const known[] = {"op", "dtype", "data", "dataset", "shape", "axis", "keepdims", "ties",
-                                    "algorithm", "device", "a", "b", "c", "alpha", "beta"};
+static const char *const known[] = {"op", "dtype", "data", "dataset", "shape", "axis", "keepdims", "ddof",
+                                    "ties", "algorithm", "device", "a", "b", "c", "alpha", "beta"};
 
 static const char *type_name(const json_t *v)
 {
@@ -461,6 +461,22 @@ static int parse_axis(const json_t *axis, int op, int ndim, const int64_t *shape
     return GR_OK;
 }
 
+/* A whole number member in [lo, hi], def when absent. */
+static int get_int(json_t *root, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out, struct gr_err *e)
+{
+    json_t *v = json_object_get(root, key);
+    *out = def;
+    if (!v)
+        return GR_OK;
+    if (!json_is_integer(v))
+        return gr_fail(e, GR_EINVAL, key, "\"%s\" must be an integer, not %s", key, type_name(v));
+    *out = json_integer_value(v);
+    if (*out < lo || *out > hi)
+        return gr_fail(e, GR_EUNPROC, key, "\"%s\" is %lld; it must be from %lld to %lld", key, (long long)*out,
+                       (long long)lo, (long long)hi);
+    return GR_OK;
+}
+
 /* op "matmul": c = alpha * a @ b + beta * c, operands inline (packed one after another into the
  * job's input, in the order a, b, c) or datasets; j->shape is the product's [m, n]. */
 static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, struct gr_err *e)
@@ -468,7 +484,7 @@ static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, s
     if (v->body)
         return gr_fail(e, GR_EUNPROC, "op", "matmul takes a JSON body with \"a\" and \"b\" (inline or datasets), "
                                             "not a binary one");
-    for (const char *const *m = (const char *const[]){"data", "dataset", "shape", "axis", "keepdims", "ties", NULL}; *m; m++)
+    for (const char *const *m = (const char *const[]){"data", "dataset", "shape", "axis", "keepdims", "ddof", "ties", NULL}; *m; m++)
         if (json_object_get(root, *m))
             return gr_fail(e, GR_EUNPROC, *m, "\"%s\" is for reductions; matmul takes \"a\", \"b\" and an optional "
                                               "\"c\"",
@@ -556,6 +572,12 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
     if (strcmp(ties, "first") && strcmp(ties, "last"))
         return gr_fail(e, GR_EINVAL, "ties", "unknown ties \"%s\": use first or last", ties);
     j->ties_last = !strcmp(ties, "last");
+    int64_t ddof;
+    if ((rc = get_int(root, "ddof", 0, INT32_MAX, 0, &ddof, e)))
+        return rc;
+    if (json_object_get(root, "ddof") && j->op != GR_VAR && j->op != GR_STD)
+        return gr_fail(e, GR_EUNPROC, "ddof", "\"ddof\" is for var and std, not %s", gr_op_name(j->op));
+    j->ddof = (int)ddof;
     json_t *keepdims = json_object_get(root, "keepdims");
     if (keepdims && !json_is_boolean(keepdims))
         return gr_fail(e, GR_EINVAL, "keepdims", "\"keepdims\" must be true or false, not %s", type_name(keepdims));
@@ -630,22 +652,6 @@ int gr_parse_dims(const char *text, int *ndim, int64_t shape[GR_MAX_DIMS], struc
     *ndim = nd;
     for (int d = 0; d < GR_MAX_DIMS; d++)
         shape[d] = d < nd ? s[d] : 1;
-    return GR_OK;
-}
-
-/* A whole number member in [lo, hi], def when absent. */
-static int get_int(json_t *root, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out, struct gr_err *e)
-{
-    json_t *v = json_object_get(root, key);
-    *out = def;
-    if (!v)
-        return GR_OK;
-    if (!json_is_integer(v))
-        return gr_fail(e, GR_EINVAL, key, "\"%s\" must be an integer, not %s", key, type_name(v));
-    *out = json_integer_value(v);
-    if (*out < lo || *out > hi)
-        return gr_fail(e, GR_EUNPROC, key, "\"%s\" is %lld; it must be from %lld to %lld", key, (long long)*out,
-                       (long long)lo, (long long)hi);
     return GR_OK;
 }
 
@@ -888,6 +894,13 @@ static int query_members(json_t *query, struct gr_err *e)
         return gr_fail(e, GR_EINVAL, "keepdims", "?keepdims= is true or false, not '%s'", keepdims);
     if (keepdims)
         json_object_set_new(query, "keepdims", json_boolean(!strcmp(keepdims, "true")));
+    const char *ddof = json_string_value(json_object_get(query, "ddof"));
+    char *past = NULL;
+    long long dd = ddof ? strtoll(ddof, &past, 10) : 0;
+    if (ddof && (past == ddof || *past || dd < 0 || dd > INT32_MAX))
+        return gr_fail(e, GR_EINVAL, "ddof", "?ddof= is a whole number from 0 (var and std), not '%s'", ddof);
+    if (ddof)
+        json_object_set_new(query, "ddof", json_integer(dd));
     if (shape) {
         int ndim, rc;
         int64_t dims[GR_MAX_DIMS];

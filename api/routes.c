@@ -139,11 +139,8 @@ static int check_variants(const struct gr_job *j, struct gr_err *e)
                        gr_api_cfg->max_dataset_bytes >> 20);
     if (j->kind == GR_JOB_MATMUL)
         return gr_backend_check(j->backend, j->algorithm, j->op, j->dtype, GR_AXIS_ALL, e);
-    if (j->kind != GR_JOB_BENCH) {
-        struct gr_pass p[GR_MAX_DIMS];
-        int np = gr_axes_plan(j->ndim, j->shape, j->axes, p);
-        return gr_backend_check_passes(j->backend, j->algorithm, j->op, j->dtype, p, np, e);
-    }
+    if (j->kind != GR_JOB_BENCH)
+        return gr_backend_check_axes(j->backend, j->algorithm, j->op, j->dtype, j->ndim, j->shape, j->axes, e);
     /* the limits of the device it was routed to (device auto may land on the CPU) */
     if (gr_bench_fits(!strcmp(j->backend->name, "cpu"), j->op, j->shape[0], j->repeats, e) != GR_OK)
         return e->code;
@@ -237,7 +234,7 @@ static void submit(struct gr_req *r, int (*parse)(struct gr_req *, struct gr_job
     int rc = parse(r, j, &e);
     r->marks[GR_MARK_PARSED] = gr_mono_ms();
     if (!rc)
-        rc = gr_jobs_route(j->device, j->dataset, &j->backend, &e);
+        rc = gr_jobs_route(j->device, j->op, j->dataset, &j->backend, &e);
     if (!rc)
         rc = check_variants(j, &e);
     if (!rc) {
@@ -405,7 +402,7 @@ static void accept_batch(struct gr_req *r, struct gr_job **js, int n, int rc, st
     r->wait_s = prefer_wait(r);
     for (int k = 0; rc == GR_OK && k < n; k++) {
         memcpy(js[k]->tenant, r->who.tenant, sizeof js[k]->tenant);
-        if ((rc = gr_jobs_route(js[k]->device, js[k]->dataset, &js[k]->backend, e)) || (rc = check_variants(js[k], e)))
+        if ((rc = gr_jobs_route(js[k]->device, js[k]->op, js[k]->dataset, &js[k]->backend, e)) || (rc = check_variants(js[k], e)))
             gr_err_at(e, k);
         else
             gr_cluster_place(js[k]);
@@ -906,7 +903,7 @@ static void algorithms(struct gr_req *r)
     json_t *list = json_array();
     for (int i = 0; i < gr_jobs_nbackends(); i++) {
         const struct gr_backend *b = gr_jobs_backend(i);
-        json_t *ops = names_of(GR_ALL_OPS, GR_NOPS, gr_op_name);
+        json_t *ops = names_of(gr_backend_ops(b), GR_NOPS, gr_op_name);
         if (b->nmm_algos)
             json_array_append_new(ops, json_string(gr_op_name(GR_MATMUL)));
         json_array_append_new(list, algorithm(b, "auto", "picks the fastest variant for the op, dtype and size", ops,

@@ -18,15 +18,21 @@ struct gr_pass {
     int64_t groups, rows, cols;
 };
 
-/* The passes that reduce the axes in mask (bit d: axis d) of an ndim-D array of shape, innermost
- * reduced axes first: adjacent axes reduced alike are merged, and each pass reduces one run of
- * reduced axes (outer x reduced x inner). Returns how many (1 to GR_MAX_DIMS / 2 + 1); each pass
- * after the first reduces the one before's outputs. An array of one or two dimensions always
- * takes one pass. */
-int gr_axes_plan(int ndim, const int64_t *shape, unsigned mask, struct gr_pass *passes);
+/* The passes that reduce op over the axes in mask (bit d: axis d) of an ndim-D array of shape,
+ * innermost reduced axes first: adjacent axes reduced alike are merged, and each pass reduces one
+ * run of reduced axes (outer x reduced x inner). Returns how many (1 to GR_MAX_DIMS / 2 + 1);
+ * each pass after the first reduces the one before's outputs. An op whose outputs do not reduce
+ * further (var, std) takes one pass instead, over a copy of the values gathered with the reduced
+ * axes last (*gather set: gr_axes_gather). An array of one or two dimensions always takes one
+ * pass over the values as they are. */
+int gr_axes_plan(int ndim, const int64_t *shape, unsigned mask, int op, struct gr_pass *passes, int *gather);
 
 /* The op that reduces a pass's outputs further: count_nonzero's counts are summed. */
 int gr_axes_next_op(int op);
+
+/* in's values (es bytes each) of an ndim-D array of shape copied to out with the kept axes first
+ * and the axes in mask last, each in its order: out is kept x reduced, row after row. */
+void gr_axes_gather(int ndim, const int64_t *shape, unsigned mask, size_t es, const void *in, void *out);
 
 #ifdef __cplusplus
 }

@@ -51,6 +51,7 @@ const char *gr_code_slug(int code);  /* "invalid-request", used in problem "type
 enum gr_op {
     GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_MEAN, GR_ARGMIN, GR_ARGMAX,
     GR_NANSUM, GR_NANMIN, GR_NANMAX, GR_COUNT_NONZERO, /* NumPy's: NaN skipped; elements not 0 */
+    GR_VAR, GR_STD, /* with ddof; the CPU's only (GR_GPU_OPS) */
     GR_NOPS, GR_MATMUL = GR_NOPS
 };
 enum gr_dtype { GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64, GR_NDTYPES };
@@ -65,7 +66,8 @@ int gr_dtype_is_float(int dtype);
 int gr_op_is_arg(int op); /* argmin, argmax */
 
 /* Output element kind of an op on a dtype: integer sums/products/min/max/arg values and every
- * count are int64 (an int32 sum must not wrap); other float results and every mean are float64. */
+ * count are int64 (an int32 sum must not wrap); other float results, every mean, var and std
+ * are float64. */
 int gr_result_is_int(int op, int dtype);
 
 /* A reduction to run. data is row-major rows x cols elements of dtype, little-endian.
@@ -82,6 +84,7 @@ struct gr_reduce_req {
     const char *dataset;   /* the dataset the values are ("" or NULL: none): a GPU's cache key */
     int lane;              /* which of the backend's lanes runs it (each lane: one worker thread) */
     int64_t groups;        /* 0 or 1: one */
+    int ddof;              /* var, std: the divisor is the count less this (NumPy's ddof) */
 };
 
 /* out = alpha * a @ b + beta * c, all row-major and dense: a is m x k, b k x n, c and out m x n,

@@ -3,6 +3,7 @@
  * the workers. */
 #include "gpu/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const char *axis_name(int axis) { return axis == GR_AXIS_ALL ? "null" : axis == 0 ? "0" : "1"; }
@@ -13,6 +14,9 @@ int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, 
     int mm = op == GR_MATMUL;
     if (mm && !b->nmm_algos)
         return gr_fail(e, GR_EUNPROC, "op", "device %s does not run matmul", b->name);
+    if (!mm && !(gr_backend_ops(b) & (1u << op)))
+        return gr_fail(e, GR_EUNPROC, "device", "device %s does not run %s yet: use \"device\": \"cpu\" or \"auto\"",
+                       b->name, gr_op_name(op));
     if (!algorithm || strcmp(algorithm, "auto") == 0)
         return GR_OK;
     for (int i = 0; i < (mm ? b->nmm_algos : b->nalgos); i++) {
@@ -34,12 +38,22 @@ int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, 
                    algorithm, b->name);
 }
 
+unsigned gr_backend_ops(const struct gr_backend *b)
+{
+    unsigned ops = 0;
+    for (int i = 0; i < b->nalgos; i++)
+        ops |= b->algos[i].ops;
+    return ops;
+}
+
 /* The dtype of a pass's outputs, as the next pass reads them. */
 static int outputs_dtype(int op, int dtype) { return gr_result_is_int(op, dtype) ? GR_INT64 : GR_FLOAT64; }
 
-int gr_backend_check_passes(const struct gr_backend *b, const char *algorithm, int op, int dtype,
-                            const struct gr_pass *p, int np, struct gr_err *e)
+int gr_backend_check_axes(const struct gr_backend *b, const char *algorithm, int op, int dtype, int ndim,
+                          const int64_t *shape, unsigned mask, struct gr_err *e)
 {
+    struct gr_pass p[GR_MAX_DIMS];
+    int gather, np = gr_axes_plan(ndim, shape, mask, op, p, &gather);
     for (int k = 0; k < np; k++) {
         int rc = gr_backend_check(b, algorithm, op, dtype, p[k].axis, e);
         if (rc != GR_OK)
@@ -50,12 +64,26 @@ int gr_backend_check_passes(const struct gr_backend *b, const char *algorithm, i
     return GR_OK;
 }
 
-int gr_backend_reduce_passes(struct gr_backend *b, const struct gr_reduce_req *req, const struct gr_pass *p, int np,
-                             struct gr_result *r, struct gr_timings *t, char algo_used[32], struct gr_err *e)
+int gr_backend_reduce_axes(struct gr_backend *b, const struct gr_reduce_req *req, int ndim, const int64_t *shape,
+                           unsigned mask, struct gr_result *r, struct gr_timings *t, char algo_used[32],
+                           struct gr_err *e)
 {
+    struct gr_pass p[GR_MAX_DIMS];
+    int gather, np = gr_axes_plan(ndim, shape, mask, req->op, p, &gather);
     struct gr_reduce_req q = *req;
     struct gr_result before = {0};
     struct gr_timings sum = {0};
+    void *gathered = NULL;
+    if (gather) { /* p[0]: every value once, kept x reduced; the job's size was checked */
+        size_t bytes = (size_t)(p[0].rows * p[0].cols) * gr_dtype_size(req->dtype);
+        if (!req->data)
+            return gr_fail(e, GR_EUNPROC, "axis", "%s over axes split by kept ones reads its values from memory; "
+                                                  "device %s reads them from the file", gr_op_name(req->op), b->name);
+        if (!(gathered = malloc(bytes)))
+            return gr_fail(e, GR_ENOMEM, NULL, "out of host memory for a copy of the %zu bytes of values", bytes);
+        gr_axes_gather(ndim, shape, mask, gr_dtype_size(req->dtype), req->data, gathered);
+        q.data = gathered;
+    }
     int rc = GR_OK;
     for (int k = 0; k < np && rc == GR_OK; k++) {
         if (k) { /* the outputs before, in host memory */
@@ -76,6 +104,7 @@ int gr_backend_reduce_passes(struct gr_backend *b, const struct gr_reduce_req *r
             before = *r, memset(r, 0, sizeof *r);
     }
     gr_result_free(&before);
+    free(gathered);
     *t = sum;
     return rc;
 }

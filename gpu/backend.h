@@ -20,6 +20,7 @@ struct gr_algo {
     unsigned ops, dtypes, axes;
 };
 #define GR_ALL_OPS ((1u << GR_NOPS) - 1) /* every reduction */
+#define GR_GPU_OPS ((1u << GR_VAR) - 1)  /* the GPU kernels': var and std run on the CPU */
 /* A GPU's reductions of inputs in memory of at most this many bytes copy nothing: the kernel
  * reads them from pinned host memory over the bus and writes its results back the same way (h2d
  * and d2h 0). The two copies of a 4 KiB job took 15 us of its 25-30 us on the device, more than
@@ -95,14 +96,18 @@ struct gr_backend {
 int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, int dtype, int axis,
                      struct gr_err *e);
 
-/* A reduction over any axes (common/axes.h's passes, np of them): the first pass reads req's
- * values, each after it the outputs before it (host memory), as gr_axes_next_op says. Fills r,
- * t (the passes' stages summed) and algo_used (the first pass's) as reduce() does. */
-int gr_backend_reduce_passes(struct gr_backend *b, const struct gr_reduce_req *req, const struct gr_pass *p, int np,
-                             struct gr_result *r, struct gr_timings *t, char algo_used[32], struct gr_err *e);
-/* gr_backend_check of every pass. */
-int gr_backend_check_passes(const struct gr_backend *b, const char *algorithm, int op, int dtype,
-                            const struct gr_pass *p, int np, struct gr_err *e);
+/* req's op over the axes in mask of its values, an ndim-D array of shape (req's rows, cols and
+ * axis are set here), as common/axes.h's passes: the first reads req's values (or a gathered copy
+ * of them), each after it the outputs before it (host memory). Fills r, t (the passes' stages
+ * summed) and algo_used (the first pass's) as reduce() does. */
+int gr_backend_reduce_axes(struct gr_backend *b, const struct gr_reduce_req *req, int ndim, const int64_t *shape,
+                           unsigned mask, struct gr_result *r, struct gr_timings *t, char algo_used[32],
+                           struct gr_err *e);
+/* gr_backend_check of every pass of op over the axes in mask of an ndim-D array of shape. */
+int gr_backend_check_axes(const struct gr_backend *b, const char *algorithm, int op, int dtype, int ndim,
+                          const int64_t *shape, unsigned mask, struct gr_err *e);
+/* The ops some variant of b runs (a mask of 1 << op). */
+unsigned gr_backend_ops(const struct gr_backend *b);
 /* The CPU backend (OpenMP). Never fails except out of memory. */
 struct gr_backend *gr_cpu_backend_new(void);
 

@@ -50,9 +50,9 @@ static const struct gr_algo cpu_algos[] = {
  * s and c are not neighbours: side by side, GCC's SLP pass packs them into one vector
  * register and the shuffles halve the speed of float sums. */
 struct acc {
-    double s;     /* float sum/mean: Neumaier sum s + correction c; float prod/extreme: s */
-    uint64_t u;   /* integer sum/prod, wrapping modulo 2^64; counts */
-    double c;
+    double s;     /* float sum/mean: Neumaier sum s + correction c; float prod/extreme: s; var: mean */
+    uint64_t u;   /* integer sum/prod, wrapping modulo 2^64; counts (var: of the values) */
+    double c;     /* var: the squared deviations from s, summed (Welford's M2) */
     int64_t v;    /* integer extreme */
     int64_t idx;  /* arg ops: index of the extreme within the reduced set, -1 while empty */
     signed char op, fl, last;
@@ -69,6 +69,7 @@ struct job {
     int op, dtype, fl, last;
     int64_t nout, len, so, sk;
     int64_t gl, gs; /* axis 0: outputs a group, elements between groups' starts */
+    int ddof;
 };
 
 /* A piece of work: outputs o0 + i * os (i < no) over k = k0, k0 + ks, ... < k1. */
@@ -182,6 +183,14 @@ GR_INLINE void acc_add(struct acc *a, struct val x, int64_t k, int op, int fl, i
             a->idx = k;
         }
         break;
+    case GR_VAR:
+    case GR_STD: { /* Welford: one pass, no sum of squares to cancel */
+        double v = fl ? x.f : (double)x.i, d = v - a->s;
+        a->u++;
+        a->s += d / (double)a->u;
+        a->c += d * (v - a->s);
+        break;
+    }
     }
 }
 
@@ -206,6 +215,16 @@ static void acc_merge(struct acc *a, const struct acc *b)
         else
             a->u *= b->u;
         break;
+    case GR_VAR:
+    case GR_STD: { /* Chan et al.: two parts' counts, means and M2 into one */
+        if (!b->u)
+            break;
+        double n = (double)(a->u + b->u), d = b->s - a->s;
+        a->c += b->c + d * d * ((double)a->u * (double)b->u / n);
+        a->s += d * ((double)b->u / n);
+        a->u += b->u;
+        break;
+    }
     default: /* min, max and the arg ops: b's extreme is one more candidate */
         if (!gr_op_is_arg(a->op) || b->idx >= 0)
             acc_add(a, (struct val){b->s, b->v}, b->idx, a->op, a->fl, a->last);
@@ -218,9 +237,16 @@ static void acc_merge(struct acc *a, const struct acc *b)
 #pragma omp declare reduction(gr_acc : struct acc : acc_merge(&omp_out, &omp_in)) \
     initializer(omp_priv = omp_orig)
 
-static void acc_finish(const struct acc *a, struct gr_result *r, int64_t o, int64_t len)
+static void acc_finish(const struct acc *a, struct gr_result *r, int64_t o, const struct job *j)
 {
+    int64_t len = j->len;
     switch (a->op) {
+    case GR_VAR:
+    case GR_STD: { /* no degrees of freedom left: M2 / 0, inf or NaN, as NumPy gives (with a warning) */
+        double var = a->c / ((int64_t)a->u > j->ddof ? (double)((int64_t)a->u - j->ddof) : 0.0);
+        r->f[o] = a->op == GR_STD ? sqrt(var) : var;
+        break;
+    }
     case GR_SUM:
     case GR_NANSUM:
         if (a->fl)
@@ -326,6 +352,8 @@ static void run_tile(const struct job *j, struct acc *a, struct span s)
         GR_CASES(GR_NANMIN)
         GR_CASES(GR_NANMAX)
         GR_CASES(GR_COUNT_NONZERO)
+        GR_CASES(GR_VAR)
+        GR_CASES(GR_STD)
     }
 #undef GR_CASES
 #undef GR_CASE
@@ -339,7 +367,7 @@ static void out_block(const struct job *j, struct gr_result *r, int64_t o0, int6
         acc_init(&a[i], j);
     run_tile(j, a, (struct span){o0, no, os, 0, j->len, 1});
     for (int64_t i = 0; i < no; i++)
-        acc_finish(&a[i], r, o0 + i * os, j->len);
+        acc_finish(&a[i], r, o0 + i * os, j);
 }
 
 /* Thread t of nt's contiguous share [*start, *end) of 0..len-1. */
@@ -421,7 +449,7 @@ static void split_inner(const struct job *j, enum variant v, int nthreads, struc
                 acc_merge(&part[o], &part[t * j->nout + o]);
     }
     for (int64_t o = 0; o < j->nout; o++)
-        acc_finish(&part[o], r, o, j->len);
+        acc_finish(&part[o], r, o, j);
 }
 
 static int compute(const struct job *j, enum variant v, struct gr_result *r, struct gr_err *e)
@@ -470,7 +498,7 @@ static int cpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
     /* output o reduces elements o * so + k * sk, k < len (axis 0: o / gl * gs + o % gl * so + k * sk) */
     struct job j = {.data = req->data, .op = req->op, .dtype = req->dtype,
                     .fl = gr_dtype_is_float(req->dtype), .last = req->ties_last != 0,
-                    .nout = 1, .len = (int64_t)n, .so = 0, .sk = 1, .gl = 1};
+                    .nout = 1, .len = (int64_t)n, .so = 0, .sk = 1, .gl = 1, .ddof = req->ddof};
     int64_t groups = req->groups > 1 ? req->groups : 1;
     if (groups > 1 && (req->axis != 0 || req->rows % groups))
         return gr_fail(e, GR_EINVAL, NULL, "%lld groups of a %lld x %lld reduction along axis %d", (long long)groups,

@@ -378,6 +378,8 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     key(&b, "axis"), put_axes(&b, j);
     key(&b, "ties"), put(&b, j->ties_last ? "\"last\"" : "\"first\"");
     key(&b, "keepdims"), put(&b, j->keepdims ? "true" : "false");
+    if (j->op == GR_VAR || j->op == GR_STD)
+        key(&b, "ddof"), put_int(&b, j->ddof);
     key(&b, "device"), put_str(&b, j->device);
     key(&b, "algorithm"), put_str(&b, j->algorithm);
     key(&b, "bytes"), put_int(&b, job_bytes(j));
@@ -592,6 +594,8 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
         j->shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
     j->axes = axes_of(axis, j->ndim);
     j->axis_null = json_is_null(axis);
+    json_int_t ddof = json_integer_value(json_object_get(o, "ddof")); /* var and std only */
+    j->ddof = ddof >= 0 && ddof <= INT32_MAX ? (int)ddof : 0;
     j->ties_last = !strcmp(ties, "last");
     j->keepdims = json_is_true(json_object_get(o, "keepdims")); /* absent before keepdims: false */
     snprintf(j->algorithm, sizeof j->algorithm, "%s", algo);

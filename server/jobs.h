@@ -63,11 +63,12 @@ int gr_jobs_taken(char (**ids)[24]);
  * list jobs keeps of them, for the sweep to delete. How many. */
 int gr_jobs_take_orphans(char ids[][24], int max);
 
-/* The backend for a requested device ("auto", "cpu", "gpu", "gpu:N") for a job on dataset (NULL
- * or "": none): GR_OK with *out, GR_EINVAL (not a device name) or GR_EUNPROC (no such device
- * here). auto and gpu take the GPU that caches the dataset unless its queue is 16 jobs longer
- * than the shortest; else the shortest queue (for a dataset, the emptiest cache among equals). */
-int gr_jobs_route(const char *device, const char *dataset, struct gr_backend **out, struct gr_err *e);
+/* The backend for a requested device ("auto", "cpu", "gpu", "gpu:N") for a job of op on dataset
+ * (NULL or "": none): GR_OK with *out, GR_EINVAL (not a device name) or GR_EUNPROC (no such
+ * device here). auto and gpu take the GPU that caches the dataset unless its queue is 16 jobs
+ * longer than the shortest; else the shortest queue (for a dataset, the emptiest cache among
+ * equals). auto sends an op the GPUs do not run to the CPU. */
+int gr_jobs_route(const char *device, int op, const char *dataset, struct gr_backend **out, struct gr_err *e);
 int gr_jobs_nbackends(void);
 struct gr_backend *gr_jobs_backend(int i);
 

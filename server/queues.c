@@ -151,7 +151,7 @@ static int joins(const struct gr_job *a, const struct gr_job *b)
     return b->kind == GR_JOB_REDUCE && b->input && !b->dataset[0] && gr_job_whole(b) &&
            !strcmp(b->algorithm, "auto") && b->input_bytes > 0 && b->input_bytes <= GROUP_JOB_BYTES &&
            b->input_bytes == a->input_bytes && b->op == a->op && b->dtype == a->dtype &&
-           b->ties_last == a->ties_last && runnable(b);
+           b->ties_last == a->ties_last && b->ddof == a->ddof && runnable(b);
 }
 
 /* j is running from now (mu held): its waiters for that go on *fired. */
@@ -171,7 +171,8 @@ static void execute(struct worker *w, struct gr_job *j, struct outcome *o)
 {
     struct queue *q = w->q;
     struct gr_reduce_req req = {.op = j->op, .dtype = j->dtype, .ties_last = j->ties_last, .rows = gr_job_rows(j),
-                                .cols = gr_job_cols(j), .data = j->input, .algorithm = j->algorithm, .lane = w->lane};
+                                .cols = gr_job_cols(j), .data = j->input, .algorithm = j->algorithm, .lane = w->lane,
+                                .ddof = j->ddof};
     o->group = 1;
     if (broken(q)) { /* asked for this GPU by name, so not moved (moved()) */
         o->rc = gr_fail(&o->e, GR_EUNAVAIL, "device",
@@ -188,10 +189,8 @@ static void execute(struct worker *w, struct gr_job *j, struct outcome *o)
         o->rc = run_matmul(w, j, &o->r, &o->t, o->used, &o->e);
     } else {
         o->rc = input_open(j, q->backend, &req, &o->e);
-        struct gr_pass p[GR_MAX_DIMS];
-        int np = gr_axes_plan(j->ndim, j->shape, j->axes, p);
         if (o->rc == GR_OK)
-            o->rc = gr_backend_reduce_passes(q->backend, &req, p, np, &o->r, &o->t, o->used, &o->e);
+            o->rc = gr_backend_reduce_axes(q->backend, &req, j->ndim, j->shape, j->axes, &o->r, &o->t, o->used, &o->e);
         input_close(j, &req);
         if (o->rc == GR_OK) /* a large result is durable as datasets before the state naming them is stored */
             o->rc = gr_job_keep_result(j, &o->r, gr_jobs_store, &o->e);
@@ -244,7 +243,7 @@ static int run_group(struct worker *w, struct gr_job **js, int n)
         memcpy(values + k * each, js[k]->input, each);
     struct gr_reduce_req req = {.op = j0->op, .dtype = j0->dtype, .axis = 1, .ties_last = j0->ties_last, .rows = n,
                                 .cols = gr_job_rows(j0) * gr_job_cols(j0), .data = values, .algorithm = "auto",
-                                .lane = w->lane};
+                                .lane = w->lane, .ddof = j0->ddof};
     all.rc = b->reduce(b, &req, &all.r, &all.t, all.used, &all.e);
     free(values);
     if (all.rc != GR_OK) {
@@ -286,7 +285,7 @@ static void run(struct worker *w, int n)
 static int moved(struct queue *from, struct gr_job *j)
 {
     struct gr_backend *to;
-    if (gr_jobs_route(j->device, j->dataset, &to, NULL) != GR_OK || to == from->backend)
+    if (gr_jobs_route(j->device, j->op, j->dataset, &to, NULL) != GR_OK || to == from->backend)
         return 0;
     pthread_mutex_lock(&gr_jobs_mu);
     j->backend = to;
@@ -432,10 +431,12 @@ static int pick_gpu(const char *dataset, const int *holds, const int64_t *bytes)
     return home && home_load <= queues[best].count + queues[best].reserved + AFFINITY_SLACK ? home : best;
 }
 
-int gr_jobs_route(const char *device, const char *dataset, struct gr_backend **out, struct gr_err *e)
+int gr_jobs_route(const char *device, int op, const char *dataset, struct gr_backend **out, struct gr_err *e)
 {
     *out = NULL;
-    if (!strcmp(device, "cpu")) {
+    /* auto: an op no GPU runs goes to the CPU (every GPU runs the same ops) */
+    if (!strcmp(device, "cpu") || (!strcmp(device, "auto") && nqueues > 1 && op < GR_NOPS &&
+                                   !(gr_backend_ops(queues[1].backend) & (1u << op)))) {
         *out = queues[0].backend;
         return GR_OK;
     }

@@ -174,7 +174,7 @@ static void recover_one(void *ctx, const char *id, const char *doc, const void *
     }
     j->epoch = epoch;
     /* a job's device may be gone (a GPU job restarted on a CPU-only machine): run it on the CPU */
-    if (gr_jobs_route(j->device, j->dataset, &j->backend, &e) != GR_OK)
+    if (gr_jobs_route(j->device, j->op, j->dataset, &j->backend, &e) != GR_OK)
         j->backend = gr_jobs_backend(0);
     pthread_mutex_lock(&gr_jobs_mu);
     j->counted = gr_tenant_add_job(j->tenant, 1, &e) == GR_OK; /* accepted before: past the quota too */

@@ -75,7 +75,7 @@ extern "C" const struct gr_algo gr_k_algos[GR_K_NVARIANTS] = {
      OPS_CORE, GR_ALL_DTYPES, CUB_AXES},
     {"fast", "production kernel: 16-byte loads, machine-sized grid, warp shuffles, one launch, "
              "deterministic; every op, dtype and axis",
-     GR_ALL_OPS, GR_ALL_DTYPES, GR_ALL_AXES},
+     GR_GPU_OPS, GR_ALL_DTYPES, GR_ALL_AXES},
 };
 
 /* Each part opens its own anonymous namespace: one translation unit, so the selector below
@@ -119,7 +119,7 @@ cudaError_t run(const gr_kjob *j, void *scratch, size_t *bytes, unsigned *ticket
         return with_op<OPS_CORE, GR_ALL_DTYPES>(j->op, j->dtype, last,
                                                 [&](auto op) { return cub_run(op, j, scratch, bytes, st); });
     case GR_K_FAST:
-        return with_op<GR_ALL_OPS, GR_ALL_DTYPES>(
+        return with_op<GR_GPU_OPS, GR_ALL_DTYPES>(
             j->op, j->dtype, last, [&](auto op) { return fast(op, j, sms, scratch, bytes, tickets, st); });
     }
     return cudaErrorNotSupported;

@@ -1,8 +1,9 @@
 # test_axes.py: arrays of 1 to 8 dimensions reduced over any axes, against numpy: random shapes,
-# axis sets (ints, lists, negative) and keepdims for every op and dtype, sent as nested JSON;
+# axis sets (ints, lists, negative) and keepdims for every op (var and std with ddof) and dtype,
+# sent as nested JSON;
 # .npy datasets and one-shot .npy and raw bodies (?shape=&axis=) of 3-D and 4-D arrays; a 3-D
 # result over the inline limit kept as a shaped .npy; the refusals (9-D, ragged nesting, axes
-# out of range or named twice, an arg op over two axes) as 4xx problems naming the member.
+# out of range or named twice, an arg op over two axes, ddof) as 4xx problems naming the member.
 import io
 import itertools
 import warnings
@@ -17,6 +18,12 @@ import numpy as np  # noqa: E402 (after the interpreter is settled)
 NP = {"int32": "<i4", "int64": "<i8", "float32": "<f4", "float64": "<f8"}
 WAIT = {"Prefer": "wait=60"}
 EXACT = ("min", "max", "argmin", "argmax", "nanmin", "nanmax")
+OPS = L.OPS + ["var", "std"]
+CPU_ONLY = ("var", "std")  # the GPUs do not run them: device auto sends them to the CPU
+
+
+def device_for(op):
+    return "auto" if op in CPU_ONLY and L.DEVICE != "cpu" else L.DEVICE
 
 
 def gen(op, dtype, shape, rng, nan):
@@ -33,9 +40,9 @@ def gen(op, dtype, shape, rng, nan):
     return a.astype(NP[dtype])
 
 
-def reference(op, dtype, a, axes, keepdims):
+def reference(op, dtype, a, axes, keepdims, ddof=0):
     """(values, indices or None) as NumPy gives them, in int64 or float64 as the server keeps them."""
-    is_int = (dtype.startswith("int") and op != "mean") or op == "count_nonzero"
+    is_int = (dtype.startswith("int") and op not in ("mean", "var", "std")) or op == "count_nonzero"
     w = a.astype(np.int64 if dtype.startswith("int") else np.float64)
     if op.startswith("arg"):
         ax = None if axes is None else axes[0]
@@ -43,10 +50,11 @@ def reference(op, dtype, a, axes, keepdims):
         val = w.reshape(-1)[idx] if ax is None else np.take_along_axis(w, idx if keepdims else np.expand_dims(idx, ax), ax)
         return np.asarray(val if ax is None or keepdims else val.squeeze(ax)), idx
     f = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max, "mean": np.mean, "nansum": np.nansum,
-         "nanmin": np.nanmin, "nanmax": np.nanmax, "count_nonzero": np.count_nonzero}[op]
-    with warnings.catch_warnings():  # an all-NaN lane of nanmin: NaN, as the server gives
+         "nanmin": np.nanmin, "nanmax": np.nanmax, "count_nonzero": np.count_nonzero, "var": np.var, "std": np.std}[op]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # all-NaN lanes, ddof past the count
         warnings.simplefilter("ignore")
-        got = np.asarray(f(w, axis=axes, keepdims=keepdims))
+        extra = {"ddof": ddof} if op in ("var", "std") else {}
+        got = np.asarray(f(w, axis=axes, keepdims=keepdims, **extra))
     return got.astype(np.int64 if is_int else np.float64), None
 
 
@@ -58,11 +66,16 @@ def close(op, got, want, a, axes):
         return np.array_equal(got, want, equal_nan=want.dtype != np.int64)
     if op == "prod":
         scale = np.abs(want)
+    elif op in ("var", "std"):  # Welford against two passes: relative to the spread and the mean
+        w = a.astype(np.float64)
+        scale = (w.var(axis=axes, keepdims=True) + w.mean(axis=axes, keepdims=True) ** 2).reshape(want.shape)
+        scale = np.sqrt(scale) if op == "std" else scale
     else:
         scale = np.abs(np.nan_to_num(a.astype(np.float64))).sum(axis=axes, keepdims=True).reshape(want.shape)
         if op == "mean":
             scale = scale / (a.size // want.size)
-    return bool(np.all((np.abs(got - want) <= 1e-9 * scale + 1e-300) | (np.isnan(got) & np.isnan(want))))
+    return bool(np.all((np.abs(got - want) <= 1e-9 * scale + 1e-300) | (np.isnan(got) & np.isnan(want)) |
+                       (np.isinf(want) & (got == want))))
 
 
 def as_array(v, want):
@@ -72,10 +85,10 @@ def as_array(v, want):
 
 def check(what, job, case, srv):
     """job (answered) holds NumPy's result for case: shape, values, indices, its .npy download."""
-    op, dtype, a, axes, keepdims = case
+    op, dtype, a, axes, keepdims, ddof = case
     if not CHECK.eq(job.get("status"), "succeeded", "%s: status (%r)" % (what, job.get("error"))):
         return
-    want, idx = reference(op, dtype, a, axes, keepdims)
+    want, idx = reference(op, dtype, a, axes, keepdims, ddof)
     res = job["result"]
     if "dataset" in res:  # kept: its values from the download
         got = np.load(io.BytesIO(srv.req("GET", "/v1/jobs/%s/result" % job["id"],
@@ -95,7 +108,7 @@ def check(what, job, case, srv):
 def random_cases(rng, n):
     """n random (op, dtype, shape, axis as sent, axes as numpy takes them, keepdims)."""
     for _ in range(n):
-        op, dtype = L.OPS[rng.integers(len(L.OPS))], L.DTYPES[rng.integers(len(L.DTYPES))]
+        op, dtype = OPS[rng.integers(len(OPS))], L.DTYPES[rng.integers(len(L.DTYPES))]
         ndim = int(rng.integers(1, 9))
         shape = tuple(int(d) for d in rng.integers(1, 4 if ndim > 4 else 6, size=ndim, endpoint=True))
         k = 1 if op.startswith("arg") else int(rng.integers(1, ndim + 1))
@@ -118,22 +131,24 @@ def random_jobs(srv):
     """Random N-D jobs: half as nested JSON, half as one-shot .npy bodies (NaN among them)."""
     rng = np.random.default_rng(36)
     cases, reqs = [], []
-    for k, (op, dtype, shape, sent, axes, keepdims) in enumerate(random_cases(rng, 600)):
+    for k, (op, dtype, shape, sent, axes, keepdims) in enumerate(random_cases(rng, 700)):
         as_npy = k % 2 == 1
         a = gen(op, dtype, shape, rng, as_npy)
+        ddof = int(rng.integers(0, 3)) if op in CPU_ONLY else 0
         if as_npy:
             axis = "" if sent is None else ",".join(str(x) for x in np.atleast_1d(sent))
-            q = "?op=%s&device=%s&keepdims=%s%s" % (op, L.DEVICE, str(keepdims).lower(),
-                                                     "&axis=" + axis if axis else "")
+            q = "?op=%s&device=%s&keepdims=%s%s%s" % (op, device_for(op), str(keepdims).lower(),
+                                                       "&axis=" + axis if axis else "",
+                                                       "&ddof=%d" % ddof if ddof else "")
             reqs.append(dict(method="POST", path="/v1/jobs" + q, body=npy_of(a),
                              headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
         else:
-            reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT,
-                             body={"op": op, "dtype": dtype, "data": a.tolist(), "axis": sent, "keepdims": keepdims,
-                                   "device": L.DEVICE}))
-        cases.append(("%s %s %r axis %r keepdims %s as %s" % (op, dtype, shape, sent, keepdims,
-                                                              ".npy" if as_npy else "JSON"),
-                      (op, dtype, a, axes, keepdims)))
+            body = {"op": op, "dtype": dtype, "data": a.tolist(), "axis": sent, "keepdims": keepdims,
+                    "device": device_for(op)}
+            reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT, body=dict(body, ddof=ddof) if ddof else body))
+        cases.append(("%s %s %r axis %r keepdims %s ddof %d as %s" % (op, dtype, shape, sent, keepdims, ddof,
+                                                                      ".npy" if as_npy else "JSON"),
+                      (op, dtype, a, axes, keepdims, ddof)))
     for (what, case), r in zip(cases, srv.batch(reqs, parallel=8, timeout=120)):
         if CHECK.eq(r.status, 200, "%s: answered (%r)" % (what, r.body[:300])):
             check(what, r.json(), case, srv)
@@ -155,21 +170,21 @@ def datasets_and_raw(srv):
     CHECK.ok(back.shape == a.shape and np.array_equal(back, a), "the dataset's .npy download: the array as sent")
     axes_sets = [(d,) for d in range(4)] + list(itertools.combinations(range(4), 2))
     cases, reqs = [], []
-    for op in ("sum", "max", "mean", "nansum", "argmax"):
+    for op in ("sum", "max", "mean", "nansum", "argmax", "var"):
         for axes in axes_sets:
             if op == "argmax" and len(axes) > 1:
                 continue
             reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT,
-                             body={"op": op, "dataset": ds["id"], "axis": list(axes), "device": L.DEVICE}))
-            cases.append(("%s over %r of the 4-D dataset" % (op, axes), (op, "float32", a, axes, False)))
+                             body={"op": op, "dataset": ds["id"], "axis": list(axes), "device": device_for(op)}))
+            cases.append(("%s over %r of the 4-D dataset" % (op, axes), (op, "float32", a, axes, False, 0)))
     x = rng.integers(-1000, 1000, size=(6, 5, 7)).astype(np.int64)
     reqs.append(dict(method="POST", path="/v1/jobs?op=sum&dtype=int64&shape=6,5,7&axis=0,-1&device=" + L.DEVICE,
                      body=x.tobytes(), headers=dict(WAIT, **{"Content-Type": "application/octet-stream"})))
-    cases.append(("a raw body, ?shape=6,5,7&axis=0,-1", ("sum", "int64", x, (0, 2), False)))
+    cases.append(("a raw body, ?shape=6,5,7&axis=0,-1", ("sum", "int64", x, (0, 2), False, 0)))
     big = rng.standard_normal(size=(4097, 3, 2)).astype(np.float64)
     reqs.append(dict(method="POST", path="/v1/jobs?op=argmin&axis=1&keepdims=true&device=" + L.DEVICE,
                      body=npy_of(big), headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
-    cases.append(("argmin over axis 1 of (4097, 3, 2), keepdims: kept", ("argmin", "float64", big, (1,), True)))
+    cases.append(("argmin over axis 1 of (4097, 3, 2), keepdims: kept", ("argmin", "float64", big, (1,), True, 0)))
     for (what, case), r in zip(cases, srv.batch(reqs, parallel=8, timeout=120)):
         if CHECK.eq(r.status, 200, "%s: answered (%r)" % (what, r.body[:300])):
             check(what, r.json(), case, srv)
@@ -200,7 +215,11 @@ def refusals(srv):
         ("argmax over two axes", job(data=cube, axis=[0, 2], op="argmax"), 422, "axis", "one axis"),
         ("a 9-D shape", job(data=[1.0], shape=[1] * 9), 422, "shape", "1 to 8"),
         ("a shape that disagrees with the nesting", job(data=cube, shape=[2, 12]), 422, "shape", "[2, 3, 4]"),
+        ("ddof with sum", job(data=cube, ddof=1), 422, "ddof", "var and std"),
+        ("a negative ddof", job(data=cube, op="var", ddof=-1), 422, "ddof", "ddof"),
     ]
+    if L.DEVICE != "cpu":
+        cases.append(("var asked of a GPU", job(data=cube, op="var"), 422, "device", "does not run var"))
     for what, body, status, field, words in cases:
         r = srv.req("POST", "/v1/jobs", body)
         L.check_problem(what, r, status, field)

@@ -69,7 +69,7 @@ static void every_op(void)
 {
     const char *algos[] = {"auto", "fast", "cub"};
     int k = 0;
-    for (int op = 0; op < GR_NOPS; op++)
+    for (int op = 0; op < GR_VAR; op++) /* the ops the GPU runs (GR_GPU_OPS) */
         for (int last = 0; last <= gr_op_is_arg(op); last++)
             for (int dt = 0; dt < GR_NDTYPES; dt++)
                 for (int axis = GR_AXIS_ALL; axis <= 1; axis++, k++) {
@@ -77,12 +77,12 @@ static void every_op(void)
                     if (strcmp(algo, "cub") == 0 && (axis == 0 || !(cub_ops() & (1u << op))))
                         algo = "fast"; /* cub does not cover axis 0, nor the nan-ops and counts */
                     struct gr_reduce_req q = {op, dt, axis, last, gr_rng_range(&rng, 1, 300),
-                                              gr_rng_range(&rng, 1, 3000), NULL, algo, 0, NULL, 0, 0};
+                                              gr_rng_range(&rng, 1, 3000), NULL, algo, 0, NULL, 0, 0, 0};
                     against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
                     if (axis == 0) { /* in groups: an N-D array's middle axes, narrow and wide */
                         int64_t g = gr_rng_range(&rng, 2, 40), inner = k % 2 ? gr_rng_range(&rng, 1, 8) : q.cols;
                         q = (struct gr_reduce_req){op, dt, 0, last, g * gr_rng_range(&rng, 1, 200), inner, NULL, "fast",
-                                                   0, NULL, 0, g};
+                                                   0, NULL, 0, g, 0};
                         against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
                     }
                 }
@@ -104,7 +104,7 @@ static int expect_error(struct gr_reduce_req q, int code, const char *label)
 static void errors_and_recovery(void)
 {
     float x[4] = {1, 2, 3, 4};
-    struct gr_reduce_req q = {GR_PROD, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 4, x, "harris1", 0, NULL, 0, 0};
+    struct gr_reduce_req q = {GR_PROD, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 4, x, "harris1", 0, NULL, 0, 0, 0};
     expect_error(q, GR_EUNPROC, "harris1 prod");
     q.op = GR_SUM;
     q.algorithm = "no_such_kernel";
@@ -120,7 +120,7 @@ static void errors_and_recovery(void)
     q.cols = gpu->info.memory_bytes / 4 + ((int64_t)1 << 28);
     expect_error(q, GR_ENOMEM, "larger than GPU memory");
     /* the backend must still work */
-    struct gr_reduce_req ok = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 1000, NULL, "auto", 0, NULL, 0, 0};
+    struct gr_reduce_req ok = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 1000, NULL, "auto", 0, NULL, 0, 0, 0};
     against_cpu(ok, GR_FILL_EXACT, GR_SPECIAL_NONE, 0, NULL);
 }
 
@@ -143,7 +143,7 @@ int main(void)
               gpu->info.streams == 4,
           "device info");
     CHECK(gpu->nalgos > 0 && strcmp(gpu->algos[gpu->nalgos - 1].name, "fast") == 0 &&
-              gpu->algos[gpu->nalgos - 1].ops == GR_ALL_OPS && gpu->algos[gpu->nalgos - 1].dtypes == GR_ALL_DTYPES &&
+              gpu->algos[gpu->nalgos - 1].ops == GR_GPU_OPS && gpu->algos[gpu->nalgos - 1].dtypes == GR_ALL_DTYPES &&
               gpu->algos[gpu->nalgos - 1].axes == GR_ALL_AXES,
           "fast covers everything");
 
@@ -151,20 +151,20 @@ int main(void)
 
     /* every op and dtype at the largest input read directly (whole, and as rows of 16 along
      * either axis) and at one element more, which is copied */
-    for (int op = 0; op < GR_NOPS; op++)
+    for (int op = 0; op < GR_VAR; op++)
         for (int dt = 0; dt < GR_NDTYPES; dt++) {
             int64_t most = (int64_t)(GR_GPU_DIRECT_MAX / gr_dtype_size(dt));
             int last = gr_op_is_arg(op) ? dt % 2 : 0;
-            struct gr_reduce_req whole = {op, dt, GR_AXIS_ALL, last, 1, most, NULL, "auto", 0, NULL, 0, 0};
-            struct gr_reduce_req rows = {op, dt, op % 2, last, most / 16, 16, NULL, "auto", 0, NULL, 0, 0};
-            struct gr_reduce_req past = {op, dt, GR_AXIS_ALL, last, 1, most + 1, NULL, "auto", 0, NULL, 0, 0};
+            struct gr_reduce_req whole = {op, dt, GR_AXIS_ALL, last, 1, most, NULL, "auto", 0, NULL, 0, 0, 0};
+            struct gr_reduce_req rows = {op, dt, op % 2, last, most / 16, 16, NULL, "auto", 0, NULL, 0, 0, 0};
+            struct gr_reduce_req past = {op, dt, GR_AXIS_ALL, last, 1, most + 1, NULL, "auto", 0, NULL, 0, 0, 0};
             against_cpu(whole, GR_FILL_EXACT, op % GR_NSPECIALS, 0, NULL);
             against_cpu(rows, GR_FILL_EXACT, dt % GR_NSPECIALS, 0, NULL);
             against_cpu(past, GR_FILL_EXACT, op % GR_NSPECIALS, 0, NULL);
         }
 
     /* 100 MB through 8 MiB staging buffers on 4 streams, from an unaligned host pointer */
-    struct gr_reduce_req big = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 25000003, NULL, "auto", 0, NULL, 0, 0};
+    struct gr_reduce_req big = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 25000003, NULL, "auto", 0, NULL, 0, 0, 0};
     against_cpu(big, GR_FILL_REAL, GR_SPECIAL_NONE, 4, NULL);
     big.op = GR_ARGMAX;
     big.dtype = GR_INT64;
@@ -175,7 +175,7 @@ int main(void)
     against_cpu(big, GR_FILL_EXACT, GR_SPECIAL_NONE, 8, NULL);
 
     /* identical bits run to run */
-    struct gr_reduce_req d = {GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 5000011, NULL, "auto", 0, NULL, 0, 0};
+    struct gr_reduce_req d = {GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 5000011, NULL, "auto", 0, NULL, 0, 0, 0};
     struct gr_result r1 = {0}, r2 = {0};
     uint64_t seed = rng.s;
     against_cpu(d, GR_FILL_REAL, GR_SPECIAL_NONE, 0, &r1);
@@ -190,7 +190,7 @@ int main(void)
     /* many small jobs back to back (the steady state: buffers already grown) */
     double t0 = gr_mono_ms();
     for (int k = 0; k < 300; k++) {
-        struct gr_reduce_req s = {k % 2 ? GR_MAX : GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 1000 + k, NULL, "auto", 0, NULL, 0, 0};
+        struct gr_reduce_req s = {k % 2 ? GR_MAX : GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 1000 + k, NULL, "auto", 0, NULL, 0, 0, 0};
         against_cpu(s, GR_FILL_EXACT, GR_SPECIAL_NONE, 0, NULL);
     }
     printf("300 small jobs: %.3f ms each (with the CPU reference)\n", (gr_mono_ms() - t0) / 300);

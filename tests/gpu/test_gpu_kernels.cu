@@ -100,7 +100,7 @@ static void run_case(const kase &c)
     }
     gr_fill(data, c.dtype, c.op, n, c.mode, c.special, &rng);
 
-    struct gr_reduce_req q = {c.op, c.dtype, c.axis, c.ties_last, c.rows, c.cols, data, "cpu_seq", 0, NULL, 0};
+    struct gr_reduce_req q = {c.op, c.dtype, c.axis, c.ties_last, c.rows, c.cols, data, "cpu_seq", 0, NULL, 0, 0, 0};
     struct gr_result want, got;
     struct gr_timings tm;
     struct gr_err e;
@@ -196,7 +196,7 @@ static void policy_edges(bool small)
         if (!small || p == 16 || p == 256 || p == 1024)
             lengths.insert({p - 1, p, p + 1});
     lengths.erase(0);
-    for (int op = 0; op < GR_NOPS; op++)
+    for (int op = 0; op < GR_VAR; op++) /* the ops the GPU runs (GR_GPU_OPS) */
         for (int last = 0; last <= gr_op_is_arg(op); last++)
             for (int dt = 0; dt < GR_NDTYPES; dt++)
                 for (int64_t cols : lengths)
@@ -217,7 +217,7 @@ static void policy_edges(bool small)
             sizes.insert({p - 1, p, p + 1});
     if (!small)
         sizes.insert({1536, 3072, (1 << 18) + 1, (1 << 18) + 2048});
-    for (int op = 0; op < GR_NOPS; op++)
+    for (int op = 0; op < GR_VAR; op++)
         for (int last = 0; last <= gr_op_is_arg(op); last++)
             for (int dt = 0; dt < GR_NDTYPES; dt++)
                 for (int64_t n : sizes) {

@@ -395,16 +395,17 @@ static void fake_stats(struct gr_backend *b, struct gr_cache_stats *s)
 {
     *s = (struct gr_cache_stats){.bytes = cached_bytes[b->name[4] - '0']};
 }
-static struct gr_backend gpu0 = {.name = "gpu:0", .reduce = gated_reduce, .destroy = no_destroy,
-                                 .holds = fake_holds, .cache_stats = fake_stats},
-                         gpu1 = {.name = "gpu:1", .reduce = gated_reduce, .destroy = no_destroy,
-                                 .holds = fake_holds, .cache_stats = fake_stats};
+static const struct gr_algo fake_algos[] = {{"fast", "a GPU's ops", GR_GPU_OPS, GR_ALL_DTYPES, GR_ALL_AXES}};
+static struct gr_backend gpu0 = {.name = "gpu:0", .algos = fake_algos, .nalgos = 1, .reduce = gated_reduce,
+                                 .destroy = no_destroy, .holds = fake_holds, .cache_stats = fake_stats},
+                         gpu1 = {.name = "gpu:1", .algos = fake_algos, .nalgos = 1, .reduce = gated_reduce,
+                                 .destroy = no_destroy, .holds = fake_holds, .cache_stats = fake_stats};
 
 static struct gr_backend *route(const char *dataset)
 {
     struct gr_backend *b = NULL;
     struct gr_err e = {0};
-    assert_int_equal(gr_jobs_route("auto", dataset, &b, &e), GR_OK);
+    assert_int_equal(gr_jobs_route("auto", GR_SUM, dataset, &b, &e), GR_OK);
     return b;
 }
 
@@ -418,6 +419,9 @@ static void test_route_by_cache(void **state)
     rig_up(&g, bs, 3, 100);
     struct gr_err e = {0};
     gate(0);
+    struct gr_backend *b = NULL;
+    assert_int_equal(gr_jobs_route("auto", GR_VAR, "d_a", &b, &e), GR_OK);
+    assert_ptr_equal(b, &gated); /* an op no GPU runs: the CPU */
     assert_ptr_equal(route("d_a"), &gpu0); /* nothing cached, queues equal: the first */
     cached_bytes[0] = 1 << 20;
     assert_ptr_equal(route("d_a"), &gpu1); /* gpu:0's cache holds another dataset */

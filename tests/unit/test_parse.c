@@ -136,6 +136,9 @@ static const struct bad bad_bodies[] = {
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"shape\":[1,1,1,1,1,1,1,1,1]}", GR_EUNPROC, "shape"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"shape\":[\"1\"]}", GR_EINVAL, "shape"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1,2],[3,4]],\"shape\":[4]}", GR_EUNPROC, "shape"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"ddof\":1}", GR_EUNPROC, "ddof"},
+    {"{\"op\":\"var\",\"dtype\":\"float32\",\"data\":[1],\"ddof\":-1}", GR_EUNPROC, "ddof"},
+    {"{\"op\":\"std\",\"dtype\":\"float32\",\"data\":[1],\"ddof\":\"1\"}", GR_EINVAL, "ddof"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":2}", GR_EUNPROC, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":1}", GR_EUNPROC, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":-3}", GR_EUNPROC, "axis"},
@@ -373,6 +376,30 @@ static void test_keepdims(void **state)
                               bad ? "1" : "true");
         assert_int_equal(gr_parse_binary_job(q, 0, &body, 16, j, &e), bad ? GR_EINVAL : GR_OK);
         assert_int_equal(j->keepdims, !bad);
+        free(body);
+        json_decref(q);
+        gr_job_unref(j);
+    }
+}
+
+/* "ddof" (var and std): a whole number from 0, in the body or as ?ddof=. */
+static void test_ddof(void **state)
+{
+    (void)state;
+    struct gr_job *j = parse_ok("{\"op\":\"std\",\"dtype\":\"int32\",\"data\":[[1,2],[3,4]],\"ddof\":1}");
+    assert_int_equal(j->op, GR_STD);
+    assert_int_equal(j->ddof, 1);
+    gr_job_unref(j);
+    struct gr_err e = {0};
+    const char *const given[] = {"2", "x", "-1", "2.5"};
+    for (int k = 0; k < 4; k++) {
+        j = gr_job_new();
+        char *body = calloc(1, 16);
+        json_t *q = json_pack("{s:s, s:s, s:s, s:s}", "op", "var", "dtype", "int32", "shape", "2,2", "ddof", given[k]);
+        assert_int_equal(gr_parse_binary_job(q, 0, &body, 16, j, &e), k ? GR_EINVAL : GR_OK);
+        assert_int_equal(j->ddof, k ? 0 : 2);
+        if (k)
+            assert_string_equal(e.field, "ddof");
         free(body);
         json_decref(q);
         gr_job_unref(j);
@@ -711,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_benchmarks),
         cmocka_unit_test(test_axes),
         cmocka_unit_test(test_keepdims),
+        cmocka_unit_test(test_ddof),
         cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
         cmocka_unit_test(test_batch_in_spans),
