@@ -419,10 +419,11 @@ def jobs(srv, c, seen, rng):
         x = rng.random(shape)
         ds = c.upload(x)
         for op, axis, keep in (("sum", (0, 2), False), ("max", -1, True), ("argmax", 1, False), ("mean", None, True),
-                               ("nansum", (1, 2), True)):
+                               ("nansum", (1, 2), True), ("var", (0, 2), False), ("std", -1, True)):
+            extra = {"ddof": 1} if op in ("var", "std") else {}
             for src, name in ((x, "an array"), (ds, "its dataset")):
-                got = getattr(c, op)(src, axis, keepdims=keep, device=L.DEVICE)
-                want = getattr(np, op)(x, axis=axis, keepdims=keep)
+                got = getattr(c, op)(src, axis, keepdims=keep, device="auto" if extra else L.DEVICE, **extra)
+                want = getattr(np, op)(x, axis=axis, keepdims=keep, **extra)
                 CHECK.ok(np.shape(got) == np.shape(want) and np.allclose(got, want),
                          "%s of %s %r axis %r keepdims %s: shape %r, NumPy's %r" % (
                              op, name, shape, axis, keep, np.shape(got), np.shape(want)))

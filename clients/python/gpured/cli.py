@@ -96,11 +96,12 @@ def _show(args: argparse.Namespace, objs: Sequence[Any], many: bool = False) -> 
             print(_line(o))
 
 
-OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax", "nansum", "nanmin", "nanmax", "count_nonzero", "matmul"]
+OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax", "nansum", "nanmin", "nanmax", "count_nonzero", "var",
+       "std", "matmul"]
 
 
 def cmd_submit(c: Client, args: argparse.Namespace) -> None:
-    options = dict(axis=args.axis, keepdims=args.keepdims, ties=args.ties, device=args.device,
+    options = dict(axis=args.axis, keepdims=args.keepdims, ties=args.ties, ddof=args.ddof, device=args.device,
                    algorithm=args.algorithm, dtype=args.dtype)
     if args.op == "matmul":
         options.update(a=_values(args.a), b=_values(args.b), c=_values(args.c), alpha=args.alpha, beta=args.beta)
@@ -247,6 +248,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--axis", type=_axes, help="an axis, or axes separated by commas (e.g. 0,2; -1: the last)")
     s.add_argument("--keepdims", action="store_true", help="keep the reduced axes as 1 (NumPy's shape)")
     s.add_argument("--ties", choices=["first", "last"])
+    s.add_argument("--ddof", type=int, help="var, std: divide by the count less this")
     s.add_argument("--device", default="auto")
     s.add_argument("--algorithm", default="auto")
     for k in ("a", "b", "c"):

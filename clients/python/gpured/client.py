@@ -248,7 +248,7 @@ class Client:
 
     @flow
     def reduce(self, op: str, data: Source, axis: Axis = None, *, keepdims: bool = False, ties: Optional[str] = None,
-               device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
+               ddof: Optional[int] = None, device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None, keep: bool = False) -> Reduced:
         """Run a reduction and return its result (see :meth:`Job.result`): a NumPy scalar for
         ``axis`` None, else an array of NumPy's shape (the axes reduced gone, or with ``keepdims``
@@ -259,14 +259,16 @@ class Client:
         ``dtype`` when given; bool, 8- and 16-bit integers and float16 are widened to int32 or
         float32, uint32 to int64), a :class:`Dataset` or a dataset id. ``axis``: an axis,
         negative as in NumPy (-1 the last), or a tuple of them (argmin/argmax: one axis).
-        ``ties``: ``"first"`` or ``"last"``, which index argmin/argmax give among equal extremes. ``shape``: a view of the values (1 to 8 dimensions).
+        ``ties``: ``"first"`` or ``"last"``, which index argmin/argmax give among equal extremes.
+        ``ddof``: var and std divide by the count less this. ``shape``: a view of the values (1 to 8
+        dimensions).
         ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``. ``timeout``: seconds for the whole
         call (the client's timeout unless given); past it, :class:`Timeout`. The job, and a
         result the service kept as a dataset, are deleted once the result is downloaded, unless
         ``keep``."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        job = yield from Client.submit.flow(self, op, data, axis=axis, keepdims=keepdims, ties=ties, device=device,
-                                            algorithm=algorithm, dtype=dtype, shape=shape,
+        job = yield from Client.submit.flow(self, op, data, axis=axis, keepdims=keepdims, ties=ties, ddof=ddof,
+                                            device=device, algorithm=algorithm, dtype=dtype, shape=shape,
                                             wait=_wait_within(deadline), deadline=deadline)
         return (yield from job._result_once(keep, deadline))
 
@@ -326,6 +328,18 @@ class Client:
         return (yield from Client.reduce.flow(self, "count_nonzero", data, axis, **options))
 
     @flow
+    def var(self, data: Source, axis: Axis = None, ddof: int = 0, **options: Any) -> Reduced:
+        """The variance, float64: squared deviations from the mean, summed, over the count less
+        ``ddof`` (options: as :meth:`reduce`). The GPUs do not run it: ``device="auto"`` runs it on
+        the CPU."""
+        return (yield from Client.reduce.flow(self, "var", data, axis, ddof=ddof, **options))
+
+    @flow
+    def std(self, data: Source, axis: Axis = None, ddof: int = 0, **options: Any) -> Reduced:
+        """The standard deviation, the square root of :meth:`var` (options: as :meth:`reduce`)."""
+        return (yield from Client.reduce.flow(self, "std", data, axis, ddof=ddof, **options))
+
+    @flow
     def matmul(self, a: Source, b: Source, c: Optional[Source] = None, alpha: float = 1.0, beta: float = 0.0, *,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                timeout: Optional[float] = None, keep: bool = False) -> np.ndarray:
@@ -344,7 +358,7 @@ class Client:
 
     @flow
     def submit(self, op: str, data: Optional[Source] = None, *, axis: Axis = None, keepdims: bool = False,
-               ties: Optional[str] = None,
+               ties: Optional[str] = None, ddof: Optional[int] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, a: Optional[Source] = None, b: Optional[Source] = None,
                c: Optional[Source] = None, alpha: Optional[float] = None, beta: Optional[float] = None,
@@ -358,7 +372,7 @@ class Client:
         optional ``c``, ``alpha``, ``beta`` instead (see :meth:`matmul`). Datasets uploaded for a
         job are deleted once :meth:`Job.wait` (or ``result``) sees it end. ``deadline``: a
         ``time.monotonic()`` the requests must end by (see :meth:`request`)."""
-        options = dict(axis=axis, keepdims=keepdims or None, ties=ties, device=device, algorithm=algorithm,
+        options = dict(axis=axis, keepdims=keepdims or None, ties=ties, ddof=ddof, device=device, algorithm=algorithm,
                        dtype=dtype, shape=shape, a=a, b=b, c=c, alpha=alpha, beta=beta)
         temps: list[Dataset] = []
         try:
@@ -665,8 +679,8 @@ class Job:
         if op == "matmul":
             rtype = dtype
         else:
-            rtype = "int64" if part == "indices" or op == "count_nonzero" or (dtype.startswith("int") and op != "mean") \
-                else "float64"
+            rtype = "int64" if part == "indices" or op == "count_nonzero" or \
+                (dtype.startswith("int") and op not in ("mean", "var", "std")) else "float64"
         for k in (("index", "indices") if part == "indices" else ("value", "values")):
             if k in res:
                 return np.asarray(res[k], dtype=rtype)[()]
