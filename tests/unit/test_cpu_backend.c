@@ -351,34 +351,9 @@ static void matrix(int dtype, int nthreads, int64_t max_n)
     b->destroy(b);
 }
 
-/* data (n elements of dtype, shape) copied with its kept axes first and the axes in mask last:
- * its reduction over mask is then an axis-1 one, which the reference knows. */
-static void *kept_first(const void *data, int dtype, int ndim, const int64_t *shape, unsigned mask, int64_t n,
-                        int64_t *kept, int64_t *reduced)
-{
-    size_t es = gr_dtype_size(dtype);
-    char *out = malloc((size_t)n * es);
-    assert_non_null(out);
-    *kept = *reduced = 1;
-    for (int d = 0; d < ndim; d++)
-        *(mask >> d & 1u ? reduced : kept) *= shape[d];
-    for (int64_t i = 0; i < n; i++) {
-        int64_t rest = i, ko = 0, ro = 0, kstride = 1, rstride = 1;
-        for (int d = ndim - 1; d >= 0; d--) { /* i's index along d, from the last axis */
-            int64_t at = rest % shape[d];
-            rest /= shape[d];
-            if (mask >> d & 1u)
-                ro += at * rstride, rstride *= shape[d];
-            else
-                ko += at * kstride, kstride *= shape[d];
-        }
-        memcpy(out + (size_t)(ko * *reduced + ro) * es, (const char *)data + (size_t)i * es, es);
-    }
-    return out;
-}
-
 /* Any axes of arrays up to GR_MAX_DIMS-D, random shapes and axis sets, every op, dtype and
- * variant: the passes (common/axes.h) against the reference over kept_first's copy. */
+ * variant: the passes (common/axes.h) against the reference over a copy with the reduced axes
+ * last (gr_axes_gather; test_axes.py checks its results against NumPy). */
 static void test_any_axes(void **state)
 {
     struct gr_backend *b = gr_cpu_backend_new();
@@ -399,8 +374,12 @@ static void test_any_axes(void **state)
                          : gr_dtype_is_float(dtype) && specials && rnd(&st) % 2 ? D_SPECIAL
                                                                                : D_GENERAL;
         void *data = make_data(dtype, n, dist, (uint64_t)it);
-        int64_t kept, reduced;
-        void *flat = kept_first(data, dtype, ndim, shape, mask, n, &kept, &reduced);
+        int64_t kept = 1, reduced = 1;
+        for (int d = 0; d < ndim; d++)
+            *(mask >> d & 1u ? &reduced : &kept) *= shape[d];
+        void *flat = malloc((size_t)n * gr_dtype_size(dtype));
+        assert_non_null(flat);
+        gr_axes_gather(ndim, shape, mask, gr_dtype_size(dtype), data, flat);
         int ddof = op == GR_VAR || op == GR_STD ? (int)(rnd(&st) % 3) : 0;
         struct gr_reduce_req rq = {op, dtype, 1, ties, kept, reduced, flat, "cpu_seq", 0, NULL, 0, 0, ddof};
         struct expect *ref = malloc((size_t)kept * sizeof *ref);
