@@ -575,8 +575,8 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
     int64_t ddof;
     if ((rc = get_int(root, "ddof", 0, INT32_MAX, 0, &ddof, e)))
         return rc;
-    if (json_object_get(root, "ddof") && j->op != GR_VAR && j->op != GR_STD)
-        return gr_fail(e, GR_EUNPROC, "ddof", "\"ddof\" is for var and std, not %s", gr_op_name(j->op));
+    if (json_object_get(root, "ddof") && !gr_op_takes_ddof(j->op))
+        return gr_fail(e, GR_EUNPROC, "ddof", "\"ddof\" is for var, std, nanvar and nanstd, not %s", gr_op_name(j->op));
     j->ddof = (int)ddof;
     json_t *keepdims = json_object_get(root, "keepdims");
     if (keepdims && !json_is_boolean(keepdims))
@@ -898,7 +898,7 @@ static int query_members(json_t *query, struct gr_err *e)
     char *past = NULL;
     long long dd = ddof ? strtoll(ddof, &past, 10) : 0;
     if (ddof && (past == ddof || *past || dd < 0 || dd > INT32_MAX))
-        return gr_fail(e, GR_EINVAL, "ddof", "?ddof= is a whole number from 0 (var and std), not '%s'", ddof);
+        return gr_fail(e, GR_EINVAL, "ddof", "?ddof= is a whole number from 0 (var, std, nanvar, nanstd), not '%s'", ddof);
     if (ddof)
         json_object_set_new(query, "ddof", json_integer(dd));
     if (shape) {

@@ -20,8 +20,12 @@ static void merge(struct runs *r, int64_t size, int reduced)
     r->reduced[r->n++] = reduced;
 }
 
-/* Whether op's outputs reduce further to the same answer, as passes need. */
-static int chains(int op) { return op != GR_VAR && op != GR_STD; }
+/* Whether op's outputs reduce further to the same answer, as passes need: not a spread, nor a
+ * mean over lanes of unequal counts. */
+static int chains(int op)
+{
+    return op != GR_VAR && op != GR_STD && op != GR_NANVAR && op != GR_NANSTD && op != GR_NANMEAN && op != GR_PTP;
+}
 
 int gr_axes_plan(int ndim, const int64_t *shape, unsigned mask, int op, struct gr_pass *passes, int *gather)
 {

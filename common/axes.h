@@ -22,7 +22,7 @@ struct gr_pass {
  * innermost reduced axes first: adjacent axes reduced alike are merged, and each pass reduces one
  * run of reduced axes (outer x reduced x inner). Returns how many (1 to GR_MAX_DIMS / 2 + 1);
  * each pass after the first reduces the one before's outputs. An op whose outputs do not reduce
- * further (var, std) takes one pass instead, over a copy of the values gathered with the reduced
+ * further (var, std, ptp, the nan-means and spreads) takes one pass instead, over a copy of the values gathered with the reduced
  * axes last (*gather set: gr_axes_gather). An array of one or two dimensions always takes one
  * pass over the values as they are. */
 int gr_axes_plan(int ndim, const int64_t *shape, unsigned mask, int op, struct gr_pass *passes, int *gather);

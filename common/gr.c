@@ -61,7 +61,8 @@ const char *gr_code_slug(int code) { return code_ok(code) ? codes[code].slug : "
 
 static const char *op_names[GR_MATMUL + 1] = {"sum",    "prod",   "min",    "max",           "mean",  "argmin",
                                              "argmax", "nansum", "nanmin", "nanmax", "count_nonzero", "var", "std",
-                                             "matmul"};
+                                             "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax",
+                                             "ptp", "matmul"};
 static const char *dtype_names[GR_NDTYPES] = {"int32", "int64", "float32", "float64"};
 static const size_t dtype_sizes[GR_NDTYPES] = {4, 8, 4, 8};
 
@@ -79,10 +80,12 @@ int gr_op_parse(const char *s) { return lookup(op_names, GR_MATMUL + 1, s); }
 int gr_dtype_parse(const char *s) { return lookup(dtype_names, GR_NDTYPES, s); }
 size_t gr_dtype_size(int dt) { return dt >= 0 && dt < GR_NDTYPES ? dtype_sizes[dt] : 0; }
 int gr_dtype_is_float(int dt) { return dt == GR_FLOAT32 || dt == GR_FLOAT64; }
-int gr_op_is_arg(int op) { return op == GR_ARGMIN || op == GR_ARGMAX; }
+int gr_op_takes_ddof(int op) { return op == GR_VAR || op == GR_STD || op == GR_NANVAR || op == GR_NANSTD; }
+int gr_op_is_arg(int op) { return op == GR_ARGMIN || op == GR_ARGMAX || op == GR_NANARGMIN || op == GR_NANARGMAX; }
 int gr_result_is_int(int op, int dtype)
 {
-    return op == GR_COUNT_NONZERO || (!gr_dtype_is_float(dtype) && op != GR_MEAN && op != GR_VAR && op != GR_STD);
+    int real = op == GR_MEAN || op == GR_VAR || op == GR_STD || op == GR_NANMEAN || op == GR_NANVAR || op == GR_NANSTD;
+    return op == GR_COUNT_NONZERO || (!gr_dtype_is_float(dtype) && !real);
 }
 
 int gr_result_alloc(struct gr_result *r, int64_t n, int is_int, int with_index, struct gr_err *e)

@@ -51,7 +51,8 @@ const char *gr_code_slug(int code);  /* "invalid-request", used in problem "type
 enum gr_op {
     GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_MEAN, GR_ARGMIN, GR_ARGMAX,
     GR_NANSUM, GR_NANMIN, GR_NANMAX, GR_COUNT_NONZERO, /* NumPy's: NaN skipped; elements not 0 */
-    GR_VAR, GR_STD, /* with ddof; the CPU's only (GR_GPU_OPS) */
+    GR_VAR, GR_STD, /* with ddof */
+    GR_NANMEAN, GR_NANPROD, GR_NANVAR, GR_NANSTD, GR_NANARGMIN, GR_NANARGMAX, GR_PTP, /* from var: the CPU's only */
     GR_NOPS, GR_MATMUL = GR_NOPS
 };
 enum gr_dtype { GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64, GR_NDTYPES };
@@ -63,11 +64,12 @@ int gr_op_parse(const char *s);    /* -1 if unknown */
 int gr_dtype_parse(const char *s); /* -1 if unknown */
 size_t gr_dtype_size(int dtype);
 int gr_dtype_is_float(int dtype);
-int gr_op_is_arg(int op); /* argmin, argmax */
+int gr_op_is_arg(int op); /* argmin, argmax, nanargmin, nanargmax */
+int gr_op_takes_ddof(int op); /* var, std, nanvar, nanstd */
 
-/* Output element kind of an op on a dtype: integer sums/products/min/max/arg values and every
+/* Output element kind of an op on a dtype: integer sums/products/min/max/ptp/arg values and every
  * count are int64 (an int32 sum must not wrap); other float results, every mean, var and std
- * are float64. */
+ * (nan-ops too) are float64. */
 int gr_result_is_int(int op, int dtype);
 
 /* A reduction to run. data is row-major rows x cols elements of dtype, little-endian.

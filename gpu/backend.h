@@ -20,7 +20,7 @@ struct gr_algo {
     unsigned ops, dtypes, axes;
 };
 #define GR_ALL_OPS ((1u << GR_NOPS) - 1) /* every reduction */
-#define GR_GPU_OPS ((1u << GR_VAR) - 1)  /* the GPU kernels': var and std run on the CPU */
+#define GR_GPU_OPS ((1u << GR_VAR) - 1)  /* the GPU kernels': var and the ops after it run on the CPU */
 /* A GPU's reductions of inputs in memory of at most this many bytes copy nothing: the kernel
  * reads them from pinned host memory over the bus and writes its results back the same way (h2d
  * and d2h 0). The two copies of a 4 KiB job took 15 us of its 25-30 us on the device, more than

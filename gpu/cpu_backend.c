@@ -52,8 +52,9 @@ static const struct gr_algo cpu_algos[] = {
 struct acc {
     double s;     /* float sum/mean: Neumaier sum s + correction c; float prod/extreme: s; var: mean */
     uint64_t u;   /* integer sum/prod, wrapping modulo 2^64; counts (var: of the values) */
-    double c;     /* var: the squared deviations from s, summed (Welford's M2) */
-    int64_t v;    /* integer extreme */
+    double c;     /* var: the squared deviations from s, summed (Welford's M2); float ptp: the minimum */
+    int64_t v;    /* integer extreme (ptp: the maximum) */
+    int64_t w;    /* integer ptp: the minimum */
     int64_t idx;  /* arg ops: index of the extreme within the reduced set, -1 while empty */
     signed char op, fl, last;
 };
@@ -89,9 +90,12 @@ static void acc_init(struct acc *a, const struct job *j)
     a->fl = (signed char)j->fl;
     a->last = (signed char)j->last;
     a->idx = -1;
-    if (j->op == GR_PROD) {
+    if (j->op == GR_PROD || j->op == GR_NANPROD) {
         a->s = 1;
         a->u = 1;
+    } else if (j->op == GR_PTP) {
+        a->s = -INFINITY, a->c = INFINITY;
+        a->v = INT64_MIN, a->w = INT64_MAX;
     } else if (j->op == GR_MIN || j->op == GR_NANMIN) {
         a->s = j->op == GR_MIN ? INFINITY : NAN; /* NaN: no number seen yet (an all-NaN lane's answer) */
         a->v = INT64_MAX;
@@ -150,11 +154,27 @@ GR_INLINE void acc_add(struct acc *a, struct val x, int64_t k, int op, int fl, i
     case GR_MEAN:
         neumaier(a, fl ? x.f : (double)x.i);
         break;
+    case GR_NANMEAN: /* the numbers' sum, and their count */
+        if (!fl || !isnan(x.f))
+            neumaier(a, fl ? x.f : (double)x.i), a->u++;
+        break;
     case GR_PROD:
-        if (fl)
+    case GR_NANPROD:
+        if (fl && !(op == GR_NANPROD && isnan(x.f)))
             a->s *= x.f;
-        else
+        else if (!fl)
             a->u *= (uint64_t)x.i;
+        break;
+    case GR_PTP: /* a NaN, once in s and c, stays */
+        if (fl) {
+            if (isnan(x.f) || x.f > a->s)
+                a->s = x.f;
+            if (isnan(x.f) || x.f < a->c)
+                a->c = x.f;
+        } else {
+            a->v = x.i > a->v ? x.i : a->v;
+            a->w = x.i < a->w ? x.i : a->w;
+        }
         break;
     case GR_MIN:
     case GR_MAX:
@@ -177,14 +197,22 @@ GR_INLINE void acc_add(struct acc *a, struct val x, int64_t k, int op, int fl, i
         break;
     case GR_ARGMIN:
     case GR_ARGMAX:
-        if (arg_better(a, x, k, op == GR_ARGMAX, fl, last)) {
+    case GR_NANARGMIN:
+    case GR_NANARGMAX:
+        if ((op == GR_NANARGMIN || op == GR_NANARGMAX) && fl && isnan(x.f))
+            break; /* the nan-ops take the numbers alone */
+        if (arg_better(a, x, k, op == GR_ARGMAX || op == GR_NANARGMAX, fl, last)) {
             a->s = x.f;
             a->v = x.i;
             a->idx = k;
         }
         break;
     case GR_VAR:
-    case GR_STD: { /* Welford: one pass, no sum of squares to cancel */
+    case GR_STD:
+    case GR_NANVAR:
+    case GR_NANSTD: { /* Welford: one pass, no sum of squares to cancel */
+        if (fl && (op == GR_NANVAR || op == GR_NANSTD) && isnan(x.f))
+            break;
         double v = fl ? x.f : (double)x.i, d = v - a->s;
         a->u++;
         a->s += d / (double)a->u;
@@ -201,22 +229,37 @@ static void acc_merge(struct acc *a, const struct acc *b)
     case GR_SUM:
     case GR_NANSUM:
     case GR_MEAN:
+    case GR_NANMEAN:
     case GR_COUNT_NONZERO:
-        if ((a->fl || a->op == GR_MEAN) && a->op != GR_COUNT_NONZERO) {
+        if ((a->fl || a->op == GR_MEAN || a->op == GR_NANMEAN) && a->op != GR_COUNT_NONZERO) {
             neumaier(a, b->s);
             a->c += b->c;
-        } else {
-            a->u += b->u;
         }
+        if ((!a->fl && a->op != GR_MEAN) || a->op == GR_COUNT_NONZERO || a->op == GR_NANMEAN)
+            a->u += b->u; /* nanmean: its count too */
         break;
     case GR_PROD:
+    case GR_NANPROD:
         if (a->fl)
             a->s *= b->s;
         else
             a->u *= b->u;
         break;
+    case GR_PTP:
+        if (a->fl) { /* a NaN on either side stays */
+            if (!isnan(a->s) && (isnan(b->s) || b->s > a->s))
+                a->s = b->s;
+            if (!isnan(a->c) && (isnan(b->c) || b->c < a->c))
+                a->c = b->c;
+        } else {
+            a->v = b->v > a->v ? b->v : a->v;
+            a->w = b->w < a->w ? b->w : a->w;
+        }
+        break;
     case GR_VAR:
-    case GR_STD: { /* Chan et al.: two parts' counts, means and M2 into one */
+    case GR_STD:
+    case GR_NANVAR:
+    case GR_NANSTD: { /* Chan et al.: two parts' counts, means and M2 into one */
         if (!b->u)
             break;
         double n = (double)(a->u + b->u), d = b->s - a->s;
@@ -242,11 +285,25 @@ static void acc_finish(const struct acc *a, struct gr_result *r, int64_t o, cons
     int64_t len = j->len;
     switch (a->op) {
     case GR_VAR:
-    case GR_STD: { /* no degrees of freedom left: M2 / 0, inf or NaN, as NumPy gives (with a warning) */
-        double var = a->c / ((int64_t)a->u > j->ddof ? (double)((int64_t)a->u - j->ddof) : 0.0);
-        r->f[o] = a->op == GR_STD ? sqrt(var) : var;
+    case GR_STD:
+    case GR_NANVAR:
+    case GR_NANSTD: { /* no degrees of freedom left: var and std M2 / 0 (inf or NaN), the nan-ops NaN, as
+                       * NumPy gives them (with a warning) */
+        int nan_op = a->fl && (a->op == GR_NANVAR || a->op == GR_NANSTD); /* on integers, var and std */
+        double dof = (int64_t)a->u > j->ddof ? (double)((int64_t)a->u - j->ddof) : nan_op ? NAN : 0.0;
+        double var = a->c / dof;
+        r->f[o] = a->op == GR_STD || a->op == GR_NANSTD ? sqrt(var) : var;
         break;
     }
+    case GR_NANMEAN: /* no numbers: 0 / 0, NaN, as NumPy gives */
+        r->f[o] = neumaier_total(a) / (double)a->u;
+        break;
+    case GR_PTP:
+        if (a->fl)
+            r->f[o] = a->s - a->c;
+        else
+            r->i[o] = u2i((uint64_t)a->v - (uint64_t)a->w); /* wraps as NumPy's does */
+        break;
     case GR_SUM:
     case GR_NANSUM:
         if (a->fl)
@@ -261,6 +318,7 @@ static void acc_finish(const struct acc *a, struct gr_result *r, int64_t o, cons
         r->f[o] = neumaier_total(a) / (double)len;
         break;
     case GR_PROD:
+    case GR_NANPROD:
         if (a->fl)
             r->f[o] = a->s;
         else
@@ -354,6 +412,13 @@ static void run_tile(const struct job *j, struct acc *a, struct span s)
         GR_CASES(GR_COUNT_NONZERO)
         GR_CASES(GR_VAR)
         GR_CASES(GR_STD)
+        GR_CASES(GR_NANMEAN)
+        GR_CASES(GR_NANPROD)
+        GR_CASES(GR_NANVAR)
+        GR_CASES(GR_NANSTD)
+        GR_CASES(GR_NANARGMIN)
+        GR_CASES(GR_NANARGMAX)
+        GR_CASES(GR_PTP)
     }
 #undef GR_CASES
 #undef GR_CASE
@@ -521,6 +586,10 @@ static int cpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
         return rc;
     double t0 = gr_mono_ms();
     rc = compute(&j, v, r, e);
+    for (int64_t o = 0; rc == GR_OK && (req->op == GR_NANARGMIN || req->op == GR_NANARGMAX) && o < j.nout; o++)
+        if (r->index[o] < 0) /* NumPy raises here */
+            rc = gr_fail(e, GR_EUNPROC, "data", "%s of an all-NaN slice (output %lld of %lld): it has no answer",
+                         gr_op_name(req->op), (long long)o, (long long)j.nout);
     if (rc != GR_OK) {
         gr_result_free(r);
         return rc;

@@ -378,7 +378,7 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     key(&b, "axis"), put_axes(&b, j);
     key(&b, "ties"), put(&b, j->ties_last ? "\"last\"" : "\"first\"");
     key(&b, "keepdims"), put(&b, j->keepdims ? "true" : "false");
-    if (j->op == GR_VAR || j->op == GR_STD)
+    if (gr_op_takes_ddof(j->op))
         key(&b, "ddof"), put_int(&b, j->ddof);
     key(&b, "device"), put_str(&b, j->device);
     key(&b, "algorithm"), put_str(&b, j->algorithm);

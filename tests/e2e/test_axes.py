@@ -17,9 +17,11 @@ import numpy as np  # noqa: E402 (after the interpreter is settled)
 
 NP = {"int32": "<i4", "int64": "<i8", "float32": "<f4", "float64": "<f8"}
 WAIT = {"Prefer": "wait=60"}
-EXACT = ("min", "max", "argmin", "argmax", "nanmin", "nanmax")
-OPS = L.OPS + ["var", "std"]
-CPU_ONLY = ("var", "std")  # the GPUs do not run them: device auto sends them to the CPU
+EXACT = ("min", "max", "argmin", "argmax", "nanmin", "nanmax", "nanargmin", "nanargmax")
+CPU_ONLY = ("var", "std", "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax", "ptp")
+OPS = L.OPS + list(CPU_ONLY)  # the GPUs do not run CPU_ONLY: device auto sends them to the CPU
+DDOF = ("var", "std", "nanvar", "nanstd")
+REAL = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
 
 
 def device_for(op):
@@ -30,30 +32,35 @@ def gen(op, dtype, shape, rng, nan):
     """Values op reduces without overflow; small integers tie often; with nan, some NaN for the
     nan-ops (a .npy carries them, JSON cannot)."""
     if dtype.startswith("int"):
-        hi = 6 if op == "prod" else 40 if op.startswith("arg") or op == "count_nonzero" else 1 << 24
+        hi = 6 if op.endswith("prod") else 40 if "arg" in op or op == "count_nonzero" else 1 << 24
         return rng.integers(-hi, hi, size=shape, endpoint=True).astype(NP[dtype])
-    a = rng.standard_normal(size=shape) * (1.5 if op == "prod" else 1000)
-    if op.startswith("arg") or op == "count_nonzero":
+    a = rng.standard_normal(size=shape) * (1.5 if op.endswith("prod") else 1000)
+    if "arg" in op or op == "count_nonzero":
         a = np.round(a / 400) * 1.5
     if nan and op.startswith("nan"):
         a[rng.random(size=shape) < 0.2] = np.nan
+    if op.startswith("nanarg"):  # a lane of NaNs alone has no answer (refusals() checks it): every lane,
+        for k in range(a.ndim):  # along any axis, holds its first element along it, a number
+            a[(slice(None),) * k + (0,)] = 2.5
     return a.astype(NP[dtype])
 
 
 def reference(op, dtype, a, axes, keepdims, ddof=0):
     """(values, indices or None) as NumPy gives them, in int64 or float64 as the server keeps them."""
-    is_int = (dtype.startswith("int") and op not in ("mean", "var", "std")) or op == "count_nonzero"
+    is_int = (dtype.startswith("int") and op not in REAL) or op == "count_nonzero"
     w = a.astype(np.int64 if dtype.startswith("int") else np.float64)
-    if op.startswith("arg"):
+    if "arg" in op:
         ax = None if axes is None else axes[0]
-        idx = np.asarray((w.argmin if op == "argmin" else w.argmax)(axis=ax, keepdims=keepdims), dtype=np.int64)
+        f = {"argmin": np.argmin, "argmax": np.argmax, "nanargmin": np.nanargmin, "nanargmax": np.nanargmax}[op]
+        idx = np.asarray(f(w, axis=ax, keepdims=keepdims), dtype=np.int64)
         val = w.reshape(-1)[idx] if ax is None else np.take_along_axis(w, idx if keepdims else np.expand_dims(idx, ax), ax)
         return np.asarray(val if ax is None or keepdims else val.squeeze(ax)), idx
     f = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max, "mean": np.mean, "nansum": np.nansum,
-         "nanmin": np.nanmin, "nanmax": np.nanmax, "count_nonzero": np.count_nonzero, "var": np.var, "std": np.std}[op]
+         "nanmin": np.nanmin, "nanmax": np.nanmax, "count_nonzero": np.count_nonzero, "var": np.var, "std": np.std,
+         "nanmean": np.nanmean, "nanprod": np.nanprod, "nanvar": np.nanvar, "nanstd": np.nanstd, "ptp": np.ptp}[op]
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # all-NaN lanes, ddof past the count
         warnings.simplefilter("ignore")
-        extra = {"ddof": ddof} if op in ("var", "std") else {}
+        extra = {"ddof": ddof} if op in DDOF else {}
         got = np.asarray(f(w, axis=axes, keepdims=keepdims, **extra))
     return got.astype(np.int64 if is_int else np.float64), None
 
@@ -64,15 +71,18 @@ def close(op, got, want, a, axes):
         return False
     if want.dtype == np.int64 or op in EXACT:
         return np.array_equal(got, want, equal_nan=want.dtype != np.int64)
-    if op == "prod":
+    if op.endswith("prod"):
         scale = np.abs(want)
-    elif op in ("var", "std"):  # Welford against two passes: relative to the spread and the mean
+    elif op in DDOF:  # Welford against two passes: relative to the spread and the mean
         w = a.astype(np.float64)
-        scale = (w.var(axis=axes, keepdims=True) + w.mean(axis=axes, keepdims=True) ** 2).reshape(want.shape)
-        scale = np.sqrt(scale) if op == "std" else scale
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scale = (np.nanvar(w, axis=axes, keepdims=True) + np.nanmean(w, axis=axes, keepdims=True) ** 2)
+        scale = np.nan_to_num(scale.reshape(want.shape))
+        scale = np.sqrt(scale) if op.endswith("std") else scale
     else:
         scale = np.abs(np.nan_to_num(a.astype(np.float64))).sum(axis=axes, keepdims=True).reshape(want.shape)
-        if op == "mean":
+        if op.endswith("mean"):
             scale = scale / (a.size // want.size)
     return bool(np.all((np.abs(got - want) <= 1e-9 * scale + 1e-300) | (np.isnan(got) & np.isnan(want)) |
                        (np.isinf(want) & (got == want))))
@@ -111,7 +121,7 @@ def random_cases(rng, n):
         op, dtype = OPS[rng.integers(len(OPS))], L.DTYPES[rng.integers(len(L.DTYPES))]
         ndim = int(rng.integers(1, 9))
         shape = tuple(int(d) for d in rng.integers(1, 4 if ndim > 4 else 6, size=ndim, endpoint=True))
-        k = 1 if op.startswith("arg") else int(rng.integers(1, ndim + 1))
+        k = 1 if "arg" in op else int(rng.integers(1, ndim + 1))
         axes = sorted(int(x) for x in rng.choice(ndim, size=k, replace=False))
         sent = [x - ndim if rng.random() < 0.3 else x for x in axes]
         if rng.random() < 0.15:
@@ -134,7 +144,7 @@ def random_jobs(srv):
     for k, (op, dtype, shape, sent, axes, keepdims) in enumerate(random_cases(rng, 700)):
         as_npy = k % 2 == 1
         a = gen(op, dtype, shape, rng, as_npy)
-        ddof = int(rng.integers(0, 3)) if op in CPU_ONLY else 0
+        ddof = int(rng.integers(0, 3)) if op in DDOF else 0
         if as_npy:
             axis = "" if sent is None else ",".join(str(x) for x in np.atleast_1d(sent))
             q = "?op=%s&device=%s&keepdims=%s%s%s" % (op, device_for(op), str(keepdims).lower(),
@@ -170,7 +180,7 @@ def datasets_and_raw(srv):
     CHECK.ok(back.shape == a.shape and np.array_equal(back, a), "the dataset's .npy download: the array as sent")
     axes_sets = [(d,) for d in range(4)] + list(itertools.combinations(range(4), 2))
     cases, reqs = [], []
-    for op in ("sum", "max", "mean", "nansum", "argmax", "var"):
+    for op in ("sum", "max", "mean", "nansum", "argmax", "var", "ptp"):
         for axes in axes_sets:
             if op == "argmax" and len(axes) > 1:
                 continue
@@ -215,7 +225,7 @@ def refusals(srv):
         ("argmax over two axes", job(data=cube, axis=[0, 2], op="argmax"), 422, "axis", "one axis"),
         ("a 9-D shape", job(data=[1.0], shape=[1] * 9), 422, "shape", "1 to 8"),
         ("a shape that disagrees with the nesting", job(data=cube, shape=[2, 12]), 422, "shape", "[2, 3, 4]"),
-        ("ddof with sum", job(data=cube, ddof=1), 422, "ddof", "var and std"),
+        ("ddof with sum", job(data=cube, ddof=1), 422, "ddof", "var, std"),
         ("a negative ddof", job(data=cube, op="var", ddof=-1), 422, "ddof", "ddof"),
     ]
     if L.DEVICE != "cpu":
@@ -224,6 +234,12 @@ def refusals(srv):
         r = srv.req("POST", "/v1/jobs", body)
         L.check_problem(what, r, status, field)
         CHECK.ok(words in r.json().get("detail", ""), "%s: the detail says %r: %r" % (what, words, r.body[:300]))
+    nan_lane = np.array([[1.0, np.nan], [2.0, np.nan]])
+    r = srv.req("POST", "/v1/jobs?op=nanargmax&axis=0&device=" + device_for("nanargmax"), npy_of(nan_lane),
+                headers=dict(WAIT, **{"Content-Type": "application/x-npy"}))
+    CHECK.ok(r.status == 200 and r.json().get("status") == "failed" and r.json()["error"]["status"] == 422 and
+             "all-NaN" in r.json()["error"].get("detail", ""),
+             "nanargmax over a lane of NaNs alone: the job fails 422, as NumPy raises: %r" % r.body[:300])
     r = srv.req("POST", "/v1/datasets", npy_of(np.zeros((1,) * 9, dtype=np.float32)),
                 headers={"Content-Type": "application/x-npy"})
     L.check_problem("a 9-D .npy dataset", r, 422)

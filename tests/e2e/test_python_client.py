@@ -419,10 +419,13 @@ def jobs(srv, c, seen, rng):
         x = rng.random(shape)
         ds = c.upload(x)
         for op, axis, keep in (("sum", (0, 2), False), ("max", -1, True), ("argmax", 1, False), ("mean", None, True),
-                               ("nansum", (1, 2), True), ("var", (0, 2), False), ("std", -1, True)):
-            extra = {"ddof": 1} if op in ("var", "std") else {}
+                               ("nansum", (1, 2), True), ("var", (0, 2), False), ("std", -1, True),
+                               ("nanmean", (0, 1), False), ("nanvar", 1, True), ("nanargmin", 0, False),
+                               ("ptp", (0, 2), False)):
+            extra = {"ddof": 1} if op in ("var", "std", "nanvar") else {}
+            cpu_only = op in ("var", "std", "nanmean", "nanvar", "nanargmin", "ptp")
             for src, name in ((x, "an array"), (ds, "its dataset")):
-                got = getattr(c, op)(src, axis, keepdims=keep, device="auto" if extra else L.DEVICE, **extra)
+                got = getattr(c, op)(src, axis, keepdims=keep, device="auto" if cpu_only else L.DEVICE, **extra)
                 want = getattr(np, op)(x, axis=axis, keepdims=keep, **extra)
                 CHECK.ok(np.shape(got) == np.shape(want) and np.allclose(got, want),
                          "%s of %s %r axis %r keepdims %s: shape %r, NumPy's %r" % (
@@ -545,6 +548,8 @@ def async_client(srv, rng):
                 if len(listed) == 5:
                     break
             CHECK.eq(listed[0], job.id, "AsyncClient.jobs: newest first")
+            got = await ac.nanstd(ds, 1, ddof=1, device="auto")
+            CHECK.ok(np.allclose(got, np.nanstd(b.astype(np.float64), axis=1, ddof=1)), "AsyncClient.nanstd: %r" % got)
             CHECK.eq(len(listed), 5, "AsyncClient.jobs: across pages")
             await concurrent(ac, ds)
             await ac.delete(ds)

@@ -84,7 +84,7 @@ static inline void fuzz_check_job(const struct gr_job *j)
         FUZZ_CHECK(j->kind == GR_JOB_REDUCE && j->op < GR_NOPS && j->input_bytes == bytes);
         FUZZ_CHECK(j->ndim >= 1 && j->ndim <= GR_MAX_DIMS && j->axes && j->axes < 1u << j->ndim);
         FUZZ_CHECK(!gr_op_is_arg(j->op) || gr_job_whole(j) || __builtin_popcount(j->axes) == 1);
-        FUZZ_CHECK(j->ddof >= 0 && (!j->ddof || j->op == GR_VAR || j->op == GR_STD));
+        FUZZ_CHECK(j->ddof >= 0 && (!j->ddof || gr_op_takes_ddof(j->op)));
         for (int d = 0; d < GR_MAX_DIMS; d++)
             FUZZ_CHECK(d < j->ndim ? j->shape[d] >= 1 : j->shape[d] == 1);
         FUZZ_CHECK(j->dataset[0] ? j->dataset_pinned && !j->input : !j->dataset_pinned && j->input);

@@ -144,41 +144,75 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
             x.i = (int64_t)best;
         return x;
     }
-    if (q->op == GR_VAR || q->op == GR_STD) { /* two passes in extended precision */
+    int nan_skip = q->op == GR_NANVAR || q->op == GR_NANSTD || q->op == GR_NANMEAN;
+    if (q->op == GR_VAR || q->op == GR_STD || nan_skip) { /* two passes in extended precision */
         long double mean = 0, m2 = 0;
-        for (int64_t k = 0; k < len; k++)
-            mean += elem(q->data, q->dtype, pos_of(q, o, k));
-        mean /= len;
+        int64_t n = 0;
         for (int64_t k = 0; k < len; k++) {
-            long double d = elem(q->data, q->dtype, pos_of(q, o, k)) - mean;
-            m2 += d * d;
+            long double v = elem(q->data, q->dtype, pos_of(q, o, k));
+            if (!(nan_skip && isnan(v)))
+                mean += v, n++;
         }
-        long double var = m2 / (len > q->ddof ? (long double)(len - q->ddof) : 0.0L); /* NumPy's inf or NaN */
-        x.f = (double)(q->op == GR_STD ? sqrtl(var) : var);
-        x.tol = 1e-12 * (double)(q->op == GR_STD ? sqrtl(var + mean * mean) : var + mean * mean);
+        mean /= n;
+        for (int64_t k = 0; k < len; k++) {
+            long double v = elem(q->data, q->dtype, pos_of(q, o, k));
+            if (!(nan_skip && isnan(v)))
+                m2 += (v - mean) * (v - mean);
+        }
+        long double var = m2 / (n > q->ddof ? (long double)(n - q->ddof) : nan_skip && fl ? NAN : 0.0L);
+        x.f = (double)(q->op == GR_NANMEAN ? mean : q->op == GR_STD || q->op == GR_NANSTD ? sqrtl(var) : var);
+        if (q->op == GR_NANMEAN) { /* relative to the magnitudes added */
+            long double mag = 0;
+            for (int64_t k = 0; k < len; k++) {
+                long double v = elem(q->data, q->dtype, pos_of(q, o, k));
+                mag += isnan(v) ? 0 : fabsl(v);
+            }
+            x.tol = 1e-14 * (double)(mag / (n ? n : 1));
+            return x;
+        }
+        x.tol = 1e-12 * (double)(q->op == GR_STD || q->op == GR_NANSTD ? sqrtl(var + mean * mean) : var + mean * mean);
         return x;
     }
-    int skip = q->op == GR_NANSUM; /* a sum of the numbers, as GR_SUM's below */
-    if (!fl && (q->op == GR_SUM || q->op == GR_PROD || skip)) { /* two's complement wrap, by hand */
-        uint64_t u = q->op == GR_PROD;
+    if (q->op == GR_PTP) { /* the largest less the smallest; NaN with a NaN; integers wrap */
+        long double hi = -INFINITY, lo = INFINITY;
+        int64_t ihi = INT64_MIN, ilo = INT64_MAX, nan = 0;
+        for (int64_t k = 0; k < len; k++) {
+            long double v = elem(q->data, q->dtype, pos_of(q, o, k));
+            nan |= isnan(v);
+            hi = v > hi ? v : hi, lo = v < lo ? v : lo;
+            if (!fl) {
+                int64_t iv = elem_int(q->data, q->dtype, pos_of(q, o, k));
+                ihi = iv > ihi ? iv : ihi, ilo = iv < ilo ? iv : ilo;
+            }
+        }
+        if (fl)
+            x.f = nan ? NAN : (double)(hi - lo);
+        else
+            x.i = as_int64((uint64_t)ihi - (uint64_t)ilo);
+        return x;
+    }
+    int skip = q->op == GR_NANSUM || q->op == GR_NANPROD; /* the numbers, as GR_SUM's and GR_PROD's below */
+    int prod = q->op == GR_PROD || q->op == GR_NANPROD;
+    if (!fl && (q->op == GR_SUM || prod || skip)) { /* two's complement wrap, by hand */
+        uint64_t u = prod;
         for (int64_t k = 0; k < len; k++) {
             uint64_t v = (uint64_t)elem_int(q->data, q->dtype, pos_of(q, o, k));
-            u = q->op == GR_PROD ? u * v : u + v;
+            u = prod ? u * v : u + v;
         }
         x.i = as_int64(u);
         return x;
     }
-    if (q->op == GR_SUM || q->op == GR_PROD || q->op == GR_MEAN || skip) { /* in extended precision */
-        long double s = q->op == GR_PROD, mag = 0;
+    if (q->op == GR_SUM || prod || q->op == GR_MEAN || skip) { /* in extended precision */
+        long double s = prod, mag = 0;
         for (int64_t k = 0; k < len; k++) {
             long double v = elem(q->data, q->dtype, pos_of(q, o, k));
             if (skip && isnan(v))
                 continue;
             mag += fabsl(v);
-            s = q->op == GR_PROD ? s * v : s + v;
+            s = prod ? s * v : s + v;
         }
         x.f = (double)(q->op == GR_MEAN ? s / len : s);
-        x.tol = 1e-14 * (double)(q->op == GR_PROD ? fabsl(s) : q->op == GR_MEAN ? mag / len : mag);
+        x.tol = 1e-14 * (double)(prod ? fabsl(s) : q->op == GR_MEAN ? mag / len : mag);
         return x;
     }
     int nan = 0;
@@ -187,7 +221,7 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
 
     /* min/max/arg: NaN wins outright (first or last one); otherwise find the extreme value,
      * then the first or last index holding it */
-    int want_max = q->op == GR_MAX || q->op == GR_ARGMAX;
+    int want_max = q->op == GR_MAX || q->op == GR_ARGMAX || q->op == GR_NANARGMAX; /* nan-args: no NaN given */
     int64_t first = -1, last = -1;
     long double best = 0;
     for (int64_t k = 0; k < len; k++) {
@@ -310,6 +344,18 @@ static const int64_t shapes[][2] = {
 };
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
+/* Products take data that neither overflows nor vanishes (D_PROD). */
+static int is_prod(int op) { return op == GR_PROD || op == GR_NANPROD; }
+
+/* The ops checked on NaN and infinities too: sums and means of them are test_nan's and test_inf's;
+ * the nan-args' lanes of NaNs alone are test_nan_ops'. */
+static int takes_specials(int op)
+{
+    return op == GR_MIN || op == GR_MAX || op == GR_ARGMIN || op == GR_ARGMAX || op == GR_NANMIN || op == GR_NANMAX ||
+           op == GR_COUNT_NONZERO || op == GR_NANSUM || op == GR_NANMEAN || op == GR_NANVAR || op == GR_NANSTD ||
+           op == GR_PTP;
+}
+
 /* nthreads 0: the default team size; shapes above max_n elements are skipped */
 static void matrix(int dtype, int nthreads, int64_t max_n)
 {
@@ -330,9 +376,7 @@ static void matrix(int dtype, int nthreads, int64_t max_n)
             for (int op = 0; op < GR_NOPS; op++) {
                 /* products of D_GENERAL data overflow and vanish in an order-dependent way;
                  * NaN and inf in sums are test_nan's and test_inf's */
-                int specials = op == GR_MIN || op == GR_MAX || gr_op_is_arg(op) || op == GR_NANMIN ||
-                               op == GR_NANMAX || op == GR_COUNT_NONZERO || op == GR_NANSUM;
-                if ((op == GR_PROD) != (dists[d] == D_PROD) || (dists[d] == D_SPECIAL && !specials))
+                if (is_prod(op) != (dists[d] == D_PROD) || (dists[d] == D_SPECIAL && !takes_specials(op)))
                     continue;
                 for (int axis = GR_AXIS_ALL; axis <= 1; axis++)
                     for (int ties = 0; ties <= gr_op_is_arg(op); ties++) {
@@ -368,11 +412,9 @@ static void test_any_axes(void **state)
         unsigned all = (1u << ndim) - 1, mask = (unsigned)(rnd(&st) % (all + 1));
         if (!mask || (gr_op_is_arg(op) && __builtin_popcount(mask) > 1 && mask != all))
             mask = rnd(&st) % 2 ? all : 1u << (rnd(&st) % (uint64_t)ndim); /* arg ops: one axis or all */
-        int specials = op == GR_MIN || op == GR_MAX || gr_op_is_arg(op) || op == GR_NANMIN || op == GR_NANMAX ||
-                       op == GR_COUNT_NONZERO || op == GR_NANSUM;
-        enum dist dist = op == GR_PROD ? D_PROD
-                         : gr_dtype_is_float(dtype) && specials && rnd(&st) % 2 ? D_SPECIAL
-                                                                               : D_GENERAL;
+        enum dist dist = is_prod(op)                                                 ? D_PROD
+                         : gr_dtype_is_float(dtype) && takes_specials(op) && rnd(&st) % 2 ? D_SPECIAL
+                                                                                        : D_GENERAL;
         void *data = make_data(dtype, n, dist, (uint64_t)it);
         int64_t kept = 1, reduced = 1;
         for (int d = 0; d < ndim; d++)
@@ -565,6 +607,10 @@ static void test_nan_ops(void **state)
         {GR_NANSUM, GR_AXIS_ALL, {-1}},        {GR_NANSUM, 0, {-2, 1, 0}},       {GR_NANMIN, 0, {-2, 0, NAN}},
         {GR_NANMAX, 1, {1, 0}},                {GR_NANMIN, GR_AXIS_ALL, {-2}},    {GR_NANMAX, GR_AXIS_ALL, {1}},
         {GR_COUNT_NONZERO, GR_AXIS_ALL, {5}}, {GR_COUNT_NONZERO, 0, {2, 1, 2}},
+        {GR_NANMEAN, GR_AXIS_ALL, {-1.0 / 3}}, {GR_NANMEAN, 0, {-2, 0.5, NAN}},   {GR_NANMEAN, 1, {1, -1}},
+        {GR_NANPROD, GR_AXIS_ALL, {0}},        {GR_NANPROD, 0, {-2, 0, 1}},       {GR_NANVAR, 1, {0, 1}},
+        {GR_NANSTD, 0, {0, 0.5, NAN}},         {GR_NANARGMAX, 1, {1, 0}},         {GR_NANARGMIN, GR_AXIS_ALL, {-2}},
+        {GR_PTP, 1, {NAN, NAN}},               {GR_PTP, 0, {NAN, 1, NAN}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         run_each(b, (struct gr_reduce_req){cases[c].op, GR_FLOAT64, cases[c].axis, 0, 2, 3, x, NULL, 0, NULL, 0, 0, 0}, r);
@@ -572,11 +618,22 @@ static void test_nan_ops(void **state)
             for (int64_t o = 0; o < r[v].n; o++) {
                 double got = r[v].i ? (double)r[v].i[o] : r[v].f[o], want = cases[c].want[o];
                 assert_int_equal(!!r[v].i, cases[c].op == GR_COUNT_NONZERO);
+                assert_int_equal(!!r[v].index, gr_op_is_arg(cases[c].op));
                 if (!(isnan(want) ? isnan(got) : got == want))
                     fail_msg("%s axis %d output %lld, variant %d: %g, want %g", gr_op_name(cases[c].op), cases[c].axis,
                              (long long)o, v, got, want);
             }
         free_each(r);
+    }
+    /* a nan-arg op over a lane of NaNs alone has no answer: NumPy raises, the job fails */
+    for (int v = 0; v < NVARIANTS; v++) {
+        struct gr_reduce_req q = {GR_NANARGMAX, GR_FLOAT64, 0, 0, 2, 3, x, variants[v], 0, NULL, 0, 0, 0};
+        struct gr_result got;
+        struct gr_timings t = {0};
+        struct gr_err e = {0};
+        char used[32];
+        assert_int_equal(b->reduce(b, &q, &got, &t, used, &e), GR_EUNPROC);
+        assert_true(got.n == 0 && !got.f && !got.index && strstr(e.msg, "all-NaN") && strstr(e.msg, "output 2"));
     }
     b->destroy(b);
 }

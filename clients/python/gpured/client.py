@@ -37,6 +37,8 @@ within noise up to about 128 values (1.0 to 1.9 ms each), and the raw body is fa
 BACKOFF_FIRST, BACKOFF_MAX = 0.25, 30.0
 """Seconds before the first retry; it doubles with each one, up to BACKOFF_MAX."""
 
+REAL_OPS = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
+"""The ops whose results are float64 whatever the dtype."""
 Axis = Union[None, int, Sequence[int]]
 """The axes reduced, as NumPy takes them: None (all), an axis, or several; negative from the end."""
 Reduced = Union[np.generic, np.ndarray]
@@ -338,6 +340,42 @@ class Client:
     def std(self, data: Source, axis: Axis = None, ddof: int = 0, **options: Any) -> Reduced:
         """The standard deviation, the square root of :meth:`var` (options: as :meth:`reduce`)."""
         return (yield from Client.reduce.flow(self, "std", data, axis, ddof=ddof, **options))
+
+    @flow
+    def nanmean(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """The mean of the values that are not NaN; NaN where all are (runs on the CPU)."""
+        return (yield from Client.reduce.flow(self, "nanmean", data, axis, **options))
+
+    @flow
+    def nanprod(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """The product of the values that are not NaN; 1 where all are (runs on the CPU)."""
+        return (yield from Client.reduce.flow(self, "nanprod", data, axis, **options))
+
+    @flow
+    def nanvar(self, data: Source, axis: Axis = None, ddof: int = 0, **options: Any) -> Reduced:
+        """:meth:`var` of the values that are not NaN; NaN where fewer than ``ddof`` + 1 are."""
+        return (yield from Client.reduce.flow(self, "nanvar", data, axis, ddof=ddof, **options))
+
+    @flow
+    def nanstd(self, data: Source, axis: Axis = None, ddof: int = 0, **options: Any) -> Reduced:
+        """:meth:`std` of the values that are not NaN; NaN where fewer than ``ddof`` + 1 are."""
+        return (yield from Client.reduce.flow(self, "nanstd", data, axis, ddof=ddof, **options))
+
+    @flow
+    def nanargmin(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Reduced:
+        """:meth:`argmin` of the values that are not NaN; a lane of NaNs alone fails the job
+        (:class:`JobFailed`, 422), as NumPy raises (runs on the CPU)."""
+        return (yield from Client.reduce.flow(self, "nanargmin", data, axis, ties=ties, **options))
+
+    @flow
+    def nanargmax(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Reduced:
+        """:meth:`argmax` of the values that are not NaN, as :meth:`nanargmin`."""
+        return (yield from Client.reduce.flow(self, "nanargmax", data, axis, ties=ties, **options))
+
+    @flow
+    def ptp(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """The range, the largest value less the smallest; NaN with a NaN (runs on the CPU)."""
+        return (yield from Client.reduce.flow(self, "ptp", data, axis, **options))
 
     @flow
     def matmul(self, a: Source, b: Source, c: Optional[Source] = None, alpha: float = 1.0, beta: float = 0.0, *,
@@ -675,12 +713,12 @@ class Job:
         res, op, dtype = self.doc["result"], self.doc["op"], self.doc["dtype"]
         if self.doc.get("kind") == "benchmark":
             return res
-        part = part or ("indices" if op in ("argmin", "argmax") else "values")
+        part = part or ("indices" if "arg" in op else "values")
         if op == "matmul":
             rtype = dtype
         else:
             rtype = "int64" if part == "indices" or op == "count_nonzero" or \
-                (dtype.startswith("int") and op not in ("mean", "var", "std")) else "float64"
+                (dtype.startswith("int") and op not in REAL_OPS) else "float64"
         for k in (("index", "indices") if part == "indices" else ("value", "values")):
             if k in res:
                 return np.asarray(res[k], dtype=rtype)[()]
@@ -691,7 +729,7 @@ class Job:
              progress: Optional[Progress] = None) -> None:
         """Write the ended job's result to a .npy file as it arrives: ``part`` as for
         :meth:`result` (an argmin/argmax's indices by default, else the values)."""
-        part = part or ("indices" if self.doc.get("op") in ("argmin", "argmax") else "values")
+        part = part or ("indices" if "arg" in (self.doc.get("op") or "") else "values")
         yield from self.client._request("GET", "/v1/jobs/%s/result" % self.id, params={"part": part},
                                         headers={"Accept": "application/x-npy"}, answer="file", file=path,
                                         progress=progress)
