@@ -384,7 +384,7 @@ function renderDetail(job) {
   const values = job.status === 'succeeded' && job.kind !== 'benchmark';
   $('detail-download').disabled = !values;
   $('detail-download').title = values ? '' : job.kind === 'benchmark' ? 'a benchmark has no .npy result' : 'no result yet';
-  $('detail-download-indices').hidden = !(values && job.op.startsWith('arg'));
+  $('detail-download-indices').hidden = !(values && job.op.includes('arg'));
   $('detail').dataset.status = job.status;
 }
 
@@ -913,7 +913,7 @@ function refreshAlgorithms() {
         (op === 'matmul' || a.axes.includes(axis)))
       option(sel, a.name);
   sel.value = [...sel.options].some((o) => o.value === keep) ? keep : 'auto';
-  $('ties').disabled = !op.startsWith('arg');
+  $('ties').disabled = !op.includes('arg');
   $('submit-form').classList.toggle('matmul', op === 'matmul');
 }
 
@@ -972,7 +972,7 @@ function submitJob(ev) {
     } else {
       Object.assign(spec, inputOf('source', 'data', 'data'));
       if ($('axis').value !== '') spec.axis = Number($('axis').value);
-      if (op.startsWith('arg')) spec.ties = $('ties').value;
+      if (op.includes('arg')) spec.ties = $('ties').value;
     }
   } catch (err) {
     out.textContent = err.message;
