@@ -62,7 +62,7 @@ const char *gr_code_slug(int code) { return code_ok(code) ? codes[code].slug : "
 static const char *op_names[GR_MATMUL + 1] = {"sum",    "prod",   "min",    "max",           "mean",  "argmin",
                                              "argmax", "nansum", "nanmin", "nanmax", "count_nonzero", "var", "std",
                                              "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax",
-                                             "ptp", "matmul"};
+                                             "ptp", "any", "all", "matmul"};
 static const char *dtype_names[GR_NDTYPES] = {"int32", "int64", "float32", "float64"};
 static const size_t dtype_sizes[GR_NDTYPES] = {4, 8, 4, 8};
 
@@ -85,7 +85,7 @@ int gr_op_is_arg(int op) { return op == GR_ARGMIN || op == GR_ARGMAX || op == GR
 int gr_result_is_int(int op, int dtype)
 {
     int real = op == GR_MEAN || op == GR_VAR || op == GR_STD || op == GR_NANMEAN || op == GR_NANVAR || op == GR_NANSTD;
-    return op == GR_COUNT_NONZERO || (!gr_dtype_is_float(dtype) && !real);
+    return op == GR_COUNT_NONZERO || op == GR_ANY || op == GR_ALL || (!gr_dtype_is_float(dtype) && !real);
 }
 
 int gr_result_alloc(struct gr_result *r, int64_t n, int is_int, int with_index, struct gr_err *e)

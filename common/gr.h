@@ -53,6 +53,7 @@ enum gr_op {
     GR_NANSUM, GR_NANMIN, GR_NANMAX, GR_COUNT_NONZERO, /* NumPy's: NaN skipped; elements not 0 */
     GR_VAR, GR_STD, /* with ddof */
     GR_NANMEAN, GR_NANPROD, GR_NANVAR, GR_NANSTD, GR_NANARGMIN, GR_NANARGMAX, GR_PTP, /* from var: the CPU's only */
+    GR_ANY, GR_ALL, /* 1 or 0 (int64): is a value, is every value, not 0 */
     GR_NOPS, GR_MATMUL = GR_NOPS
 };
 enum gr_dtype { GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64, GR_NDTYPES };
@@ -68,7 +69,7 @@ int gr_op_is_arg(int op); /* argmin, argmax, nanargmin, nanargmax */
 int gr_op_takes_ddof(int op); /* var, std, nanvar, nanstd */
 
 /* Output element kind of an op on a dtype: integer sums/products/min/max/ptp/arg values and every
- * count are int64 (an int32 sum must not wrap); other float results, every mean, var and std
+ * count (and any, all) are int64 (an int32 sum must not wrap); other float results, every mean, var and std
  * (nan-ops too) are float64. */
 int gr_result_is_int(int op, int dtype);
 

@@ -149,6 +149,8 @@ GR_INLINE void acc_add(struct acc *a, struct val x, int64_t k, int op, int fl, i
             a->u += (uint64_t)x.i;
         break;
     case GR_COUNT_NONZERO:
+    case GR_ANY:
+    case GR_ALL:
         a->u += fl ? x.f != 0 : x.i != 0; /* a NaN is not 0 */
         break;
     case GR_MEAN:
@@ -230,13 +232,17 @@ static void acc_merge(struct acc *a, const struct acc *b)
     case GR_NANSUM:
     case GR_MEAN:
     case GR_NANMEAN:
-    case GR_COUNT_NONZERO:
-        if ((a->fl || a->op == GR_MEAN || a->op == GR_NANMEAN) && a->op != GR_COUNT_NONZERO) {
+        if (a->fl || a->op == GR_MEAN || a->op == GR_NANMEAN) {
             neumaier(a, b->s);
             a->c += b->c;
         }
-        if ((!a->fl && a->op != GR_MEAN) || a->op == GR_COUNT_NONZERO || a->op == GR_NANMEAN)
+        if ((!a->fl && a->op != GR_MEAN) || a->op == GR_NANMEAN)
             a->u += b->u; /* nanmean: its count too */
+        break;
+    case GR_COUNT_NONZERO:
+    case GR_ANY:
+    case GR_ALL:
+        a->u += b->u;
         break;
     case GR_PROD:
     case GR_NANPROD:
@@ -313,6 +319,12 @@ static void acc_finish(const struct acc *a, struct gr_result *r, int64_t o, cons
         break;
     case GR_COUNT_NONZERO:
         r->i[o] = u2i(a->u);
+        break;
+    case GR_ANY:
+        r->i[o] = a->u > 0;
+        break;
+    case GR_ALL:
+        r->i[o] = a->u == (uint64_t)len;
         break;
     case GR_MEAN:
         r->f[o] = neumaier_total(a) / (double)len;
@@ -419,6 +431,8 @@ static void run_tile(const struct job *j, struct acc *a, struct span s)
         GR_CASES(GR_NANARGMIN)
         GR_CASES(GR_NANARGMAX)
         GR_CASES(GR_PTP)
+        GR_CASES(GR_ANY)
+        GR_CASES(GR_ALL)
     }
 #undef GR_CASES
 #undef GR_CASE

@@ -10,7 +10,8 @@
 'use strict';
 
 const OPS = ['sum', 'prod', 'min', 'max', 'mean', 'argmin', 'argmax', 'nansum', 'nanmin', 'nanmax', 'count_nonzero',
-             'var', 'std', 'nanmean', 'nanprod', 'nanvar', 'nanstd', 'nanargmin', 'nanargmax', 'ptp', 'matmul'];
+             'var', 'std', 'nanmean', 'nanprod', 'nanvar', 'nanstd', 'nanargmin', 'nanargmax', 'ptp', 'any', 'all',
+             'matmul'];
 const DTYPES = ['int32', 'int64', 'float32', 'float64'];
 const STAGES = [['queue', '#9aa5b1'], ['h2d', '#e0a030'], ['kernel', '#2a6fdb'], ['d2h', '#8e44ad']];
 const POLL_MS = 1000;        // without the event stream

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402 (after the interpreter is settled)
 NP = {"int32": "<i4", "int64": "<i8", "float32": "<f4", "float64": "<f8"}
 WAIT = {"Prefer": "wait=60"}
 EXACT = ("min", "max", "argmin", "argmax", "nanmin", "nanmax", "nanargmin", "nanargmax")
-CPU_ONLY = ("var", "std", "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax", "ptp")
+CPU_ONLY = ("var", "std", "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax", "ptp", "any", "all")
 OPS = L.OPS + list(CPU_ONLY)  # the GPUs do not run CPU_ONLY: device auto sends them to the CPU
 DDOF = ("var", "std", "nanvar", "nanstd")
 REAL = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
@@ -32,10 +32,11 @@ def gen(op, dtype, shape, rng, nan):
     """Values op reduces without overflow; small integers tie often; with nan, some NaN for the
     nan-ops (a .npy carries them, JSON cannot)."""
     if dtype.startswith("int"):
-        hi = 6 if op.endswith("prod") else 40 if "arg" in op or op == "count_nonzero" else 1 << 24
+        hi = 6 if op.endswith("prod") else 2 if op in ("any", "all") else 40 if "arg" in op or op == "count_nonzero" \
+            else 1 << 24
         return rng.integers(-hi, hi, size=shape, endpoint=True).astype(NP[dtype])
     a = rng.standard_normal(size=shape) * (1.5 if op.endswith("prod") else 1000)
-    if "arg" in op or op == "count_nonzero":
+    if "arg" in op or op in ("count_nonzero", "any", "all"):  # zeros among them
         a = np.round(a / 400) * 1.5
     if nan and op.startswith("nan"):
         a[rng.random(size=shape) < 0.2] = np.nan
@@ -47,7 +48,7 @@ def gen(op, dtype, shape, rng, nan):
 
 def reference(op, dtype, a, axes, keepdims, ddof=0):
     """(values, indices or None) as NumPy gives them, in int64 or float64 as the server keeps them."""
-    is_int = (dtype.startswith("int") and op not in REAL) or op == "count_nonzero"
+    is_int = (dtype.startswith("int") and op not in REAL) or op in ("count_nonzero", "any", "all")
     w = a.astype(np.int64 if dtype.startswith("int") else np.float64)
     if "arg" in op:
         ax = None if axes is None else axes[0]
@@ -57,7 +58,8 @@ def reference(op, dtype, a, axes, keepdims, ddof=0):
         return np.asarray(val if ax is None or keepdims else val.squeeze(ax)), idx
     f = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max, "mean": np.mean, "nansum": np.nansum,
          "nanmin": np.nanmin, "nanmax": np.nanmax, "count_nonzero": np.count_nonzero, "var": np.var, "std": np.std,
-         "nanmean": np.nanmean, "nanprod": np.nanprod, "nanvar": np.nanvar, "nanstd": np.nanstd, "ptp": np.ptp}[op]
+         "nanmean": np.nanmean, "nanprod": np.nanprod, "nanvar": np.nanvar, "nanstd": np.nanstd, "ptp": np.ptp,
+         "any": np.any, "all": np.all}[op]
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # all-NaN lanes, ddof past the count
         warnings.simplefilter("ignore")
         extra = {"ddof": ddof} if op in DDOF else {}

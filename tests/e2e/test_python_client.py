@@ -431,6 +431,11 @@ def jobs(srv, c, seen, rng):
                          "%s of %s %r axis %r keepdims %s: shape %r, NumPy's %r" % (
                              op, name, shape, axis, keep, np.shape(got), np.shape(want)))
         ds.delete()
+    z = np.array([[0, 1], [0, 0], [np.nan, 2]])
+    for op, axis in (("any", 1), ("all", None), ("all", 0)):
+        got, want = getattr(c, op)(z, axis), getattr(np, op)(z, axis=axis)
+        CHECK.ok(np.asarray(got).dtype == bool and np.array_equal(got, want),
+                 "c.%s(axis=%r): NumPy's bools %r, got %r" % (op, axis, want, got))
     raises("an unknown job", lambda: c.job(NO_JOB), 404, None, NO_JOB, kind=gpured.NotFound)
     raises("a sum of an unknown dataset", lambda: c.sum(NO_DATASET, device=L.DEVICE), 404)
     # the dtypes the service does not take are widened, every value exact; uint64 is refused here

@@ -125,9 +125,10 @@ static struct expect ref_one(const struct gr_reduce_req *q, int64_t o, int64_t l
 {
     struct expect x = {0, -1, 0, -1};
     int fl = gr_dtype_is_float(q->dtype);
-    if (q->op == GR_COUNT_NONZERO) {
+    if (q->op == GR_COUNT_NONZERO || q->op == GR_ANY || q->op == GR_ALL) {
         for (int64_t k = 0; k < len; k++)
             x.i += elem(q->data, q->dtype, pos_of(q, o, k)) != 0;
+        x.i = q->op == GR_ANY ? x.i > 0 : q->op == GR_ALL ? x.i == len : x.i;
         return x;
     }
     if (q->op == GR_NANMIN || q->op == GR_NANMAX) { /* the extreme of the numbers; NaN if none */
@@ -353,7 +354,7 @@ static int takes_specials(int op)
 {
     return op == GR_MIN || op == GR_MAX || op == GR_ARGMIN || op == GR_ARGMAX || op == GR_NANMIN || op == GR_NANMAX ||
            op == GR_COUNT_NONZERO || op == GR_NANSUM || op == GR_NANMEAN || op == GR_NANVAR || op == GR_NANSTD ||
-           op == GR_PTP;
+           op == GR_PTP || op == GR_ANY || op == GR_ALL;
 }
 
 /* nthreads 0: the default team size; shapes above max_n elements are skipped */
@@ -610,14 +611,16 @@ static void test_nan_ops(void **state)
         {GR_NANMEAN, GR_AXIS_ALL, {-1.0 / 3}}, {GR_NANMEAN, 0, {-2, 0.5, NAN}},   {GR_NANMEAN, 1, {1, -1}},
         {GR_NANPROD, GR_AXIS_ALL, {0}},        {GR_NANPROD, 0, {-2, 0, 1}},       {GR_NANVAR, 1, {0, 1}},
         {GR_NANSTD, 0, {0, 0.5, NAN}},         {GR_NANARGMAX, 1, {1, 0}},         {GR_NANARGMIN, GR_AXIS_ALL, {-2}},
-        {GR_PTP, 1, {NAN, NAN}},               {GR_PTP, 0, {NAN, 1, NAN}},
+        {GR_PTP, 1, {NAN, NAN}},               {GR_PTP, 0, {NAN, 1, NAN}},        {GR_ANY, 0, {1, 1, 1}},
+        {GR_ALL, 0, {1, 0, 1}},                {GR_ALL, 1, {1, 0}},               {GR_ANY, GR_AXIS_ALL, {1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         run_each(b, (struct gr_reduce_req){cases[c].op, GR_FLOAT64, cases[c].axis, 0, 2, 3, x, NULL, 0, NULL, 0, 0, 0}, r);
         for (int v = 0; v < NVARIANTS; v++)
             for (int64_t o = 0; o < r[v].n; o++) {
                 double got = r[v].i ? (double)r[v].i[o] : r[v].f[o], want = cases[c].want[o];
-                assert_int_equal(!!r[v].i, cases[c].op == GR_COUNT_NONZERO);
+                assert_int_equal(!!r[v].i, cases[c].op == GR_COUNT_NONZERO || cases[c].op == GR_ANY ||
+                                               cases[c].op == GR_ALL);
                 assert_int_equal(!!r[v].index, gr_op_is_arg(cases[c].op));
                 if (!(isnan(want) ? isnan(got) : got == want))
                     fail_msg("%s axis %d output %lld, variant %d: %g, want %g", gr_op_name(cases[c].op), cases[c].axis,

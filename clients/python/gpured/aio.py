@@ -251,6 +251,8 @@ class AsyncClient:
     nanargmin = _native(Client.nanargmin)
     nanargmax = _native(Client.nanargmax)
     ptp = _native(Client.ptp)
+    any = _native(Client.any)
+    all = _native(Client.all)
     matmul = _native(Client.matmul)
     submit = _native(Client.submit)
     submit_many = _native(Client.submit_many)

@@ -97,7 +97,8 @@ def _show(args: argparse.Namespace, objs: Sequence[Any], many: bool = False) -> 
 
 
 OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax", "nansum", "nanmin", "nanmax", "count_nonzero", "var",
-       "std", "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax", "ptp", "matmul"]
+       "std", "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax", "ptp", "any", "all",
+       "matmul"]
 
 
 def cmd_submit(c: Client, args: argparse.Namespace) -> None:

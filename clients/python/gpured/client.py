@@ -373,6 +373,16 @@ class Client:
         return (yield from Client.reduce.flow(self, "nanargmax", data, axis, ties=ties, **options))
 
     @flow
+    def any(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """Whether a value is not 0 (a NaN is not), as NumPy bools (runs on the CPU)."""
+        return (yield from Client.reduce.flow(self, "any", data, axis, **options))
+
+    @flow
+    def all(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
+        """Whether every value is not 0 (a NaN is not), as NumPy bools (runs on the CPU)."""
+        return (yield from Client.reduce.flow(self, "all", data, axis, **options))
+
+    @flow
     def ptp(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
         """The range, the largest value less the smallest; NaN with a NaN (runs on the CPU)."""
         return (yield from Client.reduce.flow(self, "ptp", data, axis, **options))
@@ -716,13 +726,16 @@ class Job:
         part = part or ("indices" if "arg" in op else "values")
         if op == "matmul":
             rtype = dtype
+        elif op in ("any", "all"):  # the service gives 1 or 0
+            rtype = "bool"
         else:
             rtype = "int64" if part == "indices" or op == "count_nonzero" or \
                 (dtype.startswith("int") and op not in REAL_OPS) else "float64"
         for k in (("index", "indices") if part == "indices" else ("value", "values")):
             if k in res:
                 return np.asarray(res[k], dtype=rtype)[()]
-        return (yield from self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline))
+        got = yield from self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline)
+        return got.astype(bool) if rtype == "bool" else got
 
     @flow
     def save(self, path: Union[str, "os.PathLike[str]"], part: Optional[str] = None,
