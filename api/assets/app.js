@@ -903,15 +903,32 @@ function backendOf(device) {
   return state.devices && state.devices.gpus.length ? state.devices.gpus[0].id : 'cpu';
 }
 
+// The axis box as the job's "axis": null (empty), an integer, or a list ("0,2"); throws if it is
+// not integers separated by commas.
+function axisOf() {
+  const text = $('axis').value.trim();
+  if (text === '') return null;
+  const axes = text.split(',').map((t) => t.trim());
+  if (!axes.every((t) => /^-?[0-9]+$/.test(t))) throw new Error('axis: an integer, or integers separated by commas (0,2)');
+  return axes.length === 1 ? Number(axes[0]) : axes.map(Number);
+}
+
 function refreshAlgorithms() {
   const sel = $('algorithm'), keep = sel.value;
   const dev = backendOf($('device').value), op = $('op').value, dtype = $('dtype').value;
-  const axis = $('axis').value === '' ? null : Number($('axis').value);
+  let axis;
+  try {
+    axis = axisOf();
+  } catch (err) {
+    axis = undefined; // shown when the job is run
+  }
+  // the variants' axes are their passes' (whole, 0, 1): other axes leave the choice to the service
+  const known = axis === null || axis === 0 || axis === 1;
   sel.replaceChildren();
   option(sel, 'auto');
   for (const a of state.algorithms)
     if (a.device === dev && a.name !== 'auto' && a.ops.includes(op) && a.dtypes.includes(dtype) &&
-        (op === 'matmul' || a.axes.includes(axis)))
+        (op === 'matmul' || !known || a.axes.includes(axis)))
       option(sel, a.name);
   sel.value = [...sel.options].some((o) => o.value === keep) ? keep : 'auto';
   $('ties').disabled = !op.includes('arg');
@@ -972,7 +989,8 @@ function submitJob(ev) {
       spec.b = inputOf('source-b', 'data-b', 'b');
     } else {
       Object.assign(spec, inputOf('source', 'data', 'data'));
-      if ($('axis').value !== '') spec.axis = Number($('axis').value);
+      const axis = axisOf();
+      if (axis !== null) spec.axis = axis;
       if (op.includes('arg')) spec.ties = $('ties').value;
     }
   } catch (err) {

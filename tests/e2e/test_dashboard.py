@@ -87,7 +87,8 @@ def submit(driver, op, dtype, data, axis="", source="", b=None, source_b=""):
     Select(driver.find_element(By.ID, "op")).select_by_value(op)
     Select(driver.find_element(By.ID, "dtype")).select_by_value(dtype)
     if op != "matmul":
-        Select(driver.find_element(By.ID, "axis")).select_by_value(axis)
+        driver.find_element(By.ID, "axis").clear()
+        driver.find_element(By.ID, "axis").send_keys(axis)
     Select(driver.find_element(By.ID, "device")).select_by_value("cpu")
     for sel, box, values in (("source", "data", data), ("source-b", "data-b", b)):
         if sel == "source" or op == "matmul":
@@ -599,13 +600,24 @@ def main():
             CHECK.ok(len(shown) == 3 and all(abs(a - b) <= 1e-12 * max(1, abs(b)) for a, b in zip(shown, want)),
                      "table means %r vs reference %r" % (shown, want))
 
+        # a 3-D array over two axes, typed as NumPy takes them; a bad axis is named before any request
+        st, jid3d, line = submit(driver, "sum", "int32", [[[1, 2], [3, 4]], [[5, 6], [7, 8]]], axis="0, -1")
+        CHECK.eq(st, "succeeded", "form job on 3-D data, axis 0,-1 (%s)" % line)
+        cells = row_of(driver, jid3d)
+        if cells:
+            CHECK.eq([cells[5], cells[-1]], ["0,2", "[14, 22]"], "table row of the 3-D job: its axes and sums")
+        driver.execute_script("document.getElementById('axis').value = '0;1'; document.getElementById('submit').click()")
+        line = driver.execute_script("return document.getElementById('submit-result').textContent")
+        CHECK.ok("axis:" in line, "a malformed axis is named by the form, before any request: %r" % line)
+        driver.execute_script("document.getElementById('axis').value = ''")
+
         # both charts hold the jobs and have painted their canvas
         stage = chart_state(driver, "stage-chart")
         CHECK.ok(any(jid2[-5:] in lab for lab in stage["labels"]), "stage chart labels %r include the new job" % stage["labels"][-3:])
-        CHECK.eq([len(d) for d in stage["data"]], [7] * 4, "stage chart: 4 stages x 7 jobs")
+        CHECK.eq([len(d) for d in stage["data"]], [8] * 4, "stage chart: 4 stages x 8 jobs")
         CHECK.ok(stage["painted"] > 0.02 * stage["w"] * stage["h"], "stage chart painted %d of %dx%d pixels" % (stage["painted"], stage["w"], stage["h"]))
         thr = chart_state(driver, "throughput-chart")
-        CHECK.ok(abs(sum(thr["data"][0]) * 10 - 7) < 1e-9, "throughput chart counts the 7 jobs: %r" % thr["data"][0][-3:])
+        CHECK.ok(abs(sum(thr["data"][0]) * 10 - 8) < 1e-9, "throughput chart counts the 8 jobs: %r" % thr["data"][0][-3:])
         CHECK.ok(thr["painted"] > 0.02 * thr["w"] * thr["h"], "throughput chart painted %d pixels" % thr["painted"])
 
         # a benchmark from the button: one bar per variant, the GB/s the job reports
