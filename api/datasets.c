@@ -37,7 +37,7 @@ static int source_of(const char *doc, struct gr_source *src, struct gr_err *e)
     json_t *o = json_loads(doc, 0, NULL), *shape = json_object_get(o, "shape");
     size_t nd = json_array_size(shape);
     int ok = json_is_array(shape) && nd <= GR_MAX_DIMS;
-    *src = (struct gr_source){.dtype = gr_dtype_parse(json_string_value(json_object_get(o, "dtype"))),
+    *src = (struct gr_source){.dtype = gr_result_dtype_parse(json_string_value(json_object_get(o, "dtype"))),
                               .ndim = (int)nd, .count = 1};
     for (int d = 0; d < GR_MAX_DIMS; d++)
         src->shape[d] = 1;
@@ -84,6 +84,9 @@ int gr_dataset_for_job(void *ctx, struct gr_job *j, const char *id, struct gr_so
         gr_fail(e, rc, "dataset", "no dataset %s (GET /v1/datasets lists them)", id);
     if (rc == GR_OK)
         rc = source_of(doc, src, e);
+    if (rc == GR_OK && src->dtype == GR_BOOL)
+        rc = gr_fail(e, GR_EUNPROC, "dataset", "dataset %s holds bools (an any or all result kept): jobs read "
+                                               "int32, int64, float32 or float64 values", id);
     free(doc);
     gr_jobs_looked_up_dataset(id, rc == GR_OK);
     if (rc)

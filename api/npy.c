@@ -6,7 +6,7 @@
 #include <string.h>
 
 static const char magic[6] = "\x93NUMPY";
-static const char *const codes[GR_NDTYPES] = {"i4", "i8", "f4", "f8"};
+static const char *const codes[GR_BOOL + 1] = {"<i4", "<i8", "<f4", "<f8", "|b1"}; /* bool: written only */
 #define SUPPORTED "<i4, <i8, <f4 or <f8 (int32, int64, float32, float64), little-endian, C order"
 
 int gr_npy_need(const void *buf, size_t n, size_t *need, struct gr_err *e)
@@ -199,7 +199,7 @@ static int dtype_of(const struct str *descr, int *dtype, struct gr_err *e)
     if (code.n && strchr("<|=", code.p[0]))
         code.p++, code.n--;
     for (*dtype = 0; *dtype < GR_NDTYPES; ++*dtype)
-        if (is(&code, codes[*dtype]))
+        if (is(&code, codes[*dtype] + 1)) /* past its byte order */
             return GR_OK;
     return gr_fail(e, GR_EMEDIA, NULL, "%sdtype '%s' is not supported: send " SUPPORTED,
                    descr->n && (descr->p[0] == '>' || descr->p[0] == '!') ? "big-endian " : "",
@@ -258,13 +258,13 @@ int gr_npy_parse(const void *buf, size_t n, struct gr_npy *h, struct gr_err *e)
 size_t gr_npy_header(int dtype, int ndim, const int64_t *shape, char *buf, size_t len)
 {
     char dims[GR_MAX_DIMS * 22 + 4];
-    if (dtype < 0 || dtype >= GR_NDTYPES || ndim < 0 || ndim > GR_MAX_DIMS || len < GR_NPY_HEADER_MAX)
+    if (dtype < 0 || dtype > GR_BOOL || ndim < 0 || ndim > GR_MAX_DIMS || len < GR_NPY_HEADER_MAX)
         return 0;
     size_t at = (size_t)snprintf(dims, sizeof dims, "(");
     for (int d = 0; d < ndim; d++)
         at += (size_t)snprintf(dims + at, sizeof dims - at, d ? ", %lld" : "%lld", (long long)shape[d]);
     snprintf(dims + at, sizeof dims - at, ndim == 1 ? ",)" : ")");
-    int n = snprintf(buf + 10, len - 10, "{'descr': '<%s', 'fortran_order': False, 'shape': %s, }", codes[dtype],
+    int n = snprintf(buf + 10, len - 10, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", codes[dtype],
                      dims);
     size_t total = n < 0 ? len + 1 : (10 + (size_t)n + 1 + 63) / 64 * 64; /* + 1: the closing newline */
     if (total > len)

@@ -29,7 +29,7 @@ int gr_npy_need(const void *buf, size_t n, size_t *need, struct gr_err *e);
  * more than GR_MAX_DIMS dimensions, a size that overflows). h is unspecified on failure. */
 int gr_npy_parse(const void *buf, size_t n, struct gr_npy *h, struct gr_err *e);
 
-/* Write a version 1.0 preamble for C-order little-endian values of dtype and shape (ndim 0 to
+/* Write a version 1.0 preamble for C-order little-endian values of dtype (GR_BOOL too) and shape (ndim 0 to
  * GR_MAX_DIMS) into buf (len >= GR_NPY_HEADER_MAX), padded so the values start at a multiple of 64.
  * Returns its length, or 0 when it does not fit. */
 size_t gr_npy_header(int dtype, int ndim, const int64_t *shape, char *buf, size_t len);

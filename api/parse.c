@@ -16,7 +16,7 @@
 #include <string.h>
 
 static const char *const known[] = {"op", "dtype", "data", "dataset", "shape", "axis", "keepdims", "ddof",
-                                    "ties", "algorithm", "device", "a", "b", "c", "alpha", "beta"};
+                                    "accumulate", "ties", "algorithm", "device", "a", "b", "c", "alpha", "beta"};
 
 static const char *type_name(const json_t *v)
 {
@@ -484,7 +484,7 @@ static int parse_matmul(json_t *root, struct gr_job *j, const struct apart *v, s
     if (v->body)
         return gr_fail(e, GR_EUNPROC, "op", "matmul takes a JSON body with \"a\" and \"b\" (inline or datasets), "
                                             "not a binary one");
-    for (const char *const *m = (const char *const[]){"data", "dataset", "shape", "axis", "keepdims", "ddof", "ties", NULL}; *m; m++)
+    for (const char *const *m = (const char *const[]){"data", "dataset", "shape", "axis", "keepdims", "ddof", "accumulate", "ties", NULL}; *m; m++)
         if (json_object_get(root, *m))
             return gr_fail(e, GR_EUNPROC, *m, "\"%s\" is for reductions; matmul takes \"a\", \"b\" and an optional "
                                               "\"c\"",
@@ -578,6 +578,16 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
     if (json_object_get(root, "ddof") && !gr_op_takes_ddof(j->op))
         return gr_fail(e, GR_EUNPROC, "ddof", "\"ddof\" is for var, std, nanvar and nanstd, not %s", gr_op_name(j->op));
     j->ddof = (int)ddof;
+    char acc[16] = "";
+    if ((rc = get_string(root, "accumulate", acc, sizeof acc, e)))
+        return rc;
+    if (json_object_get(root, "accumulate") && strcmp(acc, "float64"))
+        return gr_fail(e, GR_EINVAL, "accumulate", "\"accumulate\" is \"float64\" (a float32 result kept float64), "
+                                                   "not \"%s\"", acc);
+    if (acc[0] && !gr_op_takes_accumulate(j->op))
+        return gr_fail(e, GR_EUNPROC, "accumulate", "\"accumulate\" is for sums, products, means and spreads "
+                                                    "(NumPy's dtype=), not %s", gr_op_name(j->op));
+    j->acc64 = acc[0] != 0;
     json_t *keepdims = json_object_get(root, "keepdims");
     if (keepdims && !json_is_boolean(keepdims))
         return gr_fail(e, GR_EINVAL, "keepdims", "\"keepdims\" must be true or false, not %s", type_name(keepdims));
@@ -622,6 +632,10 @@ static int parse(json_t *root, struct gr_job *j, const struct apart *v, struct g
         return rc;
     if ((rc = parse_axis(json_object_get(root, "axis"), j->op, j->ndim, j->shape, &j->axes, &j->axis_null, e)))
         return rc;
+    if (j->acc64 && !gr_dtype_is_float(j->dtype) && gr_result_is_int(j->op, j->dtype))
+        return gr_fail(e, GR_EUNPROC, "accumulate", "%s of %s accumulates in int64, exactly: \"accumulate\": "
+                                                    "\"float64\" is for float data, means and spreads",
+                       gr_op_name(j->op), gr_dtype_name(j->dtype));
     return from ? GR_OK : fill(data, v->data, j, nd, nests, e);
 }
 

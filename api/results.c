@@ -57,7 +57,11 @@ void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices)
     json_t *res = json_object_get(job, "result");
     json_t *one = json_object_get(res, indices ? "index" : "value");
     json_t *many = json_object_get(res, indices ? "indices" : "values");
-    int is_int = indices || gr_result_is_int(op, dtype);
+    /* the values' dtype as the result names it; a result stored before results named one: int64 or float64 */
+    int rtype = indices ? GR_INT64 : gr_result_dtype_parse(json_string_value(json_object_get(res, "dtype")));
+    if (rtype < 0)
+        rtype = gr_result_is_int(op, dtype) ? GR_INT64 : GR_FLOAT64;
+    size_t size = gr_dtype_size(rtype);
     /* values nested in the result's shape (a result stored before results had a shape is 1-D) */
     json_t *shape = json_object_get(res, "shape");
     int ndim = !many ? 0 : shape ? (int)json_array_size(shape) : 1;
@@ -68,8 +72,8 @@ void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices)
     }
     char head[GR_NPY_HEADER_MAX];
     int readable = ndim <= GR_MAX_DIMS && n <= GR_RESULT_INLINE_MAX; /* an inline result: at most that many */
-    size_t hlen = npy && readable ? gr_npy_header(is_int ? GR_INT64 : GR_FLOAT64, ndim, dims, head, sizeof head) : 0;
-    size_t bytes = hlen + (size_t)n * 8;
+    size_t hlen = npy && readable ? gr_npy_header(rtype, ndim, dims, head, sizeof head) : 0;
+    size_t bytes = hlen + (size_t)n * size;
     char *buf = (one || many) && readable && (hlen || !npy) ? malloc(bytes) : NULL;
     if (!buf) {
         gr_fail(&e, one || many ? GR_ENOMEM : GR_EIO, NULL, "%s",
@@ -84,9 +88,17 @@ void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices)
             stride /= dims[d];
             v = json_array_get(v, (size_t)(k / stride % dims[d]));
         }
-        int64_t i = json_integer_value(v);
-        double f = real_of(v);
-        memcpy(buf + hlen + 8 * k, is_int ? (const void *)&i : (const void *)&f, 8); /* little-endian hosts */
+        char *at = buf + hlen + (size_t)k * size; /* little-endian hosts */
+        if (rtype == GR_FLOAT64)
+            *(double *)(void *)at = real_of(v);
+        else if (rtype == GR_FLOAT32)
+            *(float *)(void *)at = (float)real_of(v);
+        else if (rtype == GR_INT64)
+            *(int64_t *)(void *)at = json_integer_value(v);
+        else if (rtype == GR_INT32)
+            *(int32_t *)(void *)at = (int32_t)json_integer_value(v);
+        else
+            *at = (char)json_is_true(v);
     }
     const char *hdrs[] = {"Vary", "Accept", NULL};
     gr_respond(r, 200, npy ? "application/x-npy" : "application/octet-stream", buf, bytes, hdrs);

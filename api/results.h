@@ -12,8 +12,8 @@
 int gr_result_part(const json_t *job, const char *part, int *indices, struct gr_err *e);
 
 /* Answer with the values of job's result, or its indices, as a .npy (npy 1) or raw
- * little-endian bytes: int64 for integer results and indices, float64 otherwise; one value is
- * a 0-D array, an axis result 1-D (a kept result: its dataset's file, streamed). */
+ * little-endian bytes in the result's dtype (indices int64); one value is a 0-D array, an axis
+ * result in its shape (a kept result: its dataset's file, streamed). */
 void gr_respond_result_data(struct gr_req *r, json_t *job, int npy, int indices);
 
 #endif

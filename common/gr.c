@@ -63,8 +63,8 @@ static const char *op_names[GR_MATMUL + 1] = {"sum",    "prod",   "min",    "max
                                              "argmax", "nansum", "nanmin", "nanmax", "count_nonzero", "var", "std",
                                              "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax",
                                              "ptp", "any", "all", "matmul"};
-static const char *dtype_names[GR_NDTYPES] = {"int32", "int64", "float32", "float64"};
-static const size_t dtype_sizes[GR_NDTYPES] = {4, 8, 4, 8};
+static const char *dtype_names[GR_BOOL + 1] = {"int32", "int64", "float32", "float64", "bool"};
+static const size_t dtype_sizes[GR_BOOL + 1] = {4, 8, 4, 8, 1};
 
 static int lookup(const char *const *names, int n, const char *s)
 {
@@ -75,17 +75,51 @@ static int lookup(const char *const *names, int n, const char *s)
 }
 
 const char *gr_op_name(int op) { return op >= 0 && op <= GR_MATMUL ? op_names[op] : "?"; }
-const char *gr_dtype_name(int dt) { return dt >= 0 && dt < GR_NDTYPES ? dtype_names[dt] : "?"; }
+const char *gr_dtype_name(int dt) { return dt >= 0 && dt <= GR_BOOL ? dtype_names[dt] : "?"; }
 int gr_op_parse(const char *s) { return lookup(op_names, GR_MATMUL + 1, s); }
 int gr_dtype_parse(const char *s) { return lookup(dtype_names, GR_NDTYPES, s); }
-size_t gr_dtype_size(int dt) { return dt >= 0 && dt < GR_NDTYPES ? dtype_sizes[dt] : 0; }
+int gr_result_dtype_parse(const char *s) { return lookup(dtype_names, GR_BOOL + 1, s); }
+size_t gr_dtype_size(int dt) { return dt >= 0 && dt <= GR_BOOL ? dtype_sizes[dt] : 0; }
 int gr_dtype_is_float(int dt) { return dt == GR_FLOAT32 || dt == GR_FLOAT64; }
 int gr_op_takes_ddof(int op) { return op == GR_VAR || op == GR_STD || op == GR_NANVAR || op == GR_NANSTD; }
 int gr_op_is_arg(int op) { return op == GR_ARGMIN || op == GR_ARGMAX || op == GR_NANARGMIN || op == GR_NANARGMAX; }
+static int is_real(int op)
+{
+    return op == GR_MEAN || op == GR_VAR || op == GR_STD || op == GR_NANMEAN || op == GR_NANVAR || op == GR_NANSTD;
+}
+int gr_op_takes_accumulate(int op)
+{
+    return is_real(op) || op == GR_SUM || op == GR_PROD || op == GR_NANSUM || op == GR_NANPROD;
+}
 int gr_result_is_int(int op, int dtype)
 {
-    int real = op == GR_MEAN || op == GR_VAR || op == GR_STD || op == GR_NANMEAN || op == GR_NANVAR || op == GR_NANSTD;
-    return op == GR_COUNT_NONZERO || op == GR_ANY || op == GR_ALL || (!gr_dtype_is_float(dtype) && !real);
+    return op == GR_COUNT_NONZERO || op == GR_ANY || op == GR_ALL || (!gr_dtype_is_float(dtype) && !is_real(op));
+}
+
+int gr_result_dtype(int op, int dtype, int acc64)
+{
+    if (op == GR_ANY || op == GR_ALL)
+        return GR_BOOL;
+    if (op == GR_COUNT_NONZERO)
+        return GR_INT64;
+    if (dtype == GR_FLOAT32)
+        return acc64 && gr_op_takes_accumulate(op) ? GR_FLOAT64 : GR_FLOAT32;
+    if (dtype == GR_FLOAT64)
+        return GR_FLOAT64;
+    return is_real(op) ? GR_FLOAT64 : gr_op_takes_accumulate(op) ? GR_INT64 : dtype;
+}
+
+void gr_result_narrow(struct gr_result *r, int dtype)
+{
+    for (int64_t k = 0; k < r->n; k++) {
+        if (dtype == GR_FLOAT32 && r->f)
+            r->f[k] = (double)(float)r->f[k];
+        else if (dtype == GR_INT32 && r->i)
+            r->i[k] = (int32_t)(uint32_t)(uint64_t)r->i[k]; /* modulo 2^32, two's complement */
+        else if (dtype == GR_BOOL && r->i)
+            r->i[k] = r->i[k] != 0;
+    }
+    r->dtype = dtype;
 }
 
 int gr_result_alloc(struct gr_result *r, int64_t n, int is_int, int with_index, struct gr_err *e)
@@ -94,6 +128,7 @@ int gr_result_alloc(struct gr_result *r, int64_t n, int is_int, int with_index, 
     if (n <= 0)
         return gr_fail(e, GR_EINTERNAL, NULL, "result of %lld elements", (long long)n);
     r->n = n;
+    r->dtype = is_int ? GR_INT64 : GR_FLOAT64;
     if (is_int)
         r->i = malloc((size_t)n * sizeof *r->i);
     else

@@ -56,22 +56,31 @@ enum gr_op {
     GR_ANY, GR_ALL, /* 1 or 0 (int64): is a value, is every value, not 0 */
     GR_NOPS, GR_MATMUL = GR_NOPS
 };
-enum gr_dtype { GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64, GR_NDTYPES };
+/* GR_BOOL is a result's dtype only (any, all): data, uploads and jobs take the GR_NDTYPES before it. */
+enum gr_dtype { GR_INT32, GR_INT64, GR_FLOAT32, GR_FLOAT64, GR_NDTYPES, GR_BOOL = GR_NDTYPES };
 #define GR_AXIS_ALL (-1)
 
 const char *gr_op_name(int op);
 const char *gr_dtype_name(int dtype);
 int gr_op_parse(const char *s);    /* -1 if unknown */
-int gr_dtype_parse(const char *s); /* -1 if unknown */
+int gr_dtype_parse(const char *s); /* -1 if unknown; an input dtype: never GR_BOOL */
+int gr_result_dtype_parse(const char *s); /* the same, and "bool" */
 size_t gr_dtype_size(int dtype);
 int gr_dtype_is_float(int dtype);
 int gr_op_is_arg(int op); /* argmin, argmax, nanargmin, nanargmax */
 int gr_op_takes_ddof(int op); /* var, std, nanvar, nanstd */
+int gr_op_takes_accumulate(int op); /* those NumPy gives dtype=: sums, products, means, spreads */
 
 /* Output element kind of an op on a dtype: integer sums/products/min/max/ptp/arg values and every
  * count (and any, all) are int64 (an int32 sum must not wrap); other float results, every mean, var and std
  * (nan-ops too) are float64. */
 int gr_result_is_int(int op, int dtype);
+
+/* The dtype NumPy gives op's result on dtype, the values a backend gave (int64 or float64)
+ * rounded to it: integer sums and products int64, min/max/ptp (and an arg op's value) the
+ * input's, means and spreads of integers float64, float32 float32 (float64 with acc64:
+ * "accumulate": "float64"), counts int64, any/all GR_BOOL. */
+int gr_result_dtype(int op, int dtype, int acc64);
 
 /* A reduction to run. data is row-major rows x cols elements of dtype, little-endian.
  * 1-D inputs are rows = 1. axis GR_AXIS_ALL -> 1 output; 0 -> cols outputs; 1 -> rows.
@@ -103,15 +112,21 @@ struct gr_mm_req {
     int streamed;          /* GPU: split a and c in row blocks over the streams */
 };
 
-/* n outputs; exactly one of i / f is set, by gr_result_is_int. index set for arg ops. */
+/* n outputs; exactly one of i / f is set, by gr_result_is_int. index set for arg ops. dtype is
+ * the values' own: GR_INT64 or GR_FLOAT64 as a backend gives them, narrower once rounded to it
+ * (float32 values in f, int32 and bool ones in i). */
 struct gr_result {
     int64_t n;
     int64_t *i;
     double *f;
     int64_t *index;
+    int dtype;
 };
 
 int gr_result_alloc(struct gr_result *r, int64_t n, int is_int, int with_index, struct gr_err *e);
+/* r's values rounded to dtype (gr_result_dtype's): float32 to the nearest float, int32 wrapped as
+ * NumPy's int32 ptp wraps, bools 0 or 1. */
+void gr_result_narrow(struct gr_result *r, int dtype);
 void gr_result_free(struct gr_result *r);
 
 /* Per-stage wall times in milliseconds; 0 for stages a backend does not have. */

@@ -49,6 +49,7 @@ struct gr_job {
     unsigned axes;  /* a reduction's: bit d set, axis d reduced (every axis: the whole array) */
     int axis_null;  /* "axis" was null or absent (a 1-D array's axis 0 reduces it whole too) */
     int ddof;       /* var, std: the divisor is the count less this */
+    int acc64;      /* "accumulate": "float64": a float32 sum, mean, spread... kept float64 */
     int ndim;
     int64_t shape[GR_MAX_DIMS]; /* dimensions past ndim are 1 */
     char algorithm[32], device[16]; /* requested; replaced by what ran */

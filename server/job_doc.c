@@ -182,10 +182,25 @@ static void put_shape(struct gr_buf *b, int ndim, const int64_t *shape)
     put(b, "]");
 }
 
+/* A float32 as NumPy's repr writes it: the fewest digits that read back as that float. */
+static void put_float32(struct gr_buf *b, double v)
+{
+    int digits = 1;
+    char d[40];
+    while (digits < 9 && isfinite(v) && (snprintf(d, sizeof d, "%.*g", digits, v), strtof(d, NULL) != (float)v))
+        digits++;
+    put_real_digits(b, v, digits);
+}
+
+/* Output k in its dtype (r->dtype): an integer, true/false, or a real. */
 static void put_value(struct gr_buf *b, const struct gr_result *r, int64_t k)
 {
-    if (r->i)
+    if (r->i && r->dtype == GR_BOOL)
+        put(b, r->i[k] ? "true" : "false");
+    else if (r->i)
         put_int(b, r->i[k]);
+    else if (r->dtype == GR_FLOAT32)
+        put_float32(b, r->f[k]);
     else
         put_real(b, r->f[k]);
 }
@@ -282,6 +297,7 @@ static void put_kept(struct gr_buf *b, const struct gr_job *j)
         key(b, "indices_dataset"), put_str(b, j->indices_dataset);
         key(b, "indices_data"), put_data_link(b, j->indices_dataset);
     }
+    key(b, "dtype"), put_str(b, gr_dtype_name(mm ? j->dtype : gr_result_dtype(j->op, j->dtype, j->acc64)));
     put(b, "}");
 }
 
@@ -302,13 +318,13 @@ static void put_result(struct gr_buf *b, const struct gr_job *j)
         open_key(b, "value"), put_value(b, r, 0);
         if (r->index)
             key(b, "index"), put_int(b, r->index[0]);
-        put(b, "}");
-        return;
+    } else {
+        open_key(b, "shape"), put_shape(b, ndim, shape);
+        key(b, "values"), put_nested(b, r, ndim, shape, 0);
+        if (r->index)
+            key(b, "indices"), put_nested(b, r, ndim, shape, 1);
     }
-    open_key(b, "shape"), put_shape(b, ndim, shape);
-    key(b, "values"), put_nested(b, r, ndim, shape, 0);
-    if (r->index)
-        key(b, "indices"), put_nested(b, r, ndim, shape, 1);
+    key(b, "dtype"), put_str(b, gr_dtype_name(r->dtype));
     put(b, "}");
 }
 
@@ -380,6 +396,8 @@ char *gr_job_render_as(const struct gr_job *j, int status)
     key(&b, "keepdims"), put(&b, j->keepdims ? "true" : "false");
     if (gr_op_takes_ddof(j->op))
         key(&b, "ddof"), put_int(&b, j->ddof);
+    if (j->acc64)
+        key(&b, "accumulate"), put(&b, "\"float64\"");
     key(&b, "device"), put_str(&b, j->device);
     key(&b, "algorithm"), put_str(&b, j->algorithm);
     key(&b, "bytes"), put_int(&b, job_bytes(j));
@@ -596,6 +614,8 @@ int gr_job_restore(const char *id, const char *doc, const void *input, size_t by
     j->axis_null = json_is_null(axis);
     json_int_t ddof = json_integer_value(json_object_get(o, "ddof")); /* var and std only */
     j->ddof = ddof >= 0 && ddof <= INT32_MAX ? (int)ddof : 0;
+    const char *acc = json_string_value(json_object_get(o, "accumulate"));
+    j->acc64 = acc && !strcmp(acc, "float64");
     j->ties_last = !strcmp(ties, "last");
     j->keepdims = json_is_true(json_object_get(o, "keepdims")); /* absent before keepdims: false */
     snprintf(j->algorithm, sizeof j->algorithm, "%s", algo);

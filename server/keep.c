@@ -64,6 +64,25 @@ static int keep_values(struct gr_store *s, const struct gr_job *j, const void *v
     return rc;
 }
 
+/* r's values packed in their dtype (r->dtype) into a new buffer, or NULL: out of memory. */
+static void *packed(const struct gr_result *r)
+{
+    char *out = malloc((size_t)r->n * gr_dtype_size(r->dtype));
+    for (int64_t k = 0; out && k < r->n; k++) {
+        if (r->dtype == GR_FLOAT64)
+            memcpy(out + 8 * k, &r->f[k], 8);
+        else if (r->dtype == GR_FLOAT32)
+            ((float *)(void *)out)[k] = (float)r->f[k];
+        else if (r->dtype == GR_INT64)
+            memcpy(out + 8 * k, &r->i[k], 8);
+        else if (r->dtype == GR_INT32)
+            ((int32_t *)(void *)out)[k] = (int32_t)r->i[k];
+        else
+            out[k] = (char)(r->i[k] != 0);
+    }
+    return out;
+}
+
 int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_store *s, struct gr_err *e)
 {
     if (j->kind != GR_JOB_REDUCE || r->n <= GR_RESULT_INLINE_MAX)
@@ -71,8 +90,10 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
     struct gr_err why = {0};
     int64_t shape[GR_MAX_DIMS];
     int ndim = gr_job_result_shape(j, shape);
-    int rc = keep_values(s, j, r->i ? (const void *)r->i : r->f, r->i ? GR_INT64 : GR_FLOAT64, ndim, shape,
-                         j->result_dataset, &why);
+    void *values = packed(r);
+    int rc = values ? keep_values(s, j, values, r->dtype, ndim, shape, j->result_dataset, &why)
+                    : gr_fail(&why, GR_ENOMEM, NULL, "out of host memory");
+    free(values);
     if (rc == GR_OK && r->index &&
         (rc = keep_values(s, j, r->index, GR_INT64, ndim, shape, j->indices_dataset, &why))) {
         /* all or nothing: the values' dataset goes too */
@@ -80,7 +101,7 @@ int gr_job_keep_result(struct gr_job *j, const struct gr_result *r, struct gr_st
         gr_store_wait_add(&w, gr_store_delete_dataset(s, j->result_dataset, gr_store_wait_done, &w));
         if (gr_store_wait_all(&w) == GR_OK) {
             gr_dsfile_remove(gr_store_data_dir(s), j->result_dataset, NULL);
-            gr_tenant_drop_bytes(j->tenant, (uint64_t)r->n * 8);
+            gr_tenant_drop_bytes(j->tenant, (uint64_t)r->n * gr_dtype_size(r->dtype));
         }
     }
     if (rc != GR_OK) {

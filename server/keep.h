@@ -6,7 +6,7 @@
 #include "server/job.h"
 
 /* On the worker, once r is j's result: a result over GR_RESULT_INLINE_MAX outputs becomes a
- * dataset of its values (and one of its indices for argmin/argmax), durable with its row
+ * dataset of its values in their dtype (and one of its int64 indices for argmin/argmax), durable with its row
  * committed before this returns, so that a job's final state never names a missing dataset;
  * their ids go into j; they count against the job's tenant's --tenant-max-bytes. GR_OK (also when
  * there is nothing to keep), else GR_ENOMEM (no disk space, or over the tenant's bytes), GR_EIO,

@@ -151,7 +151,7 @@ static int joins(const struct gr_job *a, const struct gr_job *b)
     return b->kind == GR_JOB_REDUCE && b->input && !b->dataset[0] && gr_job_whole(b) &&
            !strcmp(b->algorithm, "auto") && b->input_bytes > 0 && b->input_bytes <= GROUP_JOB_BYTES &&
            b->input_bytes == a->input_bytes && b->op == a->op && b->dtype == a->dtype &&
-           b->ties_last == a->ties_last && b->ddof == a->ddof && runnable(b);
+           b->ties_last == a->ties_last && b->ddof == a->ddof && b->acc64 == a->acc64 && runnable(b);
 }
 
 /* j is running from now (mu held): its waiters for that go on *fired. */
@@ -192,6 +192,8 @@ static void execute(struct worker *w, struct gr_job *j, struct outcome *o)
         if (o->rc == GR_OK)
             o->rc = gr_backend_reduce_axes(q->backend, &req, j->ndim, j->shape, j->axes, &o->r, &o->t, o->used, &o->e);
         input_close(j, &req);
+        if (o->rc == GR_OK)
+            gr_result_narrow(&o->r, gr_result_dtype(j->op, j->dtype, j->acc64));
         if (o->rc == GR_OK) /* a large result is durable as datasets before the state naming them is stored */
             o->rc = gr_job_keep_result(j, &o->r, gr_jobs_store, &o->e);
     }
@@ -250,10 +252,12 @@ static int run_group(struct worker *w, struct gr_job **js, int n)
         gr_log(GR_LOG_WARN, "a launch of %d jobs failed on %s (%s): they run one by one", n, b->name, all.e.msg);
         return all.rc;
     }
+    gr_result_narrow(&all.r, gr_result_dtype(j0->op, j0->dtype, j0->acc64));
     for (int k = 0; k < n; k++) {
         struct outcome o = {.group = n, .t = {.h2d = all.t.h2d / n, .kernel = all.t.kernel / n, .d2h = all.t.d2h / n}};
         memcpy(o.used, all.used, sizeof o.used);
         o.rc = gr_result_alloc(&o.r, 1, all.r.i != NULL, all.r.index != NULL, &o.e);
+        o.r.dtype = all.r.dtype;
         if (o.rc == GR_OK && o.r.i)
             o.r.i[0] = all.r.i[k];
         if (o.rc == GR_OK && o.r.f)

@@ -1,9 +1,10 @@
 # test_axes.py: arrays of 1 to 8 dimensions reduced over any axes, against numpy: random shapes,
 # axis sets (ints, lists, negative) and keepdims for every op (var and std with ddof) and dtype,
-# sent as nested JSON;
+# sent as nested JSON and one-shot .npy, each result's dtype NumPy's own;
 # .npy datasets and one-shot .npy and raw bodies (?shape=&axis=) of 3-D and 4-D arrays; a 3-D
-# result over the inline limit kept as a shaped .npy; the refusals (9-D, ragged nesting, axes
-# out of range or named twice, an arg op over two axes, ddof) as 4xx problems naming the member.
+# result over the inline limit kept as a shaped .npy; "accumulate": "float64"; float32 and bool
+# results kept in their dtypes; the refusals (9-D, ragged nesting, axes out of range or named
+# twice, an arg op over two axes, ddof, accumulate, a job on bools) as 4xx problems naming the member.
 import io
 import itertools
 import warnings
@@ -46,8 +47,9 @@ def gen(op, dtype, shape, rng, nan):
     return a.astype(NP[dtype])
 
 
-def reference(op, dtype, a, axes, keepdims, ddof=0):
-    """(values, indices or None) as NumPy gives them, in int64 or float64 as the server keeps them."""
+def reference(op, dtype, a, axes, keepdims, ddof=0, acc=False):
+    """(values, indices or None, NumPy's dtype of the values): the values computed in int64 or
+    float64, for close() to hold the server's to; the dtype NumPy gives them on a itself."""
     is_int = (dtype.startswith("int") and op not in REAL) or op in ("count_nonzero", "any", "all")
     w = a.astype(np.int64 if dtype.startswith("int") else np.float64)
     if "arg" in op:
@@ -55,7 +57,7 @@ def reference(op, dtype, a, axes, keepdims, ddof=0):
         f = {"argmin": np.argmin, "argmax": np.argmax, "nanargmin": np.nanargmin, "nanargmax": np.nanargmax}[op]
         idx = np.asarray(f(w, axis=ax, keepdims=keepdims), dtype=np.int64)
         val = w.reshape(-1)[idx] if ax is None else np.take_along_axis(w, idx if keepdims else np.expand_dims(idx, ax), ax)
-        return np.asarray(val if ax is None or keepdims else val.squeeze(ax)), idx
+        return np.asarray(val if ax is None or keepdims else val.squeeze(ax)), idx, a.dtype
     f = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max, "mean": np.mean, "nansum": np.nansum,
          "nanmin": np.nanmin, "nanmax": np.nanmax, "count_nonzero": np.count_nonzero, "var": np.var, "std": np.std,
          "nanmean": np.nanmean, "nanprod": np.nanprod, "nanvar": np.nanvar, "nanstd": np.nanstd, "ptp": np.ptp,
@@ -64,13 +66,17 @@ def reference(op, dtype, a, axes, keepdims, ddof=0):
         warnings.simplefilter("ignore")
         extra = {"ddof": ddof} if op in DDOF else {}
         got = np.asarray(f(w, axis=axes, keepdims=keepdims, **extra))
-    return got.astype(np.int64 if is_int else np.float64), None
+        own = np.asarray(f(a, axis=axes, keepdims=keepdims, **dict(extra, dtype=np.float64) if acc else extra)).dtype
+    return got.astype(np.int64 if is_int else np.float64), None, own
 
 
 def close(op, got, want, a, axes):
-    """Exact for integers and the extremes; else within float64 rounding of the magnitudes added."""
+    """Exact for integers and the extremes; else within float64 rounding of the magnitudes added,
+    and a float32 result's own rounding."""
     if got.shape != want.shape:
         return False
+    single = got.dtype == np.float32
+    got = got.astype(want.dtype)
     if want.dtype == np.int64 or op in EXACT:
         return np.array_equal(got, want, equal_nan=want.dtype != np.int64)
     if op.endswith("prod"):
@@ -86,35 +92,38 @@ def close(op, got, want, a, axes):
         scale = np.abs(np.nan_to_num(a.astype(np.float64))).sum(axis=axes, keepdims=True).reshape(want.shape)
         if op.endswith("mean"):
             scale = scale / (a.size // want.size)
-    return bool(np.all((np.abs(got - want) <= 1e-9 * scale + 1e-300) | (np.isnan(got) & np.isnan(want)) |
+    tol = 1e-9 * scale + 1e-300 + (np.abs(want) * 2.0 ** -23 if single else 0)
+    return bool(np.all((np.abs(got - want) <= tol) | (np.isnan(got) & np.isnan(want)) |
                        (np.isinf(want) & (got == want))))
 
 
-def as_array(v, want):
-    """A result's "values" / "indices" (nested lists, or one number) as an array like want."""
-    return np.array(v, dtype=np.int64 if want.dtype == np.int64 else np.float64).reshape(want.shape)
+def as_array(v, want, dtype):
+    """A result's "values" / "indices" (nested lists, or one number) as an array of dtype, shaped as want."""
+    return np.array(v, dtype=dtype).reshape(want.shape)
 
 
 def check(what, job, case, srv):
     """job (answered) holds NumPy's result for case: shape, values, indices, its .npy download."""
-    op, dtype, a, axes, keepdims, ddof = case
+    op, dtype, a, axes, keepdims, ddof, acc = case
     if not CHECK.eq(job.get("status"), "succeeded", "%s: status (%r)" % (what, job.get("error"))):
         return
-    want, idx = reference(op, dtype, a, axes, keepdims, ddof)
+    want, idx, own = reference(op, dtype, a, axes, keepdims, ddof, acc)
     res = job["result"]
+    CHECK.eq(res.get("dtype"), own.name, what + ": the result's dtype, NumPy's")
     if "dataset" in res:  # kept: its values from the download
         got = np.load(io.BytesIO(srv.req("GET", "/v1/jobs/%s/result" % job["id"],
                                          headers={"Accept": "application/x-npy"}).body))
     else:
-        got = as_array(res["value"] if "value" in res else res["values"], want)
+        got = as_array(res["value"] if "value" in res else res["values"], want, own)
     CHECK.eq(res.get("shape", []), list(want.shape), what + ": result shape")
     CHECK.ok(close(op, got, want, a, axes), "%s: values %r, numpy's %r" % (what, got.ravel()[:6], want.ravel()[:6]))
     if idx is not None and "dataset" not in res:
-        CHECK.ok(np.array_equal(as_array(res["index"] if "index" in res else res["indices"], idx), idx),
+        CHECK.ok(np.array_equal(as_array(res["index"] if "index" in res else res["indices"], idx, np.int64), idx),
                  what + ": indices as numpy's")
     r = srv.req("GET", "/v1/jobs/%s/result" % job["id"], headers={"Accept": "application/x-npy"})
-    CHECK.ok(r.status == 200 and np.load(io.BytesIO(r.body)).shape == want.shape,
-             "%s: the .npy download has the shape %r" % (what, want.shape))
+    npy = np.load(io.BytesIO(r.body)) if r.status == 200 else None
+    CHECK.ok(npy is not None and npy.shape == want.shape and npy.dtype == own and close(op, npy, want, a, axes),
+             "%s: the .npy download has the values, the shape %r and the dtype %s" % (what, want.shape, own))
 
 
 def random_cases(rng, n):
@@ -160,7 +169,7 @@ def random_jobs(srv):
             reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT, body=dict(body, ddof=ddof) if ddof else body))
         cases.append(("%s %s %r axis %r keepdims %s ddof %d as %s" % (op, dtype, shape, sent, keepdims, ddof,
                                                                       ".npy" if as_npy else "JSON"),
-                      (op, dtype, a, axes, keepdims, ddof)))
+                      (op, dtype, a, axes, keepdims, ddof, False)))
     for (what, case), r in zip(cases, srv.batch(reqs, parallel=8, timeout=120)):
         if CHECK.eq(r.status, 200, "%s: answered (%r)" % (what, r.body[:300])):
             check(what, r.json(), case, srv)
@@ -188,15 +197,16 @@ def datasets_and_raw(srv):
                 continue
             reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT,
                              body={"op": op, "dataset": ds["id"], "axis": list(axes), "device": device_for(op)}))
-            cases.append(("%s over %r of the 4-D dataset" % (op, axes), (op, "float32", a, axes, False, 0)))
+            cases.append(("%s over %r of the 4-D dataset" % (op, axes), (op, "float32", a, axes, False, 0, False)))
     x = rng.integers(-1000, 1000, size=(6, 5, 7)).astype(np.int64)
     reqs.append(dict(method="POST", path="/v1/jobs?op=sum&dtype=int64&shape=6,5,7&axis=0,-1&device=" + L.DEVICE,
                      body=x.tobytes(), headers=dict(WAIT, **{"Content-Type": "application/octet-stream"})))
-    cases.append(("a raw body, ?shape=6,5,7&axis=0,-1", ("sum", "int64", x, (0, 2), False, 0)))
+    cases.append(("a raw body, ?shape=6,5,7&axis=0,-1", ("sum", "int64", x, (0, 2), False, 0, False)))
     big = rng.standard_normal(size=(4097, 3, 2)).astype(np.float64)
     reqs.append(dict(method="POST", path="/v1/jobs?op=argmin&axis=1&keepdims=true&device=" + L.DEVICE,
                      body=npy_of(big), headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
-    cases.append(("argmin over axis 1 of (4097, 3, 2), keepdims: kept", ("argmin", "float64", big, (1,), True, 0)))
+    cases.append(("argmin over axis 1 of (4097, 3, 2), keepdims: kept", ("argmin", "float64", big, (1,), True, 0,
+                                                                          False)))
     for (what, case), r in zip(cases, srv.batch(reqs, parallel=8, timeout=120)):
         if CHECK.eq(r.status, 200, "%s: answered (%r)" % (what, r.body[:300])):
             check(what, r.json(), case, srv)
@@ -207,6 +217,44 @@ def datasets_and_raw(srv):
         CHECK.eq(rec.get("shape"), [4097, 1, 2], "the kept %s' dataset record: the result's shape" % part)
     idx = np.load(io.BytesIO(srv.req("GET", "/v1/datasets/%s/data" % kept.get("indices_dataset", "d_0")).body))
     CHECK.ok(np.array_equal(idx, big.argmin(axis=1, keepdims=True)), "the kept indices: numpy's, shaped")
+
+
+def dtypes(srv):
+    """"accumulate": "float64" (JSON and ?accumulate=) against NumPy's dtype=np.float64; float32
+    results kept as float32 datasets; an any result kept as a bool dataset, which jobs refuse."""
+    rng = np.random.default_rng(64)
+    a = (rng.standard_normal(size=(5, 6, 7)) * 1000).astype(np.float32)
+    cases, reqs = [], []
+    for op in ("sum", "prod", "mean", "var", "nanstd", "nansum"):
+        for axes in ((1,), (0, 2), None):
+            x = a / 1000 if op == "prod" else a
+            body = {"op": op, "dtype": "float32", "data": x.tolist(), "axis": None if axes is None else list(axes),
+                    "accumulate": "float64", "device": device_for(op)}
+            reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT, body=body))
+            cases.append(("%s over %r, accumulate float64" % (op, axes), (op, "float32", x, axes, False, 0, True)))
+    reqs.append(dict(method="POST", path="/v1/jobs?op=mean&axis=0&accumulate=float64&device=" + L.DEVICE,
+                     body=npy_of(a), headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
+    cases.append(("?accumulate=float64 on a .npy body", ("mean", "float32", a, (0,), False, 0, True)))
+    wide = (rng.standard_normal(size=(3, 4097)) * 1000).astype(np.float32)
+    reqs.append(dict(method="POST", path="/v1/jobs?op=max&axis=0&device=" + L.DEVICE, body=npy_of(wide),
+                     headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
+    cases.append(("float32 max over axis 0 of (3, 4097): kept as float32", ("max", "float32", wide, (0,), False, 0, False)))
+    flags = rng.integers(0, 2, size=(4097, 3)).astype(np.int32)
+    reqs.append(dict(method="POST", path="/v1/jobs?op=any&axis=1&device=" + device_for("any"), body=npy_of(flags),
+                     headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
+    cases.append(("any over axis 1 of (4097, 3): kept as bools", ("any", "int32", flags, (1,), False, 0, False)))
+    answers = srv.batch(reqs, parallel=8, timeout=120)
+    for (what, case), r in zip(cases, answers):
+        if CHECK.eq(r.status, 200, "%s: answered (%r)" % (what, r.body[:300])):
+            check(what, r.json(), case, srv)
+    for r, dtype in zip(answers[-2:], ("float32", "bool")):
+        ds = (r.json().get("result") or {}).get("dataset", "d_0") if r.status == 200 else "d_0"
+        rec = srv.get_json("/v1/datasets/" + ds)
+        CHECK.eq((rec.get("dtype"), rec.get("bytes")), (dtype, 4097 * (4 if dtype == "float32" else 1)),
+                 "the kept %s result's dataset record" % dtype)
+    r = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": ds, "device": L.DEVICE})
+    L.check_problem("a job on a kept bool result", r, 422, "dataset")
+    CHECK.ok("bools" in r.json().get("detail", ""), "the detail says the dataset holds bools: %r" % r.body[:300])
 
 
 def refusals(srv):
@@ -229,6 +277,10 @@ def refusals(srv):
         ("a shape that disagrees with the nesting", job(data=cube, shape=[2, 12]), 422, "shape", "[2, 3, 4]"),
         ("ddof with sum", job(data=cube, ddof=1), 422, "ddof", "var, std"),
         ("a negative ddof", job(data=cube, op="var", ddof=-1), 422, "ddof", "ddof"),
+        ("accumulate with max", job(data=cube, op="max", accumulate="float64"), 422, "accumulate", "not max"),
+        ("accumulate float32", job(data=cube, accumulate="float32"), 400, "accumulate", "float64"),
+        ("accumulate of an int32 sum", job(data=[1, 2], dtype="int32", accumulate="float64"), 422, "accumulate",
+         "int64"),
     ]
     if L.DEVICE != "cpu":
         cases.append(("var asked of a GPU", job(data=cube, op="var"), 422, "device", "does not run var"))
@@ -254,6 +306,7 @@ def main():
     srv = L.start_suite()
     random_jobs(srv)
     datasets_and_raw(srv)
+    dtypes(srv)
     refusals(srv)
     L.check_stop(srv)
 

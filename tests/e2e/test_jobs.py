@@ -196,6 +196,7 @@ def main():
         cases.append(make_case("int32 extremes %s" % op, op, "int32", [-2**31, 2**31 - 1, 0] * 3))
 
     # overflow past float64 is a non-finite result, sent as a string; float32 sums run in float64
+    # and are rounded to float32, as NumPy's result (inf past its max) unless kept float64
     algos = algorithm_entries(srv)
     for entry in [None] + algos:
         name = entry["name"] if entry else None
@@ -204,11 +205,18 @@ def main():
             if covers(entry, op, "float64"):
                 c = make_case("non-finite %s %s n=%d algo %s" % (op, want, len(data), name), op, "float64", data,
                               algorithm=name)
-                c["expect"] = {"value": want}
+                c["expect"] = {"value": want, "dtype": "float64"}
                 cases.append(c)
         if covers(entry, "sum", "float32"):
-            cases.append(make_case("float32 sum past the float32 max, algo %s" % name, "sum", "float32",
-                                   [L.f32(3e38), L.f32(3e38), 1.5], algorithm=name))
+            c = make_case("float32 sum past the float32 max, algo %s" % name, "sum", "float32",
+                          [L.f32(3e38), L.f32(3e38), 1.5], algorithm=name)
+            c["expect"] = {"value": "Infinity", "dtype": "float32"}
+            cases.append(c)
+            c = make_case("float32 sum past the float32 max, accumulate float64, algo %s" % name, "sum", "float32",
+                          [L.f32(3e38), L.f32(3e38), 1.5], algorithm=name)
+            c["spec"]["accumulate"] = "float64"
+            c["expect"] = {"value": L.f32(3e38) * 2 + 1.5, "dtype": "float64"}
+            cases.append(c)
 
     # each algorithm the server lists for this device, explicitly, plus auto
     for a in algos:

@@ -53,16 +53,20 @@ def reference(op, dtype, a, axis):
 
 
 def close(op, dtype, got, want, a, axis):
-    """got equals want: exactly for integers and min/max/arg, else within float64 rounding of
-    the magnitudes summed (the backends may add in any order)."""
-    if got.shape != want.shape or got.dtype != want.dtype:
+    """got, in the result's dtype (NumPy's), equals want: exactly for integers and min/max/arg,
+    else within float64 rounding of the magnitudes summed (the backends may add in any order)
+    and a float32 result's own rounding."""
+    if got.shape != want.shape or got.dtype != (np.int64 if want.dtype == np.int64 and got.dtype == np.int64 else
+                                                np.dtype(L.result_dtype(op, dtype))):
         return False
+    single = got.dtype == np.float32
+    got = got.astype(want.dtype)
     if want.dtype == np.int64 or op in ("min", "max", "argmin", "argmax", "nanmin", "nanmax"):
         return np.array_equal(got, want, equal_nan=want.dtype != np.int64)
     scale = np.abs(a.astype(np.float64)).sum(axis=axis) if op != "prod" else np.abs(want)
     if op == "mean":
         scale = scale / a.shape[axis]
-    return bool(np.all(np.abs(got - want) <= 1e-9 * scale + 1e-300))
+    return bool(np.all(np.abs(got - want) <= 1e-9 * scale + 1e-300 + (np.abs(want) * 2.0 ** -23 if single else 0)))
 
 
 def upload(srv, a):
@@ -86,7 +90,7 @@ def check_kept(srv, what, job, want, idx, op, dtype, a, axis):
     """job's result is kept as datasets holding want (and idx): the result object, /result as
     JSON, .npy and raw, the dataset's record and its own download. Returns its dataset ids."""
     res = job.get("result") or {}
-    keys = {"dataset", "shape", "data"} | ({"indices_dataset", "indices_data"} if idx is not None else set())
+    keys = {"dataset", "shape", "data", "dtype"} | ({"indices_dataset", "indices_data"} if idx is not None else set())
     if not CHECK.eq(set(res), keys, what + ": result members"):
         return []
     n = len(want)
@@ -95,28 +99,31 @@ def check_kept(srv, what, job, want, idx, op, dtype, a, axis):
     CHECK.eq(res["data"], "/v1/datasets/%s/data" % res["dataset"], what + ": data link")
     r = srv.req("GET", "/v1/jobs/%s/result" % job["id"])
     CHECK.ok(r.status == 200 and r.json() == res, "%s: /result as JSON is the job's result: %r" % (what, r))
-    parts = [("values", res["dataset"], want)]
+    rtype = np.dtype(L.result_dtype(op, dtype))
+    CHECK.eq(res["dtype"], rtype.name, what + ": the result's dtype")
+    parts = [("values", res["dataset"], want, rtype)]
     if idx is not None:
         CHECK.eq(res["indices_data"], "/v1/datasets/%s/data" % res["indices_dataset"], what + ": indices data link")
-        parts.append(("indices", res["indices_dataset"], idx))
-    for part, ds, ref in parts:
+        parts.append(("indices", res["indices_dataset"], idx, np.dtype(np.int64)))
+    for part, ds, ref, kind in parts:
+        size = n * kind.itemsize
         w = "%s, %s" % (what, part)
         r, got = result_data(srv, job["id"], True, part if part == "indices" else None)
         if CHECK.eq(r.status, 200, w + ": /result as .npy") and got is not None:
             CHECK.ok(close(op, dtype, got, ref, a, axis), "%s: .npy values (%s %s) differ from numpy's" % (w, got.dtype, got.shape))
         r, raw = result_data(srv, job["id"], False, part if part == "indices" else None)
         CHECK.eq(r.headers.get("content-type"), "application/octet-stream", w + ": raw content type")
-        if CHECK.eq(len(raw or b""), n * 8, w + ": raw bytes"):
-            got = np.frombuffer(raw, dtype=ref.dtype.newbyteorder("<"))
-            CHECK.ok(close(op, dtype, got.astype(ref.dtype), ref, a, axis), w + ": raw values differ from numpy's")
+        if CHECK.eq(len(raw or b""), size, w + ": raw bytes"):
+            got = np.frombuffer(raw, dtype=kind.newbyteorder("<")).astype(kind)
+            CHECK.ok(close(op, dtype, got, ref, a, axis), w + ": raw values differ from numpy's")
         rec = srv.get_json("/v1/datasets/" + ds)
         CHECK.eq({k: rec.get(k) for k in ("id", "dtype", "shape", "bytes")},
-                 {"id": ds, "dtype": "int64" if ref.dtype == np.int64 else "float64", "shape": [n], "bytes": n * 8},
+                 {"id": ds, "dtype": kind.name, "shape": [n], "bytes": size},
                  w + ": the dataset's record")
         CHECK.eq(rec.get("sha256"), hashlib.sha256(raw or b"").hexdigest(), w + ": the record's sha256 (of the values)")
         CHECK.eq(rec.get("job"), job["id"], w + ": the record names its job")
         d = srv.req("GET", "/v1/datasets/%s/data" % ds)
-        CHECK.ok(d.status == 200 and d.body[-n * 8:] == raw and np.array_equal(np.load(io.BytesIO(d.body)), got),
+        CHECK.ok(d.status == 200 and d.body[-size:] == raw and np.array_equal(np.load(io.BytesIO(d.body)), got),
                  w + ": GET /v1/datasets/{id}/data is the same .npy")
     return [p[1] for p in parts]
 
@@ -148,11 +155,10 @@ def around_threshold(srv):
         want, idx = reference(op, dtype, a, axis)
         res = job.get("result") or {}
         if len(want) <= INLINE_MAX:
-            keys = {"shape", "values", "indices"} if idx is not None else {"shape", "values"}
+            keys = {"shape", "values", "indices", "dtype"} if idx is not None else {"shape", "values", "dtype"}
             if CHECK.eq(set(res), keys, what + ": inline result members") and \
                     CHECK.eq(res["shape"], [len(want)], what + ": inline result shape"):
-                got = np.array(res["values"], dtype=want.dtype) if want.dtype == np.int64 else \
-                    np.array([float(v) for v in res["values"]])
+                got = np.array(res["values"], dtype=res["dtype"])
                 CHECK.ok(close(op, dtype, got, want, a, axis), what + ": inline values differ from numpy's")
                 if idx is not None:
                     CHECK.eq(res["indices"], idx.tolist(), what + ": inline indices")
@@ -194,17 +200,18 @@ def large_on_dataset(srv):
         if not CHECK.eq(r.status, 200, what + " (%r)" % r.body[:200]):
             continue
         c = r.json()
-        CHECK.eq((c.get("status"), c.get("dtype"), c.get("dataset")), ("succeeded", "float64", ds), what + ": status, dtype, dataset")
+        CHECK.eq((c.get("status"), c.get("dtype"), c.get("dataset")), ("succeeded", "float32", ds), what + ": status, dtype, dataset")
         res = c.get("result") or {}
         if ref is None:
             v = got.reshape(1024, 1024)
-            CHECK.eq(res.get("values"), v.min(axis=0).tolist(), what + ": values")
+            CHECK.ok(np.array_equal(np.array(res.get("values"), dtype=np.float32), v.min(axis=0)), what + ": values")
             CHECK.eq(res.get("indices"), v.argmin(axis=0).tolist(), what + ": indices")
         elif body["op"] == "max":
-            CHECK.eq(res.get("value"), float(ref), what + ": value")
-        else:
-            CHECK.ok(abs(res.get("value", 0) - float(ref)) <= 1e-9 * float(np.abs(got).sum()),
-                     "%s: value %r != %r" % (what, res.get("value"), float(ref)))
+            CHECK.eq(np.float32(res.get("value")), ref, what + ": value")
+        else:  # float32, as NumPy's sum of float32: the float64 sum rounded
+            exact = float(np.sum(got, dtype=np.float64))
+            CHECK.ok(abs(float(np.float32(res.get("value", 0))) - exact) <= 1e-9 * float(np.abs(got).sum()) + abs(exact) * 2.0 ** -23,
+                     "%s: value %r != %r" % (what, res.get("value"), exact))
     return job["id"], ds, got
 
 
@@ -312,7 +319,7 @@ def write_fails():
         files_match_rows(srv, "after a failed result write")
     r = srv.req("POST", "/v1/jobs", {"op": "sum", "data": [[1, 2], [3, 4]], "axis": 1, "dtype": "int32",
                                      "device": L.DEVICE}, headers=WAIT)
-    CHECK.ok(r.status == 200 and r.json().get("result") == {"shape": [2], "values": [3, 7]}, "the server still runs jobs: %r" % r)
+    CHECK.ok(r.status == 200 and r.json().get("result") == {"shape": [2], "values": [3, 7], "dtype": "int64"}, "the server still runs jobs: %r" % r)
     L.check_stop(srv)
     os.unlink(wrapper)
     os.rmdir(tmp)

@@ -102,8 +102,8 @@ OPS = ["sum", "prod", "min", "max", "mean", "argmin", "argmax", "nansum", "nanmi
 
 
 def cmd_submit(c: Client, args: argparse.Namespace) -> None:
-    options = dict(axis=args.axis, keepdims=args.keepdims, ties=args.ties, ddof=args.ddof, device=args.device,
-                   algorithm=args.algorithm, dtype=args.dtype)
+    options = dict(axis=args.axis, keepdims=args.keepdims, ties=args.ties, ddof=args.ddof, accumulate=args.accumulate,
+                   device=args.device, algorithm=args.algorithm, dtype=args.dtype)
     if args.op == "matmul":
         options.update(a=_values(args.a), b=_values(args.b), c=_values(args.c), alpha=args.alpha, beta=args.beta)
         data = None
@@ -250,6 +250,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--keepdims", action="store_true", help="keep the reduced axes as 1 (NumPy's shape)")
     s.add_argument("--ties", choices=["first", "last"])
     s.add_argument("--ddof", type=int, help="var, std: divide by the count less this")
+    s.add_argument("--accumulate", choices=["float64"], help="a float32 sum, product, mean or spread as float64")
     s.add_argument("--device", default="auto")
     s.add_argument("--algorithm", default="auto")
     for k in ("a", "b", "c"):

@@ -38,7 +38,7 @@ BACKOFF_FIRST, BACKOFF_MAX = 0.25, 30.0
 """Seconds before the first retry; it doubles with each one, up to BACKOFF_MAX."""
 
 REAL_OPS = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
-"""The ops whose results are float64 whatever the dtype."""
+"""The ops whose results are float64 whatever the integer dtype."""
 Axis = Union[None, int, Sequence[int]]
 """The axes reduced, as NumPy takes them: None (all), an axis, or several; negative from the end."""
 Reduced = Union[np.generic, np.ndarray]
@@ -250,27 +250,30 @@ class Client:
 
     @flow
     def reduce(self, op: str, data: Source, axis: Axis = None, *, keepdims: bool = False, ties: Optional[str] = None,
-               ddof: Optional[int] = None, device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
-               shape: Optional[Sequence[int]] = None, timeout: Optional[float] = None, keep: bool = False) -> Reduced:
+               ddof: Optional[int] = None, accumulate: Optional[str] = None, device: str = "auto",
+               algorithm: str = "auto", dtype: Optional[str] = None, shape: Optional[Sequence[int]] = None,
+               timeout: Optional[float] = None, keep: bool = False) -> Reduced:
         """Run a reduction and return its result (see :meth:`Job.result`): a NumPy scalar for
         ``axis`` None, else an array of NumPy's shape (the axes reduced gone, or with ``keepdims``
-        kept as 1). int64 for integer results, float64
-        for float ones and every mean; argmin/argmax give the indices (int64).
+        kept as 1), in NumPy's dtype (the result's ``"dtype"``: integer sums int64, min and max
+        the data's, float32 stays float32, means and spreads of integers float64, any/all bool);
+        argmin/argmax give the indices (int64).
 
         ``data``: an array (1-D to 8-D; lists are taken as numpy.asarray does, cast to
         ``dtype`` when given; bool, 8- and 16-bit integers and float16 are widened to int32 or
         float32, uint32 to int64), a :class:`Dataset` or a dataset id. ``axis``: an axis,
         negative as in NumPy (-1 the last), or a tuple of them (argmin/argmax: one axis).
         ``ties``: ``"first"`` or ``"last"``, which index argmin/argmax give among equal extremes.
-        ``ddof``: var and std divide by the count less this. ``shape``: a view of the values (1 to 8
-        dimensions).
+        ``ddof``: var and std divide by the count less this. ``accumulate="float64"``: a float32
+        sum, product, mean or spread given as float64 (NumPy's ``dtype=np.float64``). ``shape``:
+        a view of the values (1 to 8 dimensions).
         ``device``: ``auto``, ``cpu``, ``gpu`` or ``gpu:N``. ``timeout``: seconds for the whole
         call (the client's timeout unless given); past it, :class:`Timeout`. The job, and a
         result the service kept as a dataset, are deleted once the result is downloaded, unless
         ``keep``."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         job = yield from Client.submit.flow(self, op, data, axis=axis, keepdims=keepdims, ties=ties, ddof=ddof,
-                                            device=device, algorithm=algorithm, dtype=dtype, shape=shape,
+                                            accumulate=accumulate, device=device, algorithm=algorithm, dtype=dtype, shape=shape,
                                             wait=_wait_within(deadline), deadline=deadline)
         return (yield from job._result_once(keep, deadline))
 
@@ -406,7 +409,7 @@ class Client:
 
     @flow
     def submit(self, op: str, data: Optional[Source] = None, *, axis: Axis = None, keepdims: bool = False,
-               ties: Optional[str] = None, ddof: Optional[int] = None,
+               ties: Optional[str] = None, ddof: Optional[int] = None, accumulate: Optional[str] = None,
                device: str = "auto", algorithm: str = "auto", dtype: Optional[str] = None,
                shape: Optional[Sequence[int]] = None, a: Optional[Source] = None, b: Optional[Source] = None,
                c: Optional[Source] = None, alpha: Optional[float] = None, beta: Optional[float] = None,
@@ -420,8 +423,8 @@ class Client:
         optional ``c``, ``alpha``, ``beta`` instead (see :meth:`matmul`). Datasets uploaded for a
         job are deleted once :meth:`Job.wait` (or ``result``) sees it end. ``deadline``: a
         ``time.monotonic()`` the requests must end by (see :meth:`request`)."""
-        options = dict(axis=axis, keepdims=keepdims or None, ties=ties, ddof=ddof, device=device, algorithm=algorithm,
-                       dtype=dtype, shape=shape, a=a, b=b, c=c, alpha=alpha, beta=beta)
+        options = dict(axis=axis, keepdims=keepdims or None, ties=ties, ddof=ddof, accumulate=accumulate,
+                       device=device, algorithm=algorithm, dtype=dtype, shape=shape, a=a, b=b, c=c, alpha=alpha, beta=beta)
         temps: list[Dataset] = []
         try:
             members, arr = yield from self._prepare(op, data, options, temps, batch=False)
@@ -636,6 +639,14 @@ class Pager:
         return items
 
 
+def _legacy(op: str, dtype: str) -> str:
+    """A result's dtype where a service too old to name it gave int64 or float64 alone."""
+    if op == "matmul":
+        return dtype
+    return "bool" if op in ("any", "all") else "int64" if op == "count_nonzero" or \
+        (dtype.startswith("int") and op not in REAL_OPS) else "float64"
+
+
 class Job:
     """A job of the service. ``doc`` is its resource (API.md "Job resource") as last fetched;
     ``status`` and ``timings`` fetch it again while the job has not ended."""
@@ -703,9 +714,9 @@ class Job:
                deadline: Optional[float] = None) -> Result:
         """The job's result, once it has ended (waiting up to ``timeout`` seconds).
 
-        A reduction gives a NumPy scalar (whole array) or 1-D array (axis), or with keepdims an
-        array of the result's shape (the job's ``result["shape"]``); int64 for integer
-        results and float64 for float ones and means; ``part`` "values" (the default) or
+        A reduction gives a NumPy scalar (whole array) or an array of the result's shape (the
+        job's ``result["shape"]``), in the result's dtype (``result["dtype"]``, NumPy's); ``part``
+        "values" (the default) or
         "indices" (int64, the default for argmin/argmax). Results the service keeps as datasets
         (more than 4096 outputs) are downloaded. A matmul gives the product (its dtype), a
         benchmark its table (a dict). Raises :class:`JobFailed` with the job's problem if it
@@ -724,18 +735,10 @@ class Job:
         if self.doc.get("kind") == "benchmark":
             return res
         part = part or ("indices" if "arg" in op else "values")
-        if op == "matmul":
-            rtype = dtype
-        elif op in ("any", "all"):  # the service gives 1 or 0
-            rtype = "bool"
-        else:
-            rtype = "int64" if part == "indices" or op == "count_nonzero" or \
-                (dtype.startswith("int") and op not in REAL_OPS) else "float64"
         for k in (("index", "indices") if part == "indices" else ("value", "values")):
             if k in res:
-                return np.asarray(res[k], dtype=rtype)[()]
-        got = yield from self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline)
-        return got.astype(bool) if rtype == "bool" else got
+                return np.asarray(res[k], dtype="int64" if part == "indices" else res.get("dtype", _legacy(op, dtype)))[()]
+        return (yield from self.client._fetch_npy("/v1/jobs/%s/result" % self.id, {"part": part}, deadline=deadline))
 
     @flow
     def save(self, path: Union[str, "os.PathLike[str]"], part: Optional[str] = None,
