@@ -657,6 +657,76 @@ static void test_render_canonical(void **state)
     free(doc);
 }
 
+/* Results in NumPy's dtypes: the table, each rounded to its dtype, written as that dtype reads
+ * (float32 in its fewest digits, bools as true/false), named by the result; "accumulate" kept
+ * through a restore. */
+static void test_result_dtypes(void **state)
+{
+    (void)state;
+    const struct { int op, dtype, acc64, want; } table[] = {
+        {GR_SUM, GR_INT32, 0, GR_INT64},       {GR_PROD, GR_INT32, 0, GR_INT64},    {GR_MAX, GR_INT32, 0, GR_INT32},
+        {GR_PTP, GR_INT32, 0, GR_INT32},       {GR_ARGMIN, GR_INT32, 0, GR_INT32},  {GR_MEAN, GR_INT32, 0, GR_FLOAT64},
+        {GR_VAR, GR_INT64, 0, GR_FLOAT64},     {GR_NANSUM, GR_INT64, 0, GR_INT64},  {GR_MIN, GR_INT64, 0, GR_INT64},
+        {GR_SUM, GR_FLOAT32, 0, GR_FLOAT32},   {GR_SUM, GR_FLOAT32, 1, GR_FLOAT64}, {GR_MAX, GR_FLOAT32, 1, GR_FLOAT32},
+        {GR_NANSTD, GR_FLOAT32, 1, GR_FLOAT64}, {GR_MEAN, GR_FLOAT64, 0, GR_FLOAT64},
+        {GR_COUNT_NONZERO, GR_FLOAT32, 0, GR_INT64}, {GR_ANY, GR_FLOAT64, 0, GR_BOOL}, {GR_ALL, GR_INT32, 0, GR_BOOL},
+    };
+    for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
+        assert_int_equal(gr_result_dtype(table[k].op, table[k].dtype, table[k].acc64), table[k].want);
+
+    struct gr_err e = {0};
+    struct gr_job *j = gr_job_new();
+    assert_non_null(j);
+    j->op = GR_SUM, j->dtype = GR_FLOAT32, j->status = GR_SUCCEEDED, j->ndim = 2, j->axes = 2u;
+    j->shape[0] = 6, j->shape[1] = 2, j->input_bytes = 48;
+    const double given[] = {0.1, 16777217.0, 1e39, 1.401298464324817e-45, -3.0, NAN};
+    const char *const shown[] = {"0.1", "16777216.0", "\"Infinity\"", "1e-45", "-3.0", "\"NaN\""};
+    assert_int_equal(gr_result_alloc(&j->result, 6, 0, 0, &e), GR_OK);
+    memcpy(j->result.f, given, sizeof given);
+    gr_result_narrow(&j->result, gr_result_dtype(j->op, j->dtype, 0));
+    char *doc = gr_job_render(j), want[160] = "\"result\":{\"shape\":[6],\"values\":[";
+    for (int k = 0; k < 6; k++)
+        strcat(strcat(want, k ? "," : ""), shown[k]);
+    strcat(want, "],\"dtype\":\"float32\"}");
+    if (!strstr(doc, want))
+        fail_msg("expected %s in %s", want, doc);
+    free(doc);
+    gr_result_free(&j->result);
+    j->op = GR_ANY; /* bools */
+    assert_int_equal(gr_result_alloc(&j->result, 2, 1, 0, &e), GR_OK);
+    j->shape[0] = 2, j->input_bytes = 16;
+    j->result.i[0] = 0, j->result.i[1] = 7;
+    gr_result_narrow(&j->result, gr_result_dtype(j->op, j->dtype, 0));
+    assert_non_null(strstr(doc = gr_job_render(j), "\"result\":{\"shape\":[2],\"values\":[false,true],\"dtype\":\"bool\"}"));
+    free(doc);
+    gr_result_free(&j->result);
+    j->op = GR_PTP, j->dtype = GR_INT32; /* NumPy's int32 ptp wraps in int32 */
+    assert_int_equal(gr_result_alloc(&j->result, 2, 1, 0, &e), GR_OK);
+    j->result.i[0] = 4294967295LL, j->result.i[1] = 5;
+    gr_result_narrow(&j->result, gr_result_dtype(j->op, j->dtype, 0));
+    assert_non_null(strstr(doc = gr_job_render(j), "\"values\":[-1,5],\"dtype\":\"int32\"}"));
+    free(doc);
+    gr_job_unref(j);
+
+    /* "accumulate" is rendered when asked, and a restore keeps it */
+    j = gr_job_new();
+    j->op = GR_MEAN, j->dtype = GR_FLOAT32, j->acc64 = 1, j->ndim = 1, j->shape[0] = 1, j->axis_null = 1;
+    j->input_bytes = 4;
+    snprintf(j->algorithm, sizeof j->algorithm, "auto"), snprintf(j->device, sizeof j->device, "cpu");
+    doc = gr_job_render(j);
+    assert_non_null(strstr(doc, "\"accumulate\":\"float64\""));
+    struct gr_job *back = NULL;
+    float one = 1;
+    assert_int_equal(gr_job_restore("j_0000000000000001", doc, &one, 4, &back, &e), GR_OK);
+    assert_int_equal(back->acc64, 1);
+    free(doc);
+    gr_job_unref(back);
+    j->acc64 = 0;
+    assert_null(strstr(doc = gr_job_render(j), "accumulate"));
+    free(doc);
+    gr_job_unref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_queue_cancel_wait_recover),
@@ -665,6 +735,7 @@ int main(void)
                                        cmocka_unit_test(test_launch_groups),
                                        cmocka_unit_test(test_end_told_once_durable),
                                        cmocka_unit_test(test_route_by_cache),
-                                       cmocka_unit_test(test_render_canonical)};
+                                       cmocka_unit_test(test_render_canonical),
+                                       cmocka_unit_test(test_result_dtypes)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,6 +139,12 @@ static const struct bad bad_bodies[] = {
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"ddof\":1}", GR_EUNPROC, "ddof"},
     {"{\"op\":\"var\",\"dtype\":\"float32\",\"data\":[1],\"ddof\":-1}", GR_EUNPROC, "ddof"},
     {"{\"op\":\"std\",\"dtype\":\"float32\",\"data\":[1],\"ddof\":\"1\"}", GR_EINVAL, "ddof"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"accumulate\":\"float32\"}", GR_EINVAL, "accumulate"},
+    {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"accumulate\":64}", GR_EINVAL, "accumulate"},
+    {"{\"op\":\"max\",\"dtype\":\"float32\",\"data\":[1],\"accumulate\":\"float64\"}", GR_EUNPROC, "accumulate"},
+    {"{\"op\":\"sum\",\"dtype\":\"int32\",\"data\":[1],\"accumulate\":\"float64\"}", GR_EUNPROC, "accumulate"},
+    {"{\"op\":\"matmul\",\"a\":{\"data\":[[1]]},\"b\":{\"data\":[[1]]},\"accumulate\":\"float64\"}", GR_EUNPROC,
+     "accumulate"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":2}", GR_EUNPROC, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1],\"axis\":1}", GR_EUNPROC, "axis"},
     {"{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[[1]],\"axis\":-3}", GR_EUNPROC, "axis"},
@@ -380,6 +386,32 @@ static void test_keepdims(void **state)
         json_decref(q);
         gr_job_unref(j);
     }
+}
+
+/* "accumulate": "float64" for sums, products, means and spreads (of integers: means and spreads
+ * alone), in the body or as ?accumulate=. */
+static void test_accumulate(void **state)
+{
+    (void)state;
+    struct gr_job *j = parse_ok("{\"op\":\"nanprod\",\"dtype\":\"float32\",\"data\":[1,2],\"accumulate\":\"float64\"}");
+    assert_int_equal(j->acc64, 1);
+    gr_job_unref(j);
+    j = parse_ok("{\"op\":\"var\",\"dtype\":\"int64\",\"data\":[1,2],\"accumulate\":\"float64\"}");
+    assert_int_equal(j->acc64, 1);
+    gr_job_unref(j);
+    j = parse_ok("{\"op\":\"sum\",\"dtype\":\"float32\",\"data\":[1,2]}");
+    assert_int_equal(j->acc64, 0);
+    gr_job_unref(j);
+    struct gr_err e = {0};
+    j = gr_job_new();
+    char *body = calloc(1, 16);
+    json_t *q = json_pack("{s:s, s:s, s:s, s:s}", "op", "mean", "dtype", "float32", "shape", "2,2", "accumulate",
+                          "float64");
+    assert_int_equal(gr_parse_binary_job(q, 0, &body, 16, j, &e), GR_OK);
+    assert_int_equal(j->acc64, 1);
+    free(body);
+    json_decref(q);
+    gr_job_unref(j);
 }
 
 /* "ddof" (var and std): a whole number from 0, in the body or as ?ddof=. */
@@ -739,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_axes),
         cmocka_unit_test(test_keepdims),
         cmocka_unit_test(test_ddof),
+        cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_binary_jobs),
         cmocka_unit_test(test_deep_nesting_is_an_error_not_a_crash),
         cmocka_unit_test(test_batch_in_spans),
