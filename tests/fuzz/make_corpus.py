@@ -61,6 +61,8 @@ jobs = {
     "nd_nine": {"op": "sum", "dtype": "int32", "data": [[[[[[[[[1]]]]]]]]]},
     "var_ddof": {"op": "var", "dtype": "float64", "data": [[1, 2], [3, 5]], "axis": 0, "ddof": 1},
     "std_ddof_sum": {"op": "sum", "dtype": "float64", "data": [1, 2], "ddof": 1},
+    "nanvar_acc64": {"op": "nanvar", "dtype": "float32", "data": [[1, 2], [3, 5]], "axis": 1, "accumulate": "float64"},
+    "sum_int_acc64": {"op": "sum", "dtype": "int32", "data": [1, 2], "accumulate": "float64"},
     "matmul_too_large": {"op": "matmul", "a": {"dataset": "d_032fffff00000000"},
                          "b": {"dataset": "d_03200000fffff000"}},
 }
@@ -85,6 +87,7 @@ binary = {
     "npy_argmax_v3": (1, "op=argmax&dtype=float64", npy(np.array([1.0, 5.0, 2.0], dtype="<f8"), (3, 0))),
     "npy_scalar": (1, "op=sum&axis=", npy(np.array(7, dtype="<i4"))),
     "raw_std_ddof": (0, "op=std&dtype=float32&shape=2,3&axis=1&ddof=2", f32x6),
+    "raw_mean_acc64": (0, "op=mean&dtype=float32&shape=3,2&axis=0&accumulate=float64", f32x6),
     "raw_4d_axes": (0, "op=nansum&dtype=float32&shape=1,2,3,1&axis=1,-2&keepdims=true", f32x6),
     "npy_3d_argmax": (1, "op=argmax&axis=-1", npy(np.arange(12, dtype="<f8").reshape(2, 3, 2))),
 }
