@@ -112,6 +112,7 @@ struct upload {
     EVP_MD_CTX *sha; /* fed by the file's tap thread until it is committed or closed; NULL: later */
     char id[24];
     char *doc;     /* the resource, once the values are durable */
+    int intended;  /* the store names its file under way (gr_store_intend) */
     int committed; /* the values are durable in their .bin */
     int stored;    /* its row is committed: the file stays */
 };
@@ -125,7 +126,9 @@ static void discard(struct upload *u)
     u->file = NULL;
     if (u->committed && !u->stored)
         gr_dsfile_remove(data_dir(), u->id, NULL);
-    u->committed = 0;
+    if (u->intended && !u->stored)
+        gr_store_unintend(gr_api_store, u->id);
+    u->committed = u->intended = 0;
 }
 
 static void release(struct upload *u)
@@ -219,9 +222,10 @@ static int upload_open(struct gr_req *r, struct gr_err *e)
         rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
     if (!rc) {
         gr_id_new('d', u->id, sizeof u->id);
-        /* the file's tap: the digest runs on a thread of its own, beside the network and the disk */
-        rc = gr_dsfile_create(&u->file, data_dir(), u->id, now ? gr_dataset_digest : NULL, u->sha, e);
+        u->intended = (rc = gr_store_intend(gr_api_store, u->id, e)) == GR_OK;
     }
+    if (!rc) /* the file's tap: the digest runs on a thread of its own, beside the network and the disk */
+        rc = gr_dsfile_create(&u->file, data_dir(), u->id, now ? gr_dataset_digest : NULL, u->sha, e);
     if (rc) {
         release(u);
         return rc;
@@ -313,9 +317,11 @@ static void answer_upload(struct gr_req *r)
     struct upload *u = r->state;
     if (!u->stored) {
         discard(u);
-        problem(r, r->store_code == GR_ENOMEM ? GR_ENOMEM : GR_EIO, NULL,
-                r->store_code == GR_ENOMEM ? "the server's disk is full: nothing was kept"
-                                           : "the store could not keep this dataset; nothing was kept");
+        problem(r, r->store_code == GR_ENOMEM ? GR_ENOMEM : r->store_code == GR_ENOTFOUND ? GR_EUNAVAIL : GR_EIO, NULL,
+                r->store_code == GR_ENOMEM      ? "the server's disk is full: nothing was kept"
+                : r->store_code == GR_ENOTFOUND ? "this replica's lease ran out while the upload arrived (another "
+                                                  "replica may have cleaned its file up); nothing was kept: send it again"
+                                                : "the store could not keep this dataset; nothing was kept");
         return;
     }
     answer_created(r, u->id, u->doc);

@@ -31,10 +31,8 @@ static int path_of(char *buf, size_t len, const char *data_dir, const char *id, 
     return n > 0 && (size_t)n < len;
 }
 
-int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, int64_t min_age_s,
-                   struct gr_err *e)
+int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, struct gr_err *e)
 {
-    time_t now = time(NULL);
     char dir[600];
     if (!path_of(dir, sizeof dir, data_dir, "", ""))
         return gr_fail(e, GR_EIO, NULL, "dataset storage: the data directory's name is too long");
@@ -43,17 +41,14 @@ int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id),
     DIR *d = opendir(dir);
     if (!d)
         return io_fail(e, "read", dir);
-    /* a .tmp is an upload that never finished: no row names it */
     for (struct dirent *de; (de = readdir(d));) {
         char id[32];
         size_t n = strlen(de->d_name);
         int tmp = n > 4 && !strcmp(de->d_name + n - 4, ".tmp"), bin = n > 4 && !strcmp(de->d_name + n - 4, ".bin");
-        if (bin && n - 4 < sizeof id)
-            snprintf(id, sizeof id, "%.*s", (int)(n - 4), de->d_name);
-        struct stat st;
-        if (min_age_s > 0 && (fstatat(dirfd(d), de->d_name, &st, 0) != 0 || now - st.st_mtime < min_age_s))
-            continue; /* maybe another replica's upload under way, or its file just before its row */
-        if (tmp || (bin && n - 4 < sizeof id && !keep(ctx, id)))
+        if (!(tmp || bin) || n - 4 >= sizeof id)
+            continue; /* not a dataset's */
+        snprintf(id, sizeof id, "%.*s", (int)(n - 4), de->d_name);
+        if (!keep(ctx, id))
             unlinkat(dirfd(d), de->d_name, 0);
     }
     closedir(d);

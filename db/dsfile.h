@@ -12,12 +12,10 @@ struct gr_dsfile; /* an upload being written: its HTTP thread's, and its two wor
  * non-zero to fail the upload. */
 typedef int (*gr_dsfile_tap)(void *ctx, const void *data, size_t n);
 
-/* Create <data_dir>/datasets/ if missing and remove what a crash left there: the .tmp files
- * of interrupted uploads, and each .bin whose dataset keep(ctx, id) says has no row (a crash
- * between a file and its row); of those last changed min_age_s ago or more (0: all; a folder
- * replicas share holds others' uploads under way). At start-up only. GR_OK or GR_EIO. */
-int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, int64_t min_age_s,
-                   struct gr_err *e);
+/* Create <data_dir>/datasets/ if missing and remove what a crash left there: each file (.tmp of
+ * an upload, .bin of values) that keep(ctx, id) says nothing names: no dataset's row, nor, in a
+ * folder replicas share, a live replica's file under way. GR_OK or GR_EIO. */
+int gr_dsfile_init(const char *data_dir, int (*keep)(void *ctx, const char *id), void *ctx, struct gr_err *e);
 
 /* Start writing dataset id's values: GR_OK with *f writing its .tmp (a writer thread puts the
  * bytes on disk and a second thread hands them to tap, if not NULL, both behind the caller), or

@@ -233,6 +233,10 @@ const char *const gr_pg_schema_steps[] = {
     /* A small input in its job's row, as in SQLite (store_backend.h says why): NULL once the job
      * has ended, or when the input is in job_inputs. */
     "ALTER TABLE jobs ADD COLUMN input bytea;",
+    /* A dataset file being made (an upload, a kept result) by a replica: no replica's cleanup of
+     * the shared folder removes it while that replica's lease runs; the dataset's row takes its
+     * place. */
+    "CREATE TABLE dataset_intents(id text COLLATE \"C\" PRIMARY KEY, owner text NOT NULL);",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -245,6 +249,8 @@ const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_s
 #define DS_FROM "datasets CROSS JOIN LATERAL (SELECT max(at) lu FROM dataset_uses u WHERE u.dataset = datasets.id) m"
 #define LIST_SQL(where) "SELECT id, doc FROM jobs WHERE " where "id < $1 ORDER BY id DESC LIMIT $2::int"
 #define FINAL "('succeeded', 'failed', 'canceled')"
+/* an intent (dataset_intents i) whose replica's lease runs */
+#define LIVE_OWNER "EXISTS (SELECT 1 FROM replicas r WHERE r.id = i.owner AND r.lease >= " NOW ")"
 
 const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_LIST_ALL] = LIST_SQL(""),
@@ -320,14 +326,24 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     /* doc '': a replica that took its residue and has not announced its devices yet */
     [GR_SQL_REPLICAS] = "SELECT id, doc FROM replicas WHERE lease >= " NOW " AND doc <> '' ORDER BY id",
     [GR_SQL_LEAVE] = "DELETE FROM replicas WHERE id = $11",
+    [GR_SQL_INTENT] = "INSERT INTO dataset_intents(id, owner) VALUES ($3, $11)",
+    [GR_SQL_INTENT_DROP] = "DELETE FROM dataset_intents WHERE id = $3",
+    /* the stale intent goes in the same statement that finds the file unnamed: a replica that
+     * comes back after its lease then finds its row refused (GR_SQL_DS_INSERT), not a file gone */
+    [GR_SQL_FILE_NAMED] = "WITH stale AS (DELETE FROM dataset_intents i WHERE id = $3 AND NOT " LIVE_OWNER ")"
+                          " SELECT 'named', '' WHERE EXISTS (SELECT 1 FROM datasets WHERE id = $3) OR EXISTS"
+                          " (SELECT 1 FROM dataset_intents i WHERE id = $3 AND " LIVE_OWNER ")",
+    [GR_SQL_INTENTS_PURGE] = "DELETE FROM dataset_intents i WHERE NOT " LIVE_OWNER,
     /* GR_SQL_INSERT, _UPDATE and _DS_USED: none; the writer sends a batch's as the _MANY ones */
     [GR_SQL_INPUT] = "INSERT INTO job_inputs(id, data) VALUES ($1, $2)",
     [GR_SQL_KEY_INSERT] = "INSERT INTO idempotency(tenant, key, fingerprint, resource, created)"
                           " VALUES ($6, $8, $9, $1, $5::float8) ON CONFLICT (tenant, key) DO UPDATE SET"
                           " fingerprint = EXCLUDED.fingerprint, resource = EXCLUDED.resource, created = EXCLUDED.created",
-    [GR_SQL_DS_INSERT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) VALUES ($1, $3, $5::float8, $6, $7::bigint)",
-    [GR_SQL_DS_INSERT_KEPT] = "INSERT INTO datasets(id, doc, created, tenant, bytes) SELECT $1, $3, $5::float8, $6,"
-                              " $7::bigint WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = $14 AND NOT"
+    [GR_SQL_DS_INSERT] = "WITH i AS (DELETE FROM dataset_intents WHERE id = $1 RETURNING 1) INSERT INTO"
+                         " datasets(id, doc, created, tenant, bytes) SELECT $1, $3, $5::float8, $6, $7::bigint FROM i",
+    [GR_SQL_DS_INSERT_KEPT] = "WITH i AS (DELETE FROM dataset_intents WHERE id = $1 RETURNING 1) INSERT INTO"
+                              " datasets(id, doc, created, tenant, bytes) SELECT $1, $3, $5::float8, $6,"
+                              " $7::bigint FROM i WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = $14 AND NOT"
                               " (epoch = $10::bigint AND status IN ('queued', 'running')))",
     [GR_SQL_DS_DELETE] = "DELETE FROM datasets WHERE id = $1",
     [GR_SQL_JOB_DELETE] = "WITH i AS (DELETE FROM job_inputs WHERE id = $1) DELETE FROM jobs WHERE id = $1",

@@ -637,6 +637,7 @@ static void read_answers(struct batch *b)
             b->ok = 0; /* a COMMIT of an aborted transaction answers ROLLBACK: it did not commit */
         if (ran && t->kind == SENT_OP) {
             int changes_row = t->op->sql == GR_SQL_DS_DELETE || t->op->sql == GR_SQL_JOB_DELETE ||
+                              t->op->sql == GR_SQL_DS_INSERT || /* its intent gone: no row */
                               t->op->sql == GR_SQL_DS_INSERT_KEPT; /* fenced out: no row */
             t->op->code = changes_row && !strcmp(PQcmdTuples(r), "0") ? GR_ENOTFOUND : GR_OK;
         } else if (ran && t->kind == SENT_MANY) {

@@ -61,6 +61,11 @@ enum gr_sql_id {
     GR_SQL_ANNOUNCE, /* $11 the replica, $3 its devices (JSON), $12 lease seconds: kept until then */
     GR_SQL_REPLICAS, /* the replicas whose lease runs -> id, doc */
     GR_SQL_LEAVE,    /* $11 the replica gone */
+    GR_SQL_INTENT,      /* $3 a dataset's id, $11 the replica: its file is about to be made there */
+    GR_SQL_INTENT_DROP, /* $3 a dataset's id: its file was removed unkept */
+    GR_SQL_FILE_NAMED,  /* $3 a dataset's id: a row, or a live replica's intent, names its file -> a row
+                         * if one does (an intent whose replica's lease ran out goes) */
+    GR_SQL_INTENTS_PURGE, /* every intent whose replica's lease ran out goes */
     GR_SQL_EVENTS_NUMBER, /* PostgreSQL: number the events committed since the last call (NULL in SQLite) */
     GR_SQL_NREAD,
     GR_SQL_INSERT = GR_SQL_NREAD, /* ?1 id, ?2 status, ?3 doc, ?4 op, ?5 created, ?6 tenant
@@ -68,7 +73,8 @@ enum gr_sql_id {
     GR_SQL_INPUT,                 /* ?1 id, ?2 data */
     GR_SQL_KEY_INSERT,            /* ?1 resource id, ?5 created, ?6 tenant, ?8 key, ?9 fingerprint */
     GR_SQL_UPDATE,                /* ?1 id, ?2 status, ?3 doc */
-    GR_SQL_DS_INSERT,             /* ?1 id, ?3 doc, ?5 created, ?6 tenant, ?7 bytes */
+    GR_SQL_DS_INSERT,             /* ?1 id, ?3 doc, ?5 created, ?6 tenant, ?7 bytes (PostgreSQL: in its
+                                   * intent's place, GR_SQL_INTENT; no row without one) */
     GR_SQL_DS_INSERT_KEPT,        /* as GR_SQL_DS_INSERT, a job's kept result (PostgreSQL: fenced, as the
                                    * job's final state is: stored only while $14 the job is not stored
                                    * yet or still held under $10 its epoch; else no row) */

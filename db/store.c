@@ -61,7 +61,6 @@ struct gr_store {
     _Atomic uint64_t version;
     char owner[64]; /* this replica on a shared store (gr_store_join) */
     double lease_s;
-    int64_t file_age_s; /* dataset files without a row older than this are a crash's leftovers */
     void (*_Atomic observer)(double ms, int writes); /* told of each commit (metrics), or NULL */
     void (*_Atomic after)(void);                     /* after each commit's done callbacks, or NULL */
 };
@@ -307,10 +306,22 @@ static void free_store(struct gr_store *s)
 
 /* Whether a dataset row exists (start-up); when it cannot be told, yes, so that nothing is
  * removed in doubt. */
-static int has_dataset(void *ctx, const char *id)
+static void found(void *ctx, const char *id, const char *doc)
+{
+    (void)id, (void)doc;
+    *(int *)ctx = 1;
+}
+
+/* Does anything name dataset id's file: its row, or (a shared store) a live replica's intent? A
+ * failed read keeps the file. */
+static int file_named(void *ctx, const char *id)
 {
     struct gr_store *s = ctx;
     char *doc = NULL;
+    int named = 0;
+    if (s->b->replica)
+        return s->b->replica(s->impl, GR_SQL_FILE_NAMED, s->owner, s->lease_s, id, found, &named, NULL) != GR_OK ||
+               named;
     int rc = s->b->get(s->impl, GR_SQL_DS_GET, id, NULL, &doc, NULL, NULL);
     free(doc);
     return rc != GR_ENOTFOUND;
@@ -361,11 +372,8 @@ int gr_store_open_with(struct gr_store **out, const char *url, const char *data_
     const char *where = url && !strncmp(url, "sqlite:", 7) && url[7] ? url + 7 : data_dir;
     if (code == GR_OK)
         code = pg ? gr_pg_store_open(url, &s->impl, e) : gr_sqlite_store_open(where, &s->impl, e);
-    /* replicas share the folder: an hour-old .tmp is no upload still under way, an hour-old .bin
-     * without a row no row still coming; alone on SQLite's file, whatever a crash left is */
-    s->file_age_s = pg ? 3600 : 0;
     if (code == GR_OK)
-        code = gr_dsfile_init(data_dir, has_dataset, s, s->file_age_s, e);
+        code = gr_dsfile_init(data_dir, file_named, s, e);
     s->w[0].impl = s->impl;
     for (int k = 1; code == GR_OK && k < s->nwriters; k++)
         code = gr_pg_store_open(url, &s->w[k].impl, e);
@@ -394,7 +402,22 @@ const char *gr_store_backend_name(struct gr_store *s) { return s->b->name; }
 
 int gr_store_clean_files(struct gr_store *s, struct gr_err *e)
 {
-    return gr_dsfile_init(s->dir, has_dataset, s, s->file_age_s, e);
+    if (s->b->replica && s->b->replica(s->impl, GR_SQL_INTENTS_PURGE, s->owner, s->lease_s, NULL, NULL, NULL, e))
+        return GR_EIO;
+    return gr_dsfile_init(s->dir, file_named, s, e);
+}
+
+int gr_store_intend(struct gr_store *s, const char *id, struct gr_err *e)
+{
+    return s->b->replica ? s->b->replica(s->impl, GR_SQL_INTENT, s->owner, s->lease_s, id, NULL, NULL, e) : GR_OK;
+}
+
+void gr_store_unintend(struct gr_store *s, const char *id)
+{
+    struct gr_err e = {0};
+    if (s->b->replica && s->b->replica(s->impl, GR_SQL_INTENT_DROP, s->owner, s->lease_s, id, NULL, NULL, &e))
+        fprintf(stderr, "gpured: store: dropping a dataset file's intent: %s (the purge takes it once this replica "
+                        "is gone)\n", e.msg);
 }
 
 /* A write of statement sql. Takes doc in every case (NULL only for a delete). NULL with doc

@@ -29,10 +29,17 @@ int gr_store_open_with(struct gr_store **out, const char *url, const char *data_
 /* "sqlite" or "postgresql". */
 const char *gr_store_backend_name(struct gr_store *s);
 
-/* Remove the dataset files a crash left (as at open): on a shared store, those an hour old, since
- * younger ones may be another replica's upload under way (the retention sweep calls this there).
- * GR_OK or GR_EIO. */
+/* Remove the dataset files a crash left (as at open): those no dataset's row names nor, on a
+ * shared store, a live replica's intent (the retention sweep calls this there, after dropping the
+ * intents of replicas gone). GR_OK or GR_EIO. */
 int gr_store_clean_files(struct gr_store *s, struct gr_err *e);
+/* Before dataset id's file is made: on a shared store, the store names it this replica's under
+ * way, so no replica's cleanup removes it while this one's lease runs; the dataset's row takes
+ * the intent's place, and is refused without it (the done code GR_ENOTFOUND: the lease ran out and
+ * the file may be gone). unintend drops it once the file is removed unkept. GR_OK (nothing to do
+ * on SQLite), GR_EUNAVAIL or GR_EIO. On the calling thread's connection. */
+int gr_store_intend(struct gr_store *s, const char *id, struct gr_err *e);
+void gr_store_unintend(struct gr_store *s, const char *id);
 
 /* Commit everything still pending (running its callbacks), stop the writer, close every
  * connection. Safe on NULL. Not while a thread that has read from the store is exiting. */

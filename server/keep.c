@@ -1,6 +1,6 @@
 /* keep.c: a result too large to answer inline, and every product, kept as datasets before the
- * job's final state names them: the file durable, then its row committed (fenced as the final
- * state is, so a run another replica took over keeps nothing). Runs on the worker
+ * job's final state names them: named under way in the store, the file durable, then its row
+ * committed (fenced as the final state is, so a run another replica took over keeps nothing). Runs on the worker
  * that ran the job, no lock held; blocks on the disk and the store. */
 #include "server/keep.h"
 
@@ -33,12 +33,15 @@ static int keep_values(struct gr_store *s, const struct gr_job *j, const void *v
     for (int d = 0; d < ndim && rc == GR_OK; d++)
         if (gr_mul_size(bytes, (size_t)shape[d], &bytes))
             rc = gr_fail(e, GR_EINTERNAL, NULL, "the result's size overflows");
+    int intended = 0;
     if (rc != GR_OK || (rc = gr_tenant_add_bytes(tenant, bytes, GR_ENOMEM, 0, e)) != GR_OK)
         bytes = 0; /* nothing counted, nothing to give back */
     else if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL))
         rc = gr_fail(e, GR_ENOMEM, NULL, "cannot start a sha256 digest");
-    else
+    else if ((rc = gr_store_intend(s, id, e)) == GR_OK) {
+        intended = 1;
         rc = gr_dsfile_create(&f, dir, id, gr_dataset_digest, sha, e);
+    }
     if (rc == GR_OK)
         rc = gr_dsfile_write(f, values, bytes, e);
     if (rc == GR_OK)
@@ -57,9 +60,11 @@ static int keep_values(struct gr_store *s, const struct gr_job *j, const void *v
         else if (code != GR_OK)
             rc = gr_fail(e, GR_EIO, NULL, "the store could not keep the result's dataset");
     }
-    if (rc != GR_OK) { /* a committed file no row names is removed here (or at the next start) */
+    if (rc != GR_OK) { /* a committed file no row names is removed here (or by the next cleanup) */
         gr_dsfile_remove(dir, id, NULL);
         gr_tenant_drop_bytes(tenant, bytes);
+        if (intended)
+            gr_store_unintend(s, id);
     }
     return rc;
 }

@@ -395,14 +395,15 @@ class Fuzz:
             L.check_result(w, job.op, job.dtype, rows, job.eff_axis, job.ties, res)
             return
         arg = job.op.startswith("arg")
-        keys = {"dataset", "shape", "data"} | ({"indices_dataset", "indices_data"} if arg else set())
+        keys = {"dataset", "shape", "data", "dtype"} | ({"indices_dataset", "indices_data"} if arg else set())
         if not CHECK.eq(set(res or {}), keys, w + ": members of a result kept as datasets"):
             return
+        rtype = L.result_dtype(job.op, job.dtype)
+        CHECK.eq(res["dtype"], rtype, w + ": kept result's dtype")
         n = job.outputs
         CHECK.eq(res["shape"], [n], w + ": kept result's shape")
         CHECK.eq(res["data"], "/v1/datasets/%s/data" % res["dataset"], w + ": kept result's data link")
-        want_int = L.result_is_int(job.op, job.dtype)
-        vals = self.kept_values(job, res["dataset"], "int64" if want_int else "float64", [n], w + " values",
+        vals = self.kept_values(job, res["dataset"], rtype, [n], w + " values",
                                 path=None if self.rng.random() < 0.5 else "/v1/jobs/%s/result" % job.id)
         idx = None
         if arg:
@@ -450,9 +451,10 @@ class Fuzz:
     def check_product(self, job, res, w):
         m, n = job.shape
         small = m * n <= INLINE_MAX
-        keys = {"dataset", "shape", "data"} | ({"values"} if small else set())
+        keys = {"dataset", "shape", "data", "dtype"} | ({"values"} if small else set())
         if not CHECK.eq(set(res or {}), keys, w + ": matmul result members"):
             return
+        CHECK.eq(res["dtype"], job.dtype, w + ": product dtype")
         CHECK.eq(res["shape"], [m, n], w + ": product shape")
         CHECK.eq(res["data"], "/v1/datasets/%s/data" % res["dataset"], w + ": product data link")
         if small and self.rng.random() < 0.7:
@@ -985,7 +987,9 @@ class Fuzz:
             dt = "int64"
         else:
             want = [res["value"]] if "value" in res else res["values"]
-            dt = "int64" if L.result_is_int(job.op, job.dtype) else "float64"
+            dt = res["dtype"]
+            if dt == "float32":  # JSON gives a float32 in its fewest digits
+                want = [L.f32(x) for x in want]
         CHECK.eq((descr, shape), (NPY[dt], [] if ("value" in res) else [len(want)]), self.what("result .npy header"))
         CHECK.eq(unpack(dt, raw), want, self.what("result .npy values = the JSON result's"))
 

@@ -70,9 +70,10 @@ def main():
     files = {f[:-4] for f in os.listdir(folder) if f.endswith(".bin")}
     left = sorted(files - rows)
     if L.STORE == "postgresql":
-        # replicas share the folder: a row-less file under an hour old may be another replica's
-        # upload just before its row, so it stays for the sweep; none of them was acknowledged
-        left = [d for d in left if time.time() - os.path.getmtime(os.path.join(folder, d + ".bin")) >= 3600]
+        # replicas share the folder: a row-less file a killed replica named under way stays until
+        # its lease has run out (the sweep then takes it); none of them was acknowledged
+        named = {r[0] for r in L.store_rows(srv, "SELECT id FROM dataset_intents")}
+        left = [d for d in left if d not in named]
         CHECK.eq(sorted(set(files - rows) & set(uploads)), [], "no acknowledged upload without its row")
     CHECK.eq(left, [], "no dataset file without its row")
     CHECK.eq(sorted(rows - files), [], "no dataset row without its file")

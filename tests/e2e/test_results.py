@@ -11,7 +11,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 
 import e2e_lib as L
 import ops_lib as O
@@ -242,12 +241,12 @@ def deleted(srv, kept):
 
 def files_match_rows(srv, what):
     """Every dataset file has a row and every row a file; no .tmp left. On PostgreSQL, whose folder
-    replicas share, a file without a row stays until it is an hour old: it may be another replica's
-    upload under way (the sweep removes it later)."""
+    replicas share, a file without a row stays while a live replica names it under way in the store
+    (a replica killed names its files until its lease has run out; the sweep then takes them)."""
     folder = os.path.join(srv.data_dir, "datasets")
     listed = sorted(d + ".bin" for d in L.dataset_ids(srv, 1000))
-    names = sorted(n for n in os.listdir(folder) if L.STORE == "sqlite" or n in listed
-                   or time.time() - os.path.getmtime(os.path.join(folder, n)) >= 3600)
+    named = {r[0] for r in L.store_rows(srv, "SELECT id FROM dataset_intents")} if L.STORE == "postgresql" else set()
+    names = sorted(n for n in os.listdir(folder) if n[:-4] not in named)
     CHECK.eq(names, listed, what + ": dataset files are exactly the listed datasets")
 
 

@@ -1260,6 +1260,7 @@ static void test_event_runs(void **state)
     }
     assert_int_equal(gr_store_insert_jobs(fx->s, v, N, on_done), GR_OK);
     struct gr_owner own = {.tenant = "a"};
+    assert_int_equal(gr_store_intend(fx->s, "d_00000000000000aa", NULL), GR_OK);
     assert_int_equal(gr_store_insert_dataset(fx->s, "d_00000000000000aa", &own, 0, make_doc(1, "ds"), on_done, &r[N]),
                      GR_OK);
     want[N] = (struct event_seen){"d_00000000000000aa", "created", "a", 0, 0};
@@ -1604,6 +1605,7 @@ static void test_datasets(void **state)
     char id[3][24];
     for (int n = 0; n < 3; n++) {
         snprintf(id[n], 24, "d_%016x", 100 + n);
+        assert_int_equal(gr_store_intend(fx->s, id[n], NULL), GR_OK); /* as an upload does: a row takes its place */
         assert_int_equal(gr_store_insert_dataset(fx->s, id[n], NULL, 0, make_doc((unsigned long long)n, "ds"), on_done, &r[n]),
                          GR_OK);
     }
@@ -1648,6 +1650,7 @@ static void test_datasets(void **state)
     /* a use fills in last_used_at, and an earlier one told later does not move it back */
     char *used = strdup("{\"id\":\"d_00000000000000aa\",\"last_used_at\":null}");
     struct rec u[2] = {{0}};
+    assert_int_equal(gr_store_intend(fx->s, "d_00000000000000aa", NULL), GR_OK);
     assert_int_equal(gr_store_insert_dataset(fx->s, "d_00000000000000aa", NULL, 0, used, on_done, &u[0]), GR_OK);
     assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1700000000.5, NULL), GR_OK);
     assert_int_equal(gr_store_dataset_used(fx->s, "d_00000000000000aa", 1600000000.0, NULL), GR_OK);
@@ -1662,7 +1665,8 @@ static void test_datasets(void **state)
     wait_done(8);
 
     /* what a crash leaves, gone after the next open: an upload that never finished (.tmp), values
-     * whose row was never stored or already deleted (.bin without a row); a row's .bin stays */
+     * whose row was never stored or already deleted (.bin without a row), however young; a row's
+     * .bin stays (test_files_under_way: a live replica's files under way stay too) */
     char tmp[200], orphan[200], kept[200];
     snprintf(tmp, sizeof tmp, "%s/datasets/d_0000000000000001.tmp", fx->data);
     snprintf(orphan, sizeof orphan, "%s/datasets/%s.bin", fx->data, id[1]);
@@ -1671,9 +1675,6 @@ static void test_datasets(void **state)
         FILE *f = fopen(*name, "w");
         assert_non_null(f);
         fclose(f);
-        /* two hours old: on PostgreSQL younger ones may be another replica's, and stay */
-        struct timespec old[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
-        assert_int_equal(utimensat(AT_FDCWD, *name, old, 0), 0);
     }
     gr_store_close(fx->s);
     fx->s = NULL;
@@ -1682,18 +1683,70 @@ static void test_datasets(void **state)
     assert_int_equal(access(orphan, F_OK), -1);
     assert_int_equal(access(kept, F_OK), 0);
     assert_int_equal(unlink(kept), 0);
-    if (fx->pg[0]) { /* a young .tmp in a shared folder may be another replica's upload: it stays */
-        FILE *f = fopen(tmp, "w");
-        assert_non_null(f);
-        fclose(f);
-        gr_store_close(fx->s);
-        fx->s = NULL;
-        open_store(fx);
-        assert_int_equal(access(tmp, F_OK), 0);
-        assert_int_equal(unlink(tmp), 0);
-    }
     assert_int_equal(gr_store_get_dataset(fx->s, id[2], NULL, &doc, &e), GR_OK);
     free(doc);
+}
+
+static void touch(const char *dir, const char *name, char path[200])
+{
+    snprintf(path, 200, "%s/datasets/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+/* A shared folder's cleanup (PostgreSQL): a file a live replica named as under way stays, however
+ * old; one named by a replica whose lease ran out, or by none, goes at once, its intent with it;
+ * a row whose intent went is refused (the file may be gone), and a row takes a live intent's place. */
+static void test_files_under_way(void **state)
+{
+    struct fixture *fx = *state;
+    open_store(fx);
+    if (!fx->pg[0])
+        return; /* one gpured alone on its folder: test_datasets */
+    struct gr_err e = {0};
+    long long n;
+    gr_store_join(fx->s, "replica-live", 60);
+    assert_int_equal(gr_store_slot(fx->s, 32, &n, &e), GR_OK);
+    char live[200], gone[200], none[200], rowed[200];
+    assert_int_equal(gr_store_intend(fx->s, "d_00000000000000a1", &e), GR_OK);
+    touch(fx->data, "d_00000000000000a1.tmp", live);
+    struct timespec old[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, live, old, 0), 0);
+    struct raw db = raw_open(fx);
+    raw_exec(db, "INSERT INTO replicas(id, doc, lease) VALUES ('replica-gone', '', 1);"
+                 "INSERT INTO dataset_intents(id, owner) VALUES ('d_00000000000000a2', 'replica-gone'),"
+                 " ('d_00000000000000a5', 'replica-gone')");
+    touch(fx->data, "d_00000000000000a2.bin", gone);
+    touch(fx->data, "d_00000000000000a3.tmp", none);
+    assert_int_equal(gr_store_intend(fx->s, "d_00000000000000a4", &e), GR_OK);
+    touch(fx->data, "d_00000000000000a4.bin", rowed);
+    struct rec r[2] = {{0}};
+    assert_int_equal(gr_store_insert_dataset(fx->s, "d_00000000000000a4", NULL, 0, make_doc(4, "ds"), on_done, &r[0]),
+                     GR_OK);
+    wait_done(1);
+    assert_int_equal(r[0].code, GR_OK);
+    assert_int_equal(gr_store_clean_files(fx->s, &e), GR_OK);
+    assert_int_equal(access(live, F_OK), 0);
+    assert_int_equal(access(gone, F_OK), -1);
+    assert_int_equal(access(none, F_OK), -1);
+    assert_int_equal(access(rowed, F_OK), 0);
+    char left[64] = "";
+    raw_text(db, "SELECT string_agg(id, ' ' ORDER BY id) FROM dataset_intents", left, sizeof left);
+    assert_string_equal(left, "d_00000000000000a1"); /* a4's row took its place; the gone replica's went */
+    /* the gone replica, back after its lease: its row is refused */
+    assert_int_equal(gr_store_insert_dataset(fx->s, "d_00000000000000a2", NULL, 0, make_doc(2, "ds"), on_done, &r[1]),
+                     GR_OK);
+    wait_done(2);
+    assert_int_equal(r[1].code, GR_ENOTFOUND);
+    char *doc = NULL;
+    assert_int_equal(gr_store_get_dataset(fx->s, "d_00000000000000a2", NULL, &doc, &e), GR_ENOTFOUND);
+    /* an upload given up drops its intent: its leftover goes at the next cleanup */
+    gr_store_unintend(fx->s, "d_00000000000000a1");
+    assert_int_equal(gr_store_clean_files(fx->s, &e), GR_OK);
+    assert_int_equal(access(live, F_OK), -1);
+    assert_int_equal(unlink(rowed), 0);
+    raw_close(db);
 }
 
 /* Every read (and the update, the events' inserts) is served by an index: no plan line scans a table. */
@@ -1767,6 +1820,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_drains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_plans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_datasets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_files_under_way, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_after_told, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
