@@ -355,8 +355,8 @@ def check_datasets(driver, srv, rng, kept):
     if kept:
         res = kept[0]["result"]
         row = dataset_row(driver, res["dataset"])
-        CHECK.ok(row and row[0][2] == "4097" and row[0][3] == "32.0 KiB" and row[1] == "%d bytes" % (4097 * 8),
-                 "datasets: a kept result's row: %r" % (row,))
+        CHECK.ok(row and row[0][1] == "int32" and row[0][2] == "4097" and row[0][3] == "16.0 KiB" and
+                 row[1] == "%d bytes" % (4097 * 4), "datasets: a kept result's row (an int32 max's): %r" % (row,))
     want = [d["id"] for d in srv.get_json("/v1/datasets?limit=100")["datasets"]]
     wait_ids(driver, want, "datasets: the panel lists GET /v1/datasets, newest first", "datasets")
 

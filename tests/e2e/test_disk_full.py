@@ -108,7 +108,7 @@ def run(mnt):
         time.sleep(0.1)
     CHECK.eq(srv.req("GET", "/readyz").status, 200, "/readyz is ready again once space is freed")
     again = srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int32", "data": [4, 5]}, {"Prefer": "wait=10"})
-    CHECK.eq((again.status, again.json().get("result")), (200, {"value": 9}), "a job runs again")
+    CHECK.eq((again.status, again.json().get("result")), (200, {"value": 9, "dtype": "int64"}), "a job runs again")
     up = srv.req("POST", "/v1/datasets?dtype=int32&shape=4", b"\1" * 16, octet)
     CHECK.eq(up.status, 201, "an upload works again")
     L.check_stop(srv)

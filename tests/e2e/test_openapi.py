@@ -185,7 +185,7 @@ def provoked(srv, spec):
         r = srv.req("POST", "/v1/jobs", {"op": op, "dtype": "float64", "data": data, "device": "cpu"}, {"Prefer": "wait=10"})
         if CHECK.eq(r.status, 200, "%s job" % want):
             job = r.json()
-            CHECK.eq(job["result"], {"value": want}, "%s of %r is the string %r" % (op, data, want))
+            CHECK.eq(job["result"], {"value": want, "dtype": "float64"}, "%s of %r is the string %r" % (op, data, want))
             docs.append(("Job", job))
     r = srv.req("POST", "/v1/jobs", {"op": "argmin", "dtype": "int32", "data": [[3, 1], [0, 5]], "axis": 0,
                                      "device": "cpu"}, {"Prefer": "wait=10"})
@@ -229,7 +229,7 @@ def tenants(srv):
         docs += [("Dataset", ds), ("Dataset", srv.get_json("/v1/datasets/" + ds["id"]))]
         r = srv.req("POST", "/v1/jobs", {"op": "sum", "dataset": ds["id"], "device": "cpu"}, {"Prefer": "wait=10"})
         if CHECK.eq(r.status, 200, "job on the dataset"):
-            CHECK.eq((r.json().get("tenant"), r.json().get("result")), ("alice", {"value": 6}), "job on alice's dataset")
+            CHECK.eq((r.json().get("tenant"), r.json().get("result")), ("alice", {"value": 6, "dtype": "int64"}), "job on alice's dataset")
             docs.append(("Job", r.json()))
     jobs = srv.get_json("/v1/jobs?limit=50")["jobs"]
     CHECK.ok(jobs and all(j.get("tenant") == "alice" for j in jobs), "alice's jobs carry tenant alice: %r"

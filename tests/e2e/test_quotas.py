@@ -45,7 +45,7 @@ def flood(srv):
             CHECK.ok("--tenant-max-queued" in r.json()["detail"], "the detail names the quota")
     r = srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int32", "data": [1, 2, 3], "device": "cpu"},
                 hdr(BOB, {"Prefer": "wait=60"}))
-    CHECK.eq((r.status, r.json().get("result")), (200, {"value": 6}), "bob's job runs while alice floods")
+    CHECK.eq((r.status, r.json().get("result")), (200, {"value": 6, "dtype": "int64"}), "bob's job runs while alice floods")
     for g in got[:3]:
         done = srv.req("GET", "/v1/jobs/%s?wait=60" % g.json()["id"], headers=hdr(ALICE))
         while done.json().get("status") not in L.TERMINAL:

@@ -30,7 +30,7 @@ def main():
     os.rename(db + ".away", db)
     CHECK.eq(srv.req("GET", "/readyz").status, 200, "ready again with the file back")
     again = srv.req("POST", "/v1/jobs", {"op": "sum", "dtype": "int32", "data": [5, 6]}, {"Prefer": "wait=10"})
-    CHECK.eq((again.status, again.json().get("result")), (200, {"value": 11}), "jobs run again")
+    CHECK.eq((again.status, again.json().get("result")), (200, {"value": 11, "dtype": "int64"}), "jobs run again")
     srv.kill9()
     srv.start()
     CHECK.eq(srv.req("GET", "/v1/jobs/" + again.json()["id"]).json().get("status"), "succeeded", "and are kept")
