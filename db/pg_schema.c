@@ -237,6 +237,25 @@ const char *const gr_pg_schema_steps[] = {
      * the shared folder removes it while that replica's lease runs; the dataset's row takes its
      * place. */
     "CREATE TABLE dataset_intents(id text COLLATE \"C\" PRIMARY KEY, owner text NOT NULL);",
+    /* Each tenant's newest number from the rows just numbered, in the numbering's statement, and
+     * the prune planned for its bound as a literal: with a plpgsql variable's generic plan, each
+     * was a scan of every event kept (up to 1,000,000) per call, a quarter of small jobs' rate. */
+    "CREATE OR REPLACE FUNCTION gpured_events_number() RETURNS void LANGUAGE plpgsql AS $$"
+    "DECLARE first bigint; last bigint; BEGIN"
+    " IF NOT EXISTS (SELECT 1 FROM events WHERE seq IS NULL) THEN RETURN; END IF;"
+    " PERFORM pg_advisory_xact_lock(747576);"
+    " SELECT last_value INTO first FROM events_seq_seq;"
+    " WITH n AS (SELECT c, tenant, nextval('events_seq_seq') s FROM"
+    "  (SELECT ctid c, tenant FROM events WHERE seq IS NULL ORDER BY at LIMIT 10000) p),"
+    " t AS (SELECT n.c, n.s, n.tenant, coalesce(et.last, 0) + row_number() OVER (PARTITION BY n.tenant ORDER BY n.s) ts"
+    "  FROM n LEFT JOIN event_tenants et ON et.tenant = n.tenant),"
+    " u AS (UPDATE events e SET seq = t.s, tseq = t.ts FROM t WHERE e.ctid = t.c)"
+    " INSERT INTO event_tenants(tenant, last) SELECT tenant, max(ts) FROM t GROUP BY tenant"
+    "  ON CONFLICT (tenant) DO UPDATE SET last = greatest(event_tenants.last, excluded.last);"
+    " SELECT last_value INTO last FROM events_seq_seq;"
+    " IF last / 1000 > first / 1000 AND last > 1000000 THEN"
+    "  EXECUTE format('DELETE FROM events WHERE seq <= %s', last - 1000000); END IF;"
+    " END$$;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
