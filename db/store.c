@@ -304,16 +304,14 @@ static void free_store(struct gr_store *s)
     free(s);
 }
 
-/* Whether a dataset row exists (start-up); when it cannot be told, yes, so that nothing is
- * removed in doubt. */
 static void found(void *ctx, const char *id, const char *doc)
 {
     (void)id, (void)doc;
     *(int *)ctx = 1;
 }
 
-/* Does anything name dataset id's file: its row, or (a shared store) a live replica's intent? A
- * failed read keeps the file. */
+/* Does anything name dataset id's file: its row, or (a shared store) a live replica's intent?
+ * When it cannot be told, yes, so that nothing is removed in doubt. */
 static int file_named(void *ctx, const char *id)
 {
     struct gr_store *s = ctx;
