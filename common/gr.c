@@ -111,14 +111,15 @@ int gr_result_dtype(int op, int dtype, int acc64)
 
 void gr_result_narrow(struct gr_result *r, int dtype)
 {
-    for (int64_t k = 0; k < r->n; k++) {
-        if (dtype == GR_FLOAT32 && r->f)
+    if (dtype == GR_FLOAT32 && r->f) /* int64 and float64 values are theirs already: no pass */
+        for (int64_t k = 0; k < r->n; k++)
             r->f[k] = (double)(float)r->f[k];
-        else if (dtype == GR_INT32 && r->i)
+    else if (dtype == GR_INT32 && r->i)
+        for (int64_t k = 0; k < r->n; k++)
             r->i[k] = (int32_t)(uint32_t)(uint64_t)r->i[k]; /* modulo 2^32, two's complement */
-        else if (dtype == GR_BOOL && r->i)
+    else if (dtype == GR_BOOL && r->i)
+        for (int64_t k = 0; k < r->n; k++)
             r->i[k] = r->i[k] != 0;
-    }
     r->dtype = dtype;
 }
 

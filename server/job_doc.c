@@ -11,6 +11,7 @@
 #include "server/log.h"
 #include "server/tokens.h"
 
+#include <float.h>
 #include <math.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -182,10 +183,12 @@ static void put_shape(struct gr_buf *b, int ndim, const int64_t *shape)
     put(b, "]");
 }
 
-/* A float32 as NumPy's repr writes it: the fewest digits that read back as that float. */
+/* A float32 as NumPy's repr writes it: the fewest digits that read back as that float. From 6
+ * (FLT_DIG) for a normal float: "%g" drops trailing zeros, and a normal float's spacing is far
+ * finer than a 6-digit step, so fewer digits would read the same; a subnormal may need fewer. */
 static void put_float32(struct gr_buf *b, double v)
 {
-    int digits = 1;
+    int digits = fabs(v) < FLT_MIN ? 1 : FLT_DIG;
     char d[40];
     while (digits < 9 && isfinite(v) && (snprintf(d, sizeof d, "%.*g", digits, v), strtof(d, NULL) != (float)v))
         digits++;
