@@ -1118,7 +1118,7 @@ class Fuzz:
             (".npy with ?dtype=", "/v1/datasets?dtype=int32", npy_bytes("<i4", [4], raw), ct_npy, 400, "dtype"),
             ("not a .npy", "/v1/datasets", b"NOTNUMPY" + raw, ct_npy, 400, None),
             ("big-endian .npy", "/v1/datasets", npy_bytes(">i4", [4], raw), ct_npy, 415, None),
-            ("3-D .npy", "/v1/datasets", npy_bytes("<i4", [1, 2, 2], raw), ct_npy, 422, None),
+            ("9-D .npy", "/v1/datasets", npy_bytes("<i4", [1] * 7 + [2, 2], raw), ct_npy, 422, None),
             ("truncated .npy", "/v1/datasets", npy_bytes("<i4", [5], raw), ct_npy, 400, None),
         ]
         what, path, body, h, status, field = self.rng.choice(cases)
