@@ -82,6 +82,8 @@ int gr_result_is_int(int op, int dtype);
  * "accumulate": "float64"), counts int64, any/all GR_BOOL. */
 int gr_result_dtype(int op, int dtype, int acc64);
 
+struct gr_pass;
+
 /* A reduction to run. data is row-major rows x cols elements of dtype, little-endian.
  * 1-D inputs are rows = 1. axis GR_AXIS_ALL -> 1 output; 0 -> cols outputs; 1 -> rows.
  * groups > 1 (axis 0 only): the rows are that many groups of rows / groups, each reduced on
@@ -97,6 +99,10 @@ struct gr_reduce_req {
     int lane;              /* which of the backend's lanes runs it (each lane: one worker thread) */
     int64_t groups;        /* 0 or 1: one */
     int ddof;              /* var, std: the divisor is the count less this (NumPy's ddof) */
+    /* Passes run on this one's outputs where they lie (a backend with chains; common/axes.h), each
+     * on the outputs of the one before it; r is then the last one's. NULL: none. */
+    const struct gr_pass *then;
+    int nthen;
 };
 
 /* out = alpha * a @ b + beta * c, all row-major and dense: a is m x k, b k x n, c and out m x n,

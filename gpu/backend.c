@@ -84,6 +84,8 @@ int gr_backend_reduce_axes(struct gr_backend *b, const struct gr_reduce_req *req
         gr_axes_gather(ndim, shape, mask, gr_dtype_size(req->dtype), req->data, gathered);
         q.data = gathered;
     }
+    if (b->chains && np > 1) /* the device runs the passes after the first on its own outputs */
+        q.then = p + 1, q.nthen = np - 1, np = 1;
     int rc = GR_OK;
     for (int k = 0; k < np && rc == GR_OK; k++) {
         if (k) { /* the outputs before, in host memory */

@@ -3,6 +3,7 @@
  * cuBLAS handle) is used by one worker thread only;
  * the dataset cache is shared by the lanes under the backend's mutex, and evict/stats may come
  * from any thread. */
+#include "common/axes.h"
 #include "gpu/kernels/matmul.h"
 #include "gpu/kernels/reduce.h" /* brings backend.h with C linkage */
 #include "gpu/pinned.h"
@@ -47,6 +48,7 @@ struct lane {
     cudaEvent_t ev[NEV];          /* stage timings */
     unsigned *tickets;            /* GR_K_COUNTERS, zero between launches */
     struct dbuf in, out, scratch; /* no cudaMalloc per job in steady state */
+    struct dbuf out2;             /* chained passes' outputs, in turn with out */
     cudaStream_t copy[NCOPY];
     cudaEvent_t copied[NCOPY]; /* a page-locked file's share copied on copy[s] */
     cublasHandle_t blas;
@@ -339,19 +341,26 @@ static int upload(struct gpu *g, struct lane *l, const struct gr_reduce_req *req
     return GR_OK;
 }
 
-/* Device states -> pinned staging -> results, chunk by chunk. */
+/* Device states (j->out) -> the pinned staging ring -> results: up to NSTAGE pieces copy while
+ * the host finishes the ones before them. */
 static int download(struct lane *l, const struct gr_kjob *j, int64_t count, struct gr_result *r, struct gr_err *e)
 {
     size_t sb = gr_k_state_bytes(j), bytes = (size_t)gr_k_nout(j) * sb;
+    int64_t pieces = (int64_t)((bytes + STAGE_BYTES - 1) / STAGE_BYTES), sent = 0;
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_D2H0], l->st), "timing the download");
-    for (size_t off = 0; off < bytes;) {
-        size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
-        GR_CUDA_TRY(cudaMemcpyAsync(l->stage[0], (const char *)l->out.p + off, len, cudaMemcpyDeviceToHost, l->st),
-                 "copying results from the GPU");
-        GR_CUDA_TRY(cudaEventRecord(l->ev[EV_D2H1], l->st), "timing the download");
-        GR_CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel and copying its results");
-        gr_k_finish(j, l->stage[0], (int64_t)(len / sb), count, r, (int64_t)(off / sb));
-        off += len;
+    for (int64_t k = 0; k < pieces; k++) {
+        for (; sent < pieces && sent < k + NSTAGE; sent++) { /* piece k - 1's slot was finished */
+            size_t off = (size_t)sent * STAGE_BYTES, len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
+            GR_CUDA_TRY(cudaMemcpyAsync(l->stage[sent % NSTAGE], (const char *)j->out + off, len,
+                                        cudaMemcpyDeviceToHost, l->st),
+                        "copying results from the GPU");
+            GR_CUDA_TRY(cudaEventRecord(l->staged[sent % NSTAGE], l->st), "copying results from the GPU");
+            if (sent == pieces - 1)
+                GR_CUDA_TRY(cudaEventRecord(l->ev[EV_D2H1], l->st), "timing the download");
+        }
+        GR_CUDA_TRY(cudaEventSynchronize(l->staged[k % NSTAGE]), "running the kernel and copying its results");
+        size_t off = (size_t)k * STAGE_BYTES, len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
+        gr_k_finish(j, l->stage[k % NSTAGE], (int64_t)(len / sb), count, r, (int64_t)(off / sb));
     }
     return GR_OK;
 }
@@ -399,50 +408,86 @@ static cudaError_t launch(const struct gr_kjob *j, struct lane *l)
     return gr_k_launch(j, l->scratch.p, l->scratch.bytes, l->tickets, l->st);
 }
 
-/* Buffers, input (cached, uploaded, or read directly: *direct), kernel, results. *cache says where
- * the input came from; x (when the dataset cache holds or takes the input) and pin (a page-locked
- * file copied from) are released by the caller. */
+/* Values each of j's outputs reduces. */
+static int64_t per_output(const struct gr_kjob *j)
+{
+    return j->axis == GR_AXIS_ALL ? j->rows * j->cols : j->axis == 0 ? j->rows / gr_k_groups(j) : j->cols;
+}
+
+/* js[0] (set by the caller) and a job for each of req->then after it, reading the states before
+ * it; mean's passes after the first sum its raw sums. Returns the values each last output reduces. */
+static int64_t chain(const struct gr_reduce_req *req, struct gr_kjob *js)
+{
+    int64_t count = per_output(&js[0]);
+    for (int k = 1; k <= req->nthen; k++) {
+        const struct gr_pass *p = &req->then[k - 1];
+        js[k] = js[k - 1];
+        js[k].dtype = gr_k_states_dtype(&js[k - 1]);
+        js[k].op = req->op == GR_MEAN ? GR_SUM : gr_axes_next_op(js[k - 1].op);
+        js[k].axis = p->axis, js[k].groups = p->groups, js[k].rows = p->rows, js[k].cols = p->cols;
+        count *= per_output(&js[k]);
+    }
+    return count;
+}
+
+/* Buffers, input (cached, uploaded, or read directly: *direct), kernels (j, then req->then on its
+ * outputs, turn about in out and out2), results. *cache says where the input came from; x (when
+ * the dataset cache holds or takes the input) and pin (a page-locked file copied from) are
+ * released by the caller. */
 static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *req, struct gr_kjob *j,
                    struct gr_result *r, struct entry **x, struct gr_pin **pin, int *direct, struct gr_timings *t,
                    struct gr_err *e)
 {
-    size_t in_bytes, out_bytes, scr_bytes;
+    struct gr_kjob js[1 + GR_MAX_DIMS];
+    js[0] = *j;
+    int64_t count = chain(req, js), last = req->nthen;
+    size_t in_bytes, out_bytes[2] = {0, 0}, scr_bytes = 0;
     if (gr_mul_size((size_t)req->rows, (size_t)req->cols, &in_bytes) ||
-        gr_mul_size(in_bytes, gr_dtype_size(req->dtype), &in_bytes) ||
-        gr_mul_size((size_t)gr_k_nout(j), gr_k_state_bytes(j), &out_bytes))
+        gr_mul_size(in_bytes, gr_dtype_size(req->dtype), &in_bytes))
         return gr_fail(e, GR_EUNPROC, NULL, "input of %lld x %lld elements is too large", (long long)req->rows,
                        (long long)req->cols);
-    int rc = gr_k_scratch(j, &scr_bytes, e);
+    int rc = GR_OK;
+    for (int k = 0; k <= last && rc == GR_OK; k++) {
+        size_t o = (size_t)gr_k_nout(&js[k]) * gr_k_state_bytes(&js[k]), s;
+        out_bytes[k & 1] = o > out_bytes[k & 1] ? o : out_bytes[k & 1];
+        if ((rc = gr_k_scratch(&js[k], &s, e)) == GR_OK && s > scr_bytes)
+            scr_bytes = s;
+    }
     if (rc == GR_OK && req->dataset && req->dataset[0] && g->cap)
         *x = cache_take(g, req->dataset, in_bytes, &t->cache);
-    *direct = !*x && req->data && l->direct[0] && in_bytes <= GR_GPU_DIRECT_MAX && out_bytes <= STAGE_BYTES;
+    *direct = !*x && req->data && l->direct[0] && in_bytes <= GR_GPU_DIRECT_MAX && !last && out_bytes[0] <= STAGE_BYTES;
     if (rc == GR_OK && !*x && !*direct)
         rc = grow(&l->in, in_bytes, "input", e);
     if (rc == GR_OK && !*direct)
-        rc = grow(&l->out, out_bytes, "results", e);
+        rc = grow(&l->out, out_bytes[0], "results", e);
+    if (rc == GR_OK && last)
+        rc = grow(&l->out2, out_bytes[1], "results", e);
     if (rc == GR_OK)
         rc = grow(&l->scratch, scr_bytes ? scr_bytes : 1, "scratch", e);
     if (rc == GR_OK)
-        rc = gr_result_alloc(r, gr_k_nout(j), gr_result_is_int(req->op, req->dtype), gr_op_is_arg(req->op), e);
+        rc = gr_result_alloc(r, gr_k_nout(&js[last]), gr_result_is_int(req->op, req->dtype), gr_op_is_arg(req->op), e);
     if (rc != GR_OK)
         return rc;
     if (*direct) /* nothing runs on the lane between jobs (each waits for its stream): both are free */
         memcpy(l->stage[0], req->data, in_bytes);
-    j->x = *direct ? l->direct[0] : *x ? (*x)->p : l->in.p;
-    j->out = *direct ? l->direct[1] : l->out.p;
+    js[0].x = *direct ? l->direct[0] : *x ? (*x)->p : l->in.p;
+    for (int k = 0; k <= last; k++) {
+        js[k].out = *direct ? l->direct[1] : k & 1 ? l->out2.p : l->out.p;
+        if (k)
+            js[k].x = js[k - 1].out;
+    }
     if (t->cache != GR_CACHE_HIT && !*direct &&
-        (rc = upload(g, l, req, const_cast<void *>(j->x), in_bytes, pin, e)) != GR_OK)
+        (rc = upload(g, l, req, const_cast<void *>(js[0].x), in_bytes, pin, e)) != GR_OK)
         return rc;
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
-    GR_CUDA_TRY(launch(j, l), "launching the kernel");
+    for (int k = 0; k <= last; k++)
+        GR_CUDA_TRY(launch(&js[k], l), "launching the kernel");
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
-    int64_t count = req->axis == GR_AXIS_ALL ? req->rows * req->cols
-                    : req->axis == 0         ? req->rows / gr_k_groups(j)
-                                             : req->cols;
+    js[last].op = req->op == GR_MEAN ? GR_MEAN : js[last].op; /* finished as the op asked: a mean divides */
     if (!*direct)
-        return download(l, j, count, r, e);
+        return download(l, &js[last], count, r, e);
     GR_CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel");
-    gr_k_finish(j, l->stage[1], gr_k_nout(j), count, r, 0);
+    gr_k_finish(&js[0], l->stage[1], gr_k_nout(&js[0]), count, r, 0);
     return GR_OK;
 }
 
@@ -464,9 +509,10 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
     struct gpu *g = static_cast<struct gpu *>(b->impl);
     memset(r, 0, sizeof *r);
     if (req->op < 0 || req->op >= GR_NOPS || req->dtype < 0 || req->dtype >= GR_NDTYPES ||
-        req->axis < GR_AXIS_ALL || req->axis > 1 || req->lane < 0 || req->lane >= g->nlanes)
-        return gr_fail(e, GR_EINVAL, NULL, "invalid reduction request (op %d, dtype %d, axis %d, lane %d)", req->op,
-                       req->dtype, req->axis, req->lane);
+        req->axis < GR_AXIS_ALL || req->axis > 1 || req->lane < 0 || req->lane >= g->nlanes || req->nthen < 0 ||
+        req->nthen >= GR_MAX_DIMS || (req->nthen && (!req->then || gr_op_is_arg(req->op))))
+        return gr_fail(e, GR_EINVAL, NULL, "invalid reduction request (op %d, dtype %d, axis %d, lane %d, %d passes)",
+                       req->op, req->dtype, req->axis, req->lane, 1 + req->nthen);
     int rc = gr_backend_check(b, req->algorithm, req->op, req->dtype, req->axis, e);
     if (rc != GR_OK)
         return rc;
@@ -564,6 +610,7 @@ static void lane_free(struct lane *l)
     cudaFree(l->tickets);
     cudaFree(l->in.p);
     cudaFree(l->out.p);
+    cudaFree(l->out2.p);
     cudaFree(l->scratch.p);
 }
 
@@ -711,6 +758,7 @@ static struct gr_backend *gpu_new(int dev, int streams, int64_t cache_bytes, str
     b->utilization = gpu_utilization;
     b->destroy = gpu_destroy;
     b->takes_fd = 1;
+    b->chains = 1;
     b->evict = gpu_evict;
     b->cache_stats = gpu_cache_stats;
     b->cached = gpu_cached;

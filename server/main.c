@@ -14,6 +14,7 @@
 #include "server/tenants.h"
 #include "server/tokens.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -240,5 +241,10 @@ int main(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : rc;
     gr_log_level = cfg.log_level;
+    /* An axis reduction's results (millions of values) are allocated and freed job after job. glibc
+     * maps each one above 32 MiB afresh and faults it in page by page (a 32 MiB result: 10 ms of a
+     * 13 ms finish on the dev machine); from the heap it reuses pages already mapped. */
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     return serve(&cfg);
 }

@@ -172,6 +172,11 @@ extern "C" size_t gr_k_state_bytes(const struct gr_kjob *j)
     return gr_op_is_arg(j->op) ? sizeof(arg_state<i64>) : sizeof(i64);
 }
 
+extern "C" int gr_k_states_dtype(const struct gr_kjob *j)
+{
+    return narrow_rows(j) ? j->dtype : gr_result_is_int(j->op, j->dtype) ? GR_INT64 : GR_FLOAT64;
+}
+
 extern "C" int gr_k_scratch(const struct gr_kjob *j, size_t *bytes, struct gr_err *e)
 {
     if (!covers(j))

@@ -41,6 +41,9 @@ struct gr_kjob {
 int64_t gr_k_nout(const struct gr_kjob *j);
 static inline int64_t gr_k_groups(const struct gr_kjob *j) { return j->groups > 1 ? j->groups : 1; }
 size_t gr_k_state_bytes(const struct gr_kjob *j); /* per output; short rows' are narrow */
+/* The dtype j's states are read as when a further pass reduces them on the device (not arg ops):
+ * narrow states are the input's dtype, others int64 or float64 (raw sums for mean). */
+int gr_k_states_dtype(const struct gr_kjob *j);
 
 /* Device scratch bytes the job needs besides the counters. Returns GR_OK, or GR_EUNPROC
  * (e filled) when the variant does not cover the job. */

@@ -77,15 +77,70 @@ static void every_op(void)
                     if (strcmp(algo, "cub") == 0 && (axis == 0 || !(cub_ops() & (1u << op))))
                         algo = "fast"; /* cub does not cover axis 0, nor the nan-ops and counts */
                     struct gr_reduce_req q = {op, dt, axis, last, gr_rng_range(&rng, 1, 300),
-                                              gr_rng_range(&rng, 1, 3000), NULL, algo, 0, NULL, 0, 0, 0};
+                                              gr_rng_range(&rng, 1, 3000), NULL, algo, 0, NULL, 0, 0, 0, NULL, 0};
                     against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
                     if (axis == 0) { /* in groups: an N-D array's middle axes, narrow and wide */
                         int64_t g = gr_rng_range(&rng, 2, 40), inner = k % 2 ? gr_rng_range(&rng, 1, 8) : q.cols;
                         q = (struct gr_reduce_req){op, dt, 0, last, g * gr_rng_range(&rng, 1, 200), inner, NULL, "fast",
-                                                   0, NULL, 0, g, 0};
+                                                   0, NULL, 0, g, 0, NULL, 0};
                         against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
                     }
                 }
+}
+
+/* Axis sets split by kept axes: the GPU runs the passes after the first on its own outputs
+ * (gr_backend_reduce_axes with then), the CPU on host copies of them; both must agree, with two
+ * and three passes, short rows (narrow states) and long, and NaNs or infinities planted. */
+static void chained_passes(void)
+{
+    static const struct {
+        int ndim;
+        int64_t shape[5];
+        unsigned mask;
+    } cases[] = {{3, {7, 5, 300}, 0x5},    {4, {6, 4, 9, 3}, 0x5},     {4, {5, 3, 4, 700}, 0xa},
+                 {4, {3, 70, 2, 9}, 0x9},  {5, {4, 3, 5, 2, 6}, 0x15}, {5, {2, 9, 3, 5, 40}, 0x15}};
+    int k = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int op = 0; op < GR_VAR; op++)
+            for (int dt = 0; dt < GR_NDTYPES && !gr_op_is_arg(op); dt++, k++) {
+                int64_t n = 1;
+                for (int d = 0; d < cases[c].ndim; d++)
+                    n *= cases[c].shape[d];
+                void *data = malloc((size_t)n * gr_dtype_size(dt));
+                CHECK(data != NULL, "out of host memory");
+                if (!data)
+                    return;
+                gr_fill(data, dt, op, n, GR_FILL_EXACT, k % GR_NSPECIALS, &rng);
+                struct gr_reduce_req q = {op, dt, 0, 0, 0, 0, data, "auto", 0, NULL, 0, 0, 0, NULL, 0};
+                struct gr_reduce_req qc = q;
+                qc.algorithm = "cpu_seq";
+                struct gr_result got = {0}, want = {0};
+                struct gr_timings t = {0};
+                struct gr_err e = {0};
+                char used[32];
+                int rc_c = gr_backend_reduce_axes(cpu, &qc, cases[c].ndim, cases[c].shape, cases[c].mask, &want, &t,
+                                                  used, &e);
+                int rc = gr_backend_reduce_axes(gpu, &q, cases[c].ndim, cases[c].shape, cases[c].mask, &got, &t,
+                                                used, &e);
+                CHECK(rc_c == GR_OK && rc == GR_OK, "%s %s case %zu: %s", gr_op_name(op), gr_dtype_name(dt), c, e.msg);
+                if (rc_c == GR_OK && rc == GR_OK) {
+                    double *tol = NULL; /* a mean of means on the host, one division on the device */
+                    if (op == GR_MEAN && (tol = malloc((size_t)want.n * sizeof *tol)))
+                        for (int64_t o = 0; o < want.n; o++)
+                            tol[o] = 1e-12 * 1000;
+                    int64_t o = gr_result_diff(&got, &want, tol);
+                    CHECK(o < 0, "%s %s case %zu (mask 0x%x): output %lld of %lld differs", gr_op_name(op),
+                          gr_dtype_name(dt), c, cases[c].mask, (long long)o, (long long)want.n);
+                    if (o >= 0) {
+                        gr_result_print(stderr, "  gpu", &got, o);
+                        gr_result_print(stderr, "  cpu", &want, o);
+                    }
+                    free(tol);
+                }
+                gr_result_free(&got);
+                gr_result_free(&want);
+                free(data);
+            }
 }
 
 static int expect_error(struct gr_reduce_req q, int code, const char *label)
@@ -104,7 +159,7 @@ static int expect_error(struct gr_reduce_req q, int code, const char *label)
 static void errors_and_recovery(void)
 {
     float x[4] = {1, 2, 3, 4};
-    struct gr_reduce_req q = {GR_PROD, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 4, x, "harris1", 0, NULL, 0, 0, 0};
+    struct gr_reduce_req q = {GR_PROD, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 4, x, "harris1", 0, NULL, 0, 0, 0, NULL, 0};
     expect_error(q, GR_EUNPROC, "harris1 prod");
     q.op = GR_SUM;
     q.algorithm = "no_such_kernel";
@@ -120,7 +175,7 @@ static void errors_and_recovery(void)
     q.cols = gpu->info.memory_bytes / 4 + ((int64_t)1 << 28);
     expect_error(q, GR_ENOMEM, "larger than GPU memory");
     /* the backend must still work */
-    struct gr_reduce_req ok = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 1000, NULL, "auto", 0, NULL, 0, 0, 0};
+    struct gr_reduce_req ok = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 1000, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
     against_cpu(ok, GR_FILL_EXACT, GR_SPECIAL_NONE, 0, NULL);
 }
 
@@ -148,6 +203,7 @@ int main(void)
           "fast covers everything");
 
     every_op();
+    chained_passes();
 
     /* every op and dtype at the largest input read directly (whole, and as rows of 16 along
      * either axis) and at one element more, which is copied */
@@ -155,16 +211,16 @@ int main(void)
         for (int dt = 0; dt < GR_NDTYPES; dt++) {
             int64_t most = (int64_t)(GR_GPU_DIRECT_MAX / gr_dtype_size(dt));
             int last = gr_op_is_arg(op) ? dt % 2 : 0;
-            struct gr_reduce_req whole = {op, dt, GR_AXIS_ALL, last, 1, most, NULL, "auto", 0, NULL, 0, 0, 0};
-            struct gr_reduce_req rows = {op, dt, op % 2, last, most / 16, 16, NULL, "auto", 0, NULL, 0, 0, 0};
-            struct gr_reduce_req past = {op, dt, GR_AXIS_ALL, last, 1, most + 1, NULL, "auto", 0, NULL, 0, 0, 0};
+            struct gr_reduce_req whole = {op, dt, GR_AXIS_ALL, last, 1, most, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
+            struct gr_reduce_req rows = {op, dt, op % 2, last, most / 16, 16, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
+            struct gr_reduce_req past = {op, dt, GR_AXIS_ALL, last, 1, most + 1, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
             against_cpu(whole, GR_FILL_EXACT, op % GR_NSPECIALS, 0, NULL);
             against_cpu(rows, GR_FILL_EXACT, dt % GR_NSPECIALS, 0, NULL);
             against_cpu(past, GR_FILL_EXACT, op % GR_NSPECIALS, 0, NULL);
         }
 
     /* 100 MB through 8 MiB staging buffers on 4 streams, from an unaligned host pointer */
-    struct gr_reduce_req big = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 25000003, NULL, "auto", 0, NULL, 0, 0, 0};
+    struct gr_reduce_req big = {GR_SUM, GR_FLOAT32, GR_AXIS_ALL, 0, 1, 25000003, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
     against_cpu(big, GR_FILL_REAL, GR_SPECIAL_NONE, 4, NULL);
     big.op = GR_ARGMAX;
     big.dtype = GR_INT64;
@@ -175,7 +231,7 @@ int main(void)
     against_cpu(big, GR_FILL_EXACT, GR_SPECIAL_NONE, 8, NULL);
 
     /* identical bits run to run */
-    struct gr_reduce_req d = {GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 5000011, NULL, "auto", 0, NULL, 0, 0, 0};
+    struct gr_reduce_req d = {GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 5000011, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
     struct gr_result r1 = {0}, r2 = {0};
     uint64_t seed = rng.s;
     against_cpu(d, GR_FILL_REAL, GR_SPECIAL_NONE, 0, &r1);
@@ -190,7 +246,7 @@ int main(void)
     /* many small jobs back to back (the steady state: buffers already grown) */
     double t0 = gr_mono_ms();
     for (int k = 0; k < 300; k++) {
-        struct gr_reduce_req s = {k % 2 ? GR_MAX : GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 1000 + k, NULL, "auto", 0, NULL, 0, 0, 0};
+        struct gr_reduce_req s = {k % 2 ? GR_MAX : GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 1000 + k, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
         against_cpu(s, GR_FILL_EXACT, GR_SPECIAL_NONE, 0, NULL);
     }
     printf("300 small jobs: %.3f ms each (with the CPU reference)\n", (gr_mono_ms() - t0) / 300);

@@ -100,7 +100,7 @@ static void run_case(const kase &c)
     }
     gr_fill(data, c.dtype, c.op, n, c.mode, c.special, &rng);
 
-    struct gr_reduce_req q = {c.op, c.dtype, c.axis, c.ties_last, c.rows, c.cols, data, "cpu_seq", 0, NULL, 0, 0, 0};
+    struct gr_reduce_req q = {c.op, c.dtype, c.axis, c.ties_last, c.rows, c.cols, data, "cpu_seq", 0, NULL, 0, 0, 0, NULL, 0};
     struct gr_result want, got;
     struct gr_timings tm;
     struct gr_err e;

@@ -381,7 +381,7 @@ static void matrix(int dtype, int nthreads, int64_t max_n)
                     continue;
                 for (int axis = GR_AXIS_ALL; axis <= 1; axis++)
                     for (int ties = 0; ties <= gr_op_is_arg(op); ties++) {
-                        struct gr_reduce_req q = {op, dtype, axis, ties, rows, cols, data, NULL, 0, NULL, 0, 0, 0};
+                        struct gr_reduce_req q = {op, dtype, axis, ties, rows, cols, data, NULL, 0, NULL, 0, 0, 0, NULL, 0};
                         check_all_variants(b, q);
                         /* axis 0 in groups: the rows split in 3 or 7 (an N-D array's middle axes) */
                         for (int64_t g = 3; axis == 0 && g <= 7; g += 4)
@@ -424,7 +424,7 @@ static void test_any_axes(void **state)
         assert_non_null(flat);
         gr_axes_gather(ndim, shape, mask, gr_dtype_size(dtype), data, flat);
         int ddof = op == GR_VAR || op == GR_STD ? (int)(rnd(&st) % 3) : 0;
-        struct gr_reduce_req rq = {op, dtype, 1, ties, kept, reduced, flat, "cpu_seq", 0, NULL, 0, 0, ddof};
+        struct gr_reduce_req rq = {op, dtype, 1, ties, kept, reduced, flat, "cpu_seq", 0, NULL, 0, 0, ddof, NULL, 0};
         struct expect *ref = malloc((size_t)kept * sizeof *ref);
         assert_non_null(ref);
         for (int64_t o = 0; o < kept; o++)
@@ -432,7 +432,7 @@ static void test_any_axes(void **state)
 
         struct gr_pass p[GR_MAX_DIMS];
         int gather, np = gr_axes_plan(ndim, shape, mask, op, p, &gather);
-        struct gr_reduce_req q = {op, dtype, 0, ties, 0, 0, data, variants[it % NVARIANTS], 0, NULL, 0, 0, ddof};
+        struct gr_reduce_req q = {op, dtype, 0, ties, 0, 0, data, variants[it % NVARIANTS], 0, NULL, 0, 0, ddof, NULL, 0};
         struct gr_result r = {0};
         struct gr_timings t = {0};
         struct gr_err e = {0};
@@ -502,7 +502,7 @@ static void test_ties(void **state)
     const int64_t want[2][2] = {{1, 4}, {3, 5}}; /* [argmax][ties_last] */
     for (int op = GR_ARGMIN; op <= GR_ARGMAX; op++)
         for (int last = 0; last <= 1; last++) {
-            run_each(b, (struct gr_reduce_req){op, GR_INT32, GR_AXIS_ALL, last, 1, 6, small, NULL, 0, NULL, 0, 0, 0}, r);
+            run_each(b, (struct gr_reduce_req){op, GR_INT32, GR_AXIS_ALL, last, 1, 6, small, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
             for (int v = 0; v < NVARIANTS; v++) {
                 assert_int_equal(r[v].index[0], want[op == GR_ARGMAX][last]);
                 assert_int_equal(r[v].i[0], small[want[op == GR_ARGMAX][last]]);
@@ -513,7 +513,7 @@ static void test_ties(void **state)
     /* -0.0 and +0.0 tie; the value reported is the element at the winning index */
     const double zeros[] = {0.0, -0.0, 2.0, -0.0};
     for (int last = 0; last <= 1; last++) {
-        run_each(b, (struct gr_reduce_req){GR_ARGMIN, GR_FLOAT64, GR_AXIS_ALL, last, 1, 4, zeros, NULL, 0, NULL, 0, 0, 0}, r);
+        run_each(b, (struct gr_reduce_req){GR_ARGMIN, GR_FLOAT64, GR_AXIS_ALL, last, 1, 4, zeros, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
         for (int v = 0; v < NVARIANTS; v++) {
             assert_int_equal(r[v].index[0], last ? 3 : 0);
             assert_true(r[v].f[0] == 0.0 && !!signbit(r[v].f[0]) == last);
@@ -530,11 +530,11 @@ static void test_ties(void **state)
         same[i] = 7.0f, ones[i] = -1;
     for (int op = GR_ARGMIN; op <= GR_ARGMAX; op++)
         for (int last = 0; last <= 1; last++) {
-            run_each(b, (struct gr_reduce_req){op, GR_FLOAT32, GR_AXIS_ALL, last, 1, n, same, NULL, 0, NULL, 0, 0, 0}, r);
+            run_each(b, (struct gr_reduce_req){op, GR_FLOAT32, GR_AXIS_ALL, last, 1, n, same, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
             for (int v = 0; v < NVARIANTS; v++)
                 assert_true(r[v].index[0] == (last ? n - 1 : 0) && r[v].f[0] == 7.0);
             free_each(r);
-            run_each(b, (struct gr_reduce_req){op, GR_INT64, 1, last, 3, n / 3, ones, NULL, 0, NULL, 0, 0, 0}, r);
+            run_each(b, (struct gr_reduce_req){op, GR_INT64, 1, last, 3, n / 3, ones, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
             for (int v = 0; v < NVARIANTS; v++)
                 for (int o = 0; o < 3; o++)
                     assert_true(r[v].index[o] == (last ? n / 3 - 1 : 0) && r[v].i[o] == -1);
@@ -562,7 +562,7 @@ static void test_nan(void **state)
         const void *data = dt == GR_FLOAT32 ? (const void *)f : (const void *)d;
         for (int op = 0; op <= GR_ARGMAX; op++) /* the ops NaN propagates through */
             for (int last = 0; last <= gr_op_is_arg(op); last++) {
-                run_each(b, (struct gr_reduce_req){op, dt, GR_AXIS_ALL, last, 1, n, data, NULL, 0, NULL, 0, 0, 0}, r);
+                run_each(b, (struct gr_reduce_req){op, dt, GR_AXIS_ALL, last, 1, n, data, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
                 for (int v = 0; v < NVARIANTS; v++) {
                     assert_true(isnan(r[v].f[0]));
                     if (gr_op_is_arg(op))
@@ -576,7 +576,7 @@ static void test_nan(void **state)
                 continue;
             for (int axis = 0; axis <= 1; axis++)
                 for (int last = 0; last <= gr_op_is_arg(op); last++) {
-                    run_each(b, (struct gr_reduce_req){op, dt, axis, last, 1000, 100, data, NULL, 0, NULL, 0, 0, 0}, r);
+                    run_each(b, (struct gr_reduce_req){op, dt, axis, last, 1000, 100, data, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
                     for (int v = 0; v < NVARIANTS; v++)
                         for (int64_t o = 0; o < r[v].n; o++) {
                             int64_t hit1 = axis ? p1 / 100 : p1 % 100, hit2 = axis ? p2 / 100 : p2 % 100;
@@ -615,7 +615,7 @@ static void test_nan_ops(void **state)
         {GR_ALL, 0, {1, 0, 1}},                {GR_ALL, 1, {1, 0}},               {GR_ANY, GR_AXIS_ALL, {1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        run_each(b, (struct gr_reduce_req){cases[c].op, GR_FLOAT64, cases[c].axis, 0, 2, 3, x, NULL, 0, NULL, 0, 0, 0}, r);
+        run_each(b, (struct gr_reduce_req){cases[c].op, GR_FLOAT64, cases[c].axis, 0, 2, 3, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
         for (int v = 0; v < NVARIANTS; v++)
             for (int64_t o = 0; o < r[v].n; o++) {
                 double got = r[v].i ? (double)r[v].i[o] : r[v].f[o], want = cases[c].want[o];
@@ -630,7 +630,7 @@ static void test_nan_ops(void **state)
     }
     /* a nan-arg op over a lane of NaNs alone has no answer: NumPy raises, the job fails */
     for (int v = 0; v < NVARIANTS; v++) {
-        struct gr_reduce_req q = {GR_NANARGMAX, GR_FLOAT64, 0, 0, 2, 3, x, variants[v], 0, NULL, 0, 0, 0};
+        struct gr_reduce_req q = {GR_NANARGMAX, GR_FLOAT64, 0, 0, 2, 3, x, variants[v], 0, NULL, 0, 0, 0, NULL, 0};
         struct gr_result got;
         struct gr_timings t = {0};
         struct gr_err e = {0};
@@ -651,7 +651,7 @@ static void test_inf(void **state)
         double want = 0;
         for (int k = 0; k < 3; k++) /* a plain sum gets these right: no finite rounding here */
             want += cases[c][k];
-        run_each(b, (struct gr_reduce_req){GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 3, cases[c], NULL, 0, NULL, 0, 0, 0}, r);
+        run_each(b, (struct gr_reduce_req){GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 3, cases[c], NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
         for (int v = 0; v < NVARIANTS; v++)
             assert_true(isnan(want) ? isnan(r[v].f[0]) : r[v].f[0] == want);
         free_each(r);
@@ -670,11 +670,11 @@ static void test_int32_sum_does_not_wrap(void **state)
         int32_t v = extreme ? INT32_MIN : INT32_MAX;
         for (int64_t i = 0; i < n; i++)
             x[i] = v;
-        run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0}, r);
+        run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
         for (int vi = 0; vi < NVARIANTS; vi++)
             assert_int_equal(r[vi].i[0], n * (int64_t)v);
         free_each(r);
-        run_each(b, (struct gr_reduce_req){GR_MEAN, GR_INT32, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0}, r);
+        run_each(b, (struct gr_reduce_req){GR_MEAN, GR_INT32, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
         for (int vi = 0; vi < NVARIANTS; vi++)
             assert_true(r[vi].f[0] == (double)v);
         free_each(r);
@@ -692,25 +692,25 @@ static void test_int64_wraps(void **state)
     assert_non_null(x);
     for (int64_t i = 0; i < n; i++)
         x[i] = INT64_MAX;
-    run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_int_equal(r[v].i[0], as_int64((uint64_t)n * (uint64_t)INT64_MAX));
     free_each(r);
 
     x[0] = INT64_MAX, x[1] = 1;
-    run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_SUM, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_true(r[v].i[0] == INT64_MIN);
     free_each(r);
 
     x[0] = INT64_MAX, x[1] = 3;
-    run_each(b, (struct gr_reduce_req){GR_PROD, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_PROD, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_int_equal(r[v].i[0], as_int64((uint64_t)INT64_MAX * 3u));
     free_each(r);
 
     x[0] = x[1] = (int64_t)1 << 32;
-    run_each(b, (struct gr_reduce_req){GR_PROD, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_PROD, GR_INT64, GR_AXIS_ALL, 0, 1, 2, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_int_equal(r[v].i[0], 0);
     free_each(r);
@@ -730,11 +730,11 @@ static void test_compensated_sum(void **state)
     for (int64_t i = 1; i < n - 1; i++)
         x[i] = 1.0;
     x[n - 1] = -1e16;
-    run_each(b, (struct gr_reduce_req){GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_true(r[v].f[0] == (double)(n - 2));
     free_each(r);
-    run_each(b, (struct gr_reduce_req){GR_MEAN, GR_FLOAT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0}, r);
+    run_each(b, (struct gr_reduce_req){GR_MEAN, GR_FLOAT64, GR_AXIS_ALL, 0, 1, n, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, r);
     for (int v = 0; v < NVARIANTS; v++)
         assert_true(fabs(r[v].f[0] - (double)(n - 2) / (double)n) <= 4 * DBL_EPSILON);
     free_each(r);
@@ -759,17 +759,17 @@ static void test_errors(void **state)
 {
     struct gr_backend *b = gr_cpu_backend_new();
     const int32_t x[4] = {1, 2, 3, 4};
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 4, x, "cpu_turbo", 0, NULL, 0, 0, 0},
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 4, x, "cpu_turbo", 0, NULL, 0, 0, 0, NULL, 0},
                    GR_EINVAL);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 4, x, "cpu_seq ", 0, NULL, 0, 0, 0},
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 1, 4, x, "cpu_seq ", 0, NULL, 0, 0, 0, NULL, 0},
                    GR_EINVAL);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 0, 4, x, NULL, 0, NULL, 0, 0, 0}, GR_EUNPROC);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 0, 0, 1, 0, x, "cpu_seq", 0, NULL, 0, 0, 0}, GR_EUNPROC);
-    expect_failure(b, (struct gr_reduce_req){GR_MAX, GR_INT32, 1, 0, -1, 4, x, NULL, 0, NULL, 0, 0, 0}, GR_EUNPROC);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 1, 0, INT64_MAX, 4, x, NULL, 0, NULL, 0, 0, 0}, GR_EUNPROC);
-    expect_failure(b, (struct gr_reduce_req){GR_NOPS, GR_INT32, 1, 0, 1, 4, x, NULL, 0, NULL, 0, 0, 0}, GR_EINVAL);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_NDTYPES, 1, 0, 1, 4, x, NULL, 0, NULL, 0, 0, 0}, GR_EINVAL);
-    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 2, 0, 1, 4, x, NULL, 0, NULL, 0, 0, 0}, GR_EINVAL);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, GR_AXIS_ALL, 0, 0, 4, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, GR_EUNPROC);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 0, 0, 1, 0, x, "cpu_seq", 0, NULL, 0, 0, 0, NULL, 0}, GR_EUNPROC);
+    expect_failure(b, (struct gr_reduce_req){GR_MAX, GR_INT32, 1, 0, -1, 4, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, GR_EUNPROC);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 1, 0, INT64_MAX, 4, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, GR_EUNPROC);
+    expect_failure(b, (struct gr_reduce_req){GR_NOPS, GR_INT32, 1, 0, 1, 4, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, GR_EINVAL);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_NDTYPES, 1, 0, 1, 4, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, GR_EINVAL);
+    expect_failure(b, (struct gr_reduce_req){GR_SUM, GR_INT32, 2, 0, 1, 4, x, NULL, 0, NULL, 0, 0, 0, NULL, 0}, GR_EINVAL);
     b->destroy(b);
 }
 
