@@ -354,9 +354,9 @@ static int download(struct lane *l, const struct gr_kjob *j, int64_t count, stru
             GR_CUDA_TRY(cudaMemcpyAsync(l->stage[sent % NSTAGE], (const char *)j->out + off, len,
                                         cudaMemcpyDeviceToHost, l->st),
                         "copying results from the GPU");
-            GR_CUDA_TRY(cudaEventRecord(l->staged[sent % NSTAGE], l->st), "copying results from the GPU");
-            if (sent == pieces - 1)
+            if (sent == pieces - 1) /* before the last piece's staged event: done once it is */
                 GR_CUDA_TRY(cudaEventRecord(l->ev[EV_D2H1], l->st), "timing the download");
+            GR_CUDA_TRY(cudaEventRecord(l->staged[sent % NSTAGE], l->st), "copying results from the GPU");
         }
         GR_CUDA_TRY(cudaEventSynchronize(l->staged[k % NSTAGE]), "running the kernel and copying its results");
         size_t off = (size_t)k * STAGE_BYTES, len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
