@@ -229,6 +229,12 @@ int main(void)
     big.cols = 2501;
     big.axis = 1;
     against_cpu(big, GR_FILL_EXACT, GR_SPECIAL_NONE, 8, NULL);
+    /* results past the staging ring (32 x 2 MiB): 72 MiB of sum states, 144 MiB of argmax's, the
+     * ring's slots reused while the host finishes the pieces before them */
+    struct gr_reduce_req wide = {GR_SUM, GR_FLOAT32, 0, 0, 2, 9000001, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
+    against_cpu(wide, GR_FILL_EXACT, GR_SPECIAL_NONE, 0, NULL);
+    wide.op = GR_ARGMAX;
+    against_cpu(wide, GR_FILL_EXACT, GR_SPECIAL_NAN, 0, NULL);
 
     /* identical bits run to run */
     struct gr_reduce_req d = {GR_SUM, GR_FLOAT64, GR_AXIS_ALL, 0, 1, 5000011, NULL, "auto", 0, NULL, 0, 0, 0, NULL, 0};
