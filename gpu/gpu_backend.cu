@@ -448,14 +448,17 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
                        (long long)req->cols);
     int rc = GR_OK;
     for (int k = 0; k <= last && rc == GR_OK; k++) {
-        size_t o = (size_t)gr_k_nout(&js[k]) * gr_k_state_bytes(&js[k]), s;
+        size_t o, s;
+        if (gr_mul_size((size_t)gr_k_nout(&js[k]), gr_k_state_bytes(&js[k]), &o))
+            return gr_fail(e, GR_EUNPROC, NULL, "%lld results are too many", (long long)gr_k_nout(&js[k]));
         out_bytes[k & 1] = o > out_bytes[k & 1] ? o : out_bytes[k & 1];
         if ((rc = gr_k_scratch(&js[k], &s, e)) == GR_OK && s > scr_bytes)
             scr_bytes = s;
     }
     if (rc == GR_OK && req->dataset && req->dataset[0] && g->cap)
         *x = cache_take(g, req->dataset, in_bytes, &t->cache);
-    *direct = !*x && req->data && l->direct[0] && in_bytes <= GR_GPU_DIRECT_MAX && !last && out_bytes[0] <= STAGE_BYTES;
+    *direct = !*x && req->data && l->direct[0] && in_bytes <= GR_GPU_DIRECT_MAX && !last &&
+              out_bytes[0] <= STAGE_BYTES;
     if (rc == GR_OK && !*x && !*direct)
         rc = grow(&l->in, in_bytes, "input", e);
     if (rc == GR_OK && !*direct)
@@ -465,7 +468,8 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     if (rc == GR_OK)
         rc = grow(&l->scratch, scr_bytes ? scr_bytes : 1, "scratch", e);
     if (rc == GR_OK)
-        rc = gr_result_alloc(r, gr_k_nout(&js[last]), gr_result_is_int(req->op, req->dtype), gr_op_is_arg(req->op), e);
+        rc = gr_result_alloc(r, gr_k_nout(&js[last]), gr_result_is_int(req->op, req->dtype), gr_op_is_arg(req->op),
+                             e);
     if (rc != GR_OK)
         return rc;
     if (*direct) /* nothing runs on the lane between jobs (each waits for its stream): both are free */
