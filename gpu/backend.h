@@ -100,8 +100,8 @@ int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, 
 /* req's op over the axes in mask of its values, an ndim-D array of shape (req's rows, cols and
  * axis are set here), as common/axes.h's passes: the first reads req's values (or a gathered copy
  * of them), each after it the outputs before it (in device memory on a backend that chains, else
- * host memory). Fills r, t (the passes' stages
- * summed) and algo_used (the first pass's) as reduce() does. */
+ * host memory). Fills r, t (the passes' stages summed) and algo_used (the first pass's) as
+ * reduce() does. */
 int gr_backend_reduce_axes(struct gr_backend *b, const struct gr_reduce_req *req, int ndim, const int64_t *shape,
                            unsigned mask, struct gr_result *r, struct gr_timings *t, char algo_used[32],
                            struct gr_err *e);
