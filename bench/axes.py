@@ -3,7 +3,7 @@
 and the memory ceiling measured in the same run (issue #36's targets).
 
 A float32 (64, 64, 256, 256) array (1 GiB; AX_SHAPE=a,b,c,d for another) is uploaded as a dataset
-and cached on the GPU. For sum, max, mean, nansum and argmax (single axes), over every single axis
+and cached on the GPU. For sum, max, mean, var, nansum and argmax (single axes), over every single axis
 and every pair of axes, each job is run AX_REPEATS times (default 5) after one that fills the
 cache; its median kernel time (every pass: pairs that are not adjacent take two, the second on
 the first's outputs on the device) gives GB/s of the input read, against the ceiling and CuPy,
@@ -30,11 +30,11 @@ import numpy as np  # noqa: E402
 
 SHAPE = tuple(int(x) for x in os.environ.get("AX_SHAPE", "64,64,256,256").split(","))
 REPEATS = int(os.environ.get("AX_REPEATS", 5))
-OPS = ("sum", "max", "mean", "nansum", "argmax")
+OPS = ("sum", "max", "mean", "var", "nansum", "argmax")
 
 
 def cupy_ms(cp, x, op, axes):
-    f = {"sum": cp.sum, "max": cp.max, "mean": cp.mean, "nansum": cp.nansum}.get(op)
+    f = {"sum": cp.sum, "max": cp.max, "mean": cp.mean, "var": cp.var, "nansum": cp.nansum}.get(op)
     run = (lambda: cp.argmax(x, axis=axes[0])) if op == "argmax" else (lambda: f(x, axis=axes))
     run()
     times = []

@@ -52,7 +52,7 @@ enum gr_op {
     GR_SUM, GR_PROD, GR_MIN, GR_MAX, GR_MEAN, GR_ARGMIN, GR_ARGMAX,
     GR_NANSUM, GR_NANMIN, GR_NANMAX, GR_COUNT_NONZERO, /* NumPy's: NaN skipped; elements not 0 */
     GR_VAR, GR_STD, /* with ddof */
-    GR_NANMEAN, GR_NANPROD, GR_NANVAR, GR_NANSTD, GR_NANARGMIN, GR_NANARGMAX, GR_PTP, /* from var: the CPU's only */
+    GR_NANMEAN, GR_NANPROD, GR_NANVAR, GR_NANSTD, GR_NANARGMIN, GR_NANARGMAX, GR_PTP, /* from nanmean: the CPU's only */
     GR_ANY, GR_ALL, /* 1 or 0 (int64): is a value, is every value, not 0 */
     GR_NOPS, GR_MATMUL = GR_NOPS
 };

@@ -46,6 +46,13 @@ unsigned gr_backend_ops(const struct gr_backend *b)
     return ops;
 }
 
+/* The op whose passes b runs op in: var and std as a sum on a backend that merges their states
+ * on the device (chains), rather than one pass over a gathered copy. */
+static int plan_op(const struct gr_backend *b, int op)
+{
+    return b->chains && (op == GR_VAR || op == GR_STD) ? GR_SUM : op;
+}
+
 /* The dtype of a pass's outputs, as the next pass reads them. */
 static int outputs_dtype(int op, int dtype) { return gr_result_is_int(op, dtype) ? GR_INT64 : GR_FLOAT64; }
 
@@ -53,7 +60,7 @@ int gr_backend_check_axes(const struct gr_backend *b, const char *algorithm, int
                           const int64_t *shape, unsigned mask, struct gr_err *e)
 {
     struct gr_pass p[GR_MAX_DIMS];
-    int gather, np = gr_axes_plan(ndim, shape, mask, op, p, &gather);
+    int gather, np = gr_axes_plan(ndim, shape, mask, plan_op(b, op), p, &gather);
     for (int k = 0; k < np; k++) {
         int rc = gr_backend_check(b, algorithm, op, dtype, p[k].axis, e);
         if (rc != GR_OK)
@@ -69,7 +76,7 @@ int gr_backend_reduce_axes(struct gr_backend *b, const struct gr_reduce_req *req
                            struct gr_err *e)
 {
     struct gr_pass p[GR_MAX_DIMS];
-    int gather, np = gr_axes_plan(ndim, shape, mask, req->op, p, &gather);
+    int gather, np = gr_axes_plan(ndim, shape, mask, plan_op(b, req->op), p, &gather);
     struct gr_reduce_req q = *req;
     struct gr_result before = {0};
     struct gr_timings sum = {0};

@@ -20,7 +20,7 @@ struct gr_algo {
     unsigned ops, dtypes, axes;
 };
 #define GR_ALL_OPS ((1u << GR_NOPS) - 1) /* every reduction */
-#define GR_GPU_OPS ((1u << GR_VAR) - 1)  /* the GPU kernels': var and the ops after it run on the CPU */
+#define GR_GPU_OPS ((1u << (GR_STD + 1)) - 1) /* the GPU kernels': nanmean and the ops after it run on the CPU */
 /* A GPU's reductions of inputs in memory of at most this many bytes copy nothing: the kernel
  * reads them from pinned host memory over the bus and writes its results back the same way (h2d
  * and d2h 0). The two copies of a 4 KiB job took 15 us of its 25-30 us on the device, more than
@@ -72,7 +72,9 @@ struct gr_backend {
      * cache_stats reads the cache's counters and cached the ids it holds, most recently used
      * first, at most max of them (their count; any thread); NULL where there is no cache. */
     int takes_fd;
-    int chains; /* reduce() runs req->then itself, on its outputs in device memory */
+    /* reduce() runs req->then itself, on its outputs in device memory; var's and std's too, whose
+     * states it merges (they then take a sum's passes, not one over a gathered copy) */
+    int chains;
     void (*evict)(struct gr_backend *b, const char *dataset);
     void (*cache_stats)(struct gr_backend *b, struct gr_cache_stats *s);
     int (*cached)(struct gr_backend *b, char ids[][24], int max);

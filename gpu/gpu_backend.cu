@@ -415,7 +415,8 @@ static int64_t per_output(const struct gr_kjob *j)
 }
 
 /* js[0] (set by the caller) and a job for each of req->then after it, reading the states before
- * it; mean's passes after the first sum its raw sums. Returns the values each last output reduces. */
+ * it; mean's passes after the first sum its raw sums, var's and std's merge their states. Returns
+ * the values each last output reduces. */
 static int64_t chain(const struct gr_reduce_req *req, struct gr_kjob *js)
 {
     int64_t count = per_output(&js[0]);
@@ -424,6 +425,7 @@ static int64_t chain(const struct gr_reduce_req *req, struct gr_kjob *js)
         js[k] = js[k - 1];
         js[k].dtype = gr_k_states_dtype(&js[k - 1]);
         js[k].op = req->op == GR_MEAN ? GR_SUM : gr_axes_next_op(js[k - 1].op);
+        js[k].merge = js[k].op == GR_VAR || js[k].op == GR_STD;
         js[k].axis = p->axis, js[k].groups = p->groups, js[k].rows = p->rows, js[k].cols = p->cols;
         count *= per_output(&js[k]);
     }
@@ -459,11 +461,15 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
         *x = cache_take(g, req->dataset, in_bytes, &t->cache);
     *direct = !*x && req->data && l->direct[0] && in_bytes <= GR_GPU_DIRECT_MAX && !last &&
               out_bytes[0] <= STAGE_BYTES;
+    /* var and std copied as their float64 results, made in the other buffer than the last states */
+    int spreads = !*direct && (req->op == GR_VAR || req->op == GR_STD);
+    size_t *fin = &out_bytes[(last + 1) & 1], fb = (size_t)gr_k_nout(&js[last]) * sizeof(double);
+    *fin = spreads && fb > *fin ? fb : *fin;
     if (rc == GR_OK && !*x && !*direct)
         rc = grow(&l->in, in_bytes, "input", e);
     if (rc == GR_OK && !*direct)
         rc = grow(&l->out, out_bytes[0], "results", e);
-    if (rc == GR_OK && last)
+    if (rc == GR_OK && (last || spreads))
         rc = grow(&l->out2, out_bytes[1], "results", e);
     if (rc == GR_OK)
         rc = grow(&l->scratch, scr_bytes ? scr_bytes : 1, "scratch", e);
@@ -486,10 +492,16 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
     for (int k = 0; k <= last; k++)
         GR_CUDA_TRY(launch(&js[k], l), "launching the kernel");
+    struct gr_kjob done = js[last];
+    if (spreads) { /* then read back as float64 sums are */
+        done.out = last & 1 ? l->out.p : l->out2.p;
+        GR_CUDA_TRY(gr_k_spreads(&js[last], (double *)done.out, l->st), "launching the kernel");
+        done.op = GR_SUM, done.dtype = GR_FLOAT64, done.merge = 0;
+    }
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
-    js[last].op = req->op == GR_MEAN ? GR_MEAN : js[last].op; /* finished as the op asked: a mean divides */
+    done.op = req->op == GR_MEAN ? GR_MEAN : done.op; /* finished as the op asked: a mean divides */
     if (!*direct)
-        return download(l, &js[last], count, r, e);
+        return download(l, &done, count, r, e);
     GR_CUDA_TRY(cudaStreamSynchronize(l->st), "running the kernel");
     gr_k_finish(&js[0], l->stage[1], gr_k_nout(&js[0]), count, r, 0);
     return GR_OK;
@@ -525,7 +537,7 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
     GR_CUDA_TRY(cudaSetDevice(g->dev), "selecting the device");
     struct lane *l = &g->lane[req->lane];
     struct gr_kjob j = {gr_k_variant(req->algorithm), req->op, req->dtype, req->axis, req->ties_last,
-                        req->rows, req->cols, NULL, NULL, b->info.sms, req->groups};
+                        req->rows, req->cols, NULL, NULL, b->info.sms, req->groups, req->ddof, 0};
     struct entry *x = NULL;
     struct gr_pin *pin = NULL;
     int direct = 0;

@@ -32,6 +32,7 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include <type_traits>
@@ -119,6 +120,8 @@ cudaError_t run(const gr_kjob *j, void *scratch, size_t *bytes, unsigned *ticket
         return with_op<OPS_CORE, GR_ALL_DTYPES>(j->op, j->dtype, last,
                                                 [&](auto op) { return cub_run(op, j, scratch, bytes, st); });
     case GR_K_FAST:
+        if (j->merge)
+            return merge_cols(j, sms, scratch, bytes, tickets, st);
         return with_op<GR_GPU_OPS, GR_ALL_DTYPES>(
             j->op, j->dtype, last, [&](auto op) { return fast(op, j, sms, scratch, bytes, tickets, st); });
     }
@@ -129,6 +132,8 @@ int covers(const gr_kjob *j)
 {
     if ((gr_k_groups(j) > 1 && (j->axis != 0 || j->rows % gr_k_groups(j))) || j->variant < 0 || j->variant >= GR_K_NVARIANTS || j->op < 0 || j->op >= GR_NOPS || j->dtype < 0 ||
         j->dtype >= GR_NDTYPES || j->axis < GR_AXIS_ALL || j->axis > 1)
+        return 0;
+    if (j->merge && (j->variant != GR_K_FAST || (j->op != GR_VAR && j->op != GR_STD) || j->axis != 0))
         return 0;
     const gr_algo *a = &gr_k_algos[j->variant];
     return (a->ops & B_(j->op)) && (a->dtypes & B_(j->dtype)) && (a->axes & GR_AXIS_BIT(j->axis));
@@ -169,6 +174,8 @@ extern "C" size_t gr_k_state_bytes(const struct gr_kjob *j)
 {
     if (narrow_rows(j))
         return gr_op_is_arg(j->op) ? sizeof(arg_wire<int>) : sizeof(int);
+    if (j->op == GR_VAR || j->op == GR_STD)
+        return sizeof(var_state);
     return gr_op_is_arg(j->op) ? sizeof(arg_state<i64>) : sizeof(i64);
 }
 
@@ -203,6 +210,24 @@ extern "C" cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_
     return run(j, scratch, &scratch_bytes, counters, st);
 }
 
+namespace {
+__global__ void k_spreads(const var_state *__restrict__ s, i64 n, int ddof, bool root, double *__restrict__ out)
+{
+    for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
+        out[k] = spread(s[k], ddof, root);
+}
+} // namespace
+
+extern "C" cudaError_t gr_k_spreads(const struct gr_kjob *j, double *out, cudaStream_t st)
+{
+    if (j->op != GR_VAR && j->op != GR_STD)
+        return cudaErrorInvalidValue;
+    i64 n = gr_k_nout(j);
+    k_spreads<<<(unsigned)min(ceil_div(n, 256), (i64)j->sms * 8), 256, 0, st>>>(
+        static_cast<const var_state *>(j->out), n, j->ddof, j->op == GR_STD, out);
+    return cudaGetLastError();
+}
+
 extern "C" void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t n, int64_t count,
                             struct gr_result *r, int64_t first)
 {
@@ -211,6 +236,12 @@ extern "C" void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t
     int int_state = gr_result_is_int(j->op, j->dtype), arg = gr_op_is_arg(j->op);
     bool narrow = narrow_rows(j); /* a 4-byte element as read, then (arg ops) a u32 index */
     for (int64_t k = 0; k < n; k++, p += step) {
+        if (j->op == GR_VAR || j->op == GR_STD) {
+            var_state v;
+            memcpy(&v, p, sizeof v);
+            r->f[first + k] = spread(v, j->ddof, j->op == GR_STD);
+            continue;
+        }
         i64 iv;
         double fv;
         if (narrow) {

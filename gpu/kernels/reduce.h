@@ -36,13 +36,16 @@ struct gr_kjob {
     void *out;
     int sms; /* multiprocessors of the device, for sizing grids */
     int64_t groups; /* axis 0: the rows are this many groups, each reduced on its own (0 or 1: one) */
+    int ddof;       /* var, std: the divisor is the count less this */
+    int merge;      /* var, std over axis 0: x holds the states an earlier pass left, not elements */
 };
 
 int64_t gr_k_nout(const struct gr_kjob *j);
 static inline int64_t gr_k_groups(const struct gr_kjob *j) { return j->groups > 1 ? j->groups : 1; }
 size_t gr_k_state_bytes(const struct gr_kjob *j); /* per output; short rows' are narrow */
-/* The dtype j's states are read as when a further pass reduces them on the device (not arg ops):
- * narrow states are the input's dtype, others int64 or float64 (raw sums for mean). */
+/* The dtype j's states are read as when a further pass reduces them on the device (not arg ops;
+ * var and std merge theirs, j->merge): narrow states are the input's dtype, others int64 or
+ * float64 (raw sums for mean). */
 int gr_k_states_dtype(const struct gr_kjob *j);
 
 /* Device scratch bytes the job needs besides the counters. Returns GR_OK, or GR_EUNPROC
@@ -53,6 +56,10 @@ int gr_k_scratch(const struct gr_kjob *j, size_t *bytes, struct gr_err *e);
  * zeroed GR_K_COUNTERS region; neither may be NULL. Returns the first CUDA error of the launches. */
 cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_t scratch_bytes,
                         unsigned *counters, cudaStream_t st);
+
+/* var or std: j's states (j->out) into their float64 results at out (gr_k_nout(j) of them) on
+ * stream st, a third of the bytes to copy. */
+cudaError_t gr_k_spreads(const struct gr_kjob *j, double *out, cudaStream_t st);
 
 /* Turn n host copies of the device states into results r[first .. first+n) (r allocated by
  * the caller with gr_result_alloc for gr_k_nout outputs). count = elements per output (mean). */

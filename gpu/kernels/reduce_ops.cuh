@@ -1,6 +1,7 @@
 /* reduce_ops.cuh: what every reduction kernel is made of: element types, the operators (sum, mean,
- * prod, min, max, argmin, argmax, nansum, nanmin, nanmax, count_nonzero) with their states, the run-time dispatch to them, and warp and
- * block trees. Included by reduce.cu alone (one translation unit); device code, no state. */
+ * prod, min, max, argmin, argmax, nansum, nanmin, nanmax, count_nonzero, var and std) with their
+ * states, the run-time dispatch to them, and warp and block trees. Included by reduce.cu alone
+ * (one translation unit); device code, no state. */
 
 namespace {
 
@@ -58,6 +59,13 @@ template <class In, class Self, class A, class St = A> struct op_base {
         for (int k = 0; k < V; k++)
             s = self().lacc(s, e[k], first + k);
         return s;
+    }
+    /* V columns' accumulators, each taking its column's element of one row (index i) */
+    template <class L, int V> __device__ void lcols(L (&l)[V], const In (&e)[V], i64 i) const
+    {
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            l[k] = self().lacc(l[k], e[k], i);
     }
     __device__ State done(State s) const { return s; }
     /* What a block's tree over fewer than 2^31 - 1 elements from `base` passes between lanes (Wire),
@@ -125,6 +133,64 @@ template <class In> using Min = Extreme<In, false>;
 template <class In> using Max = Extreme<In, true>;
 template <class In> using NanMin = Extreme<In, false, true>;
 template <class In> using NanMax = Extreme<In, true, true>;
+
+/* var and std: a count, a mean and M2 (the sum of squared deviations from the mean). Two merge
+ * by Chan et al.'s update, which stays stable where a sum of squares would cancel. */
+struct var_state {
+    double n, mean, m2;
+};
+__host__ __device__ inline var_state chan(var_state a, var_state b)
+{
+    if (a.n == 0)
+        return b;
+    if (b.n == 0)
+        return a;
+    double n = a.n + b.n, d = b.mean - a.mean, f = b.n / n;
+    return var_state{n, a.mean + d * f, a.m2 + b.m2 + d * d * (a.n * f)};
+}
+/* var (or with root, std) of a state: M2 over the count less ddof; with none left M2 / 0 (inf, or
+ * NaN where M2 is 0), as the CPU and NumPy give. */
+__host__ __device__ inline double spread(var_state v, int ddof, bool root)
+{
+    double var = v.m2 / (v.n > ddof ? v.n - ddof : 0.0);
+    return root ? sqrt(var) : var;
+}
+/* A thread's own scan sums deviations from its first element (k) and their squares, in float64:
+ * no division an element (Welford's update has one), and no cancellation, since k is one of the
+ * values the deviations are taken from. done() turns it into a var_state. Its count is an int (a
+ * thread's share is far below 2^31): the float64 units are what var's scan is bound by. */
+struct var_local {
+    int n;
+    double k, s1, s2;
+};
+template <class In> struct Var : op_base<In, Var<In>, double, var_state> {
+    using Local = var_local;
+    __host__ __device__ var_state id() const { return var_state{0, 0, 0}; }
+    __host__ __device__ var_state from(In x, i64) const { return var_state{1, (double)x, 0}; }
+    __host__ __device__ var_state operator()(var_state a, var_state b) const { return chan(a, b); }
+    __device__ var_local lid() const { return var_local{0, 0, 0, 0}; }
+    __device__ var_local lacc(var_local s, In x, i64) const
+    {
+        double v = (double)x;
+        s.k = s.n == 0 ? v : s.k;
+        double d = v - s.k;
+        return var_local{s.n + 1, s.k, s.s1 + d, fma(d, d, s.s2)};
+    }
+    __device__ var_state done(var_local s) const
+    {
+        if (s.n == 0)
+            return id();
+        double n = s.n, m2 = s.s2 - s.s1 * (s.s1 / n);
+        return var_state{n, s.k + s.s1 / n, m2 < 0 ? 0 : m2}; /* a NaN stays a NaN */
+    }
+};
+/* A pass after the first of var and std over split axes: it merges the states the pass before
+ * left (its elements are var_states), and is launched by merge_cols alone. */
+struct VarMerge : op_base<var_state, VarMerge, double, var_state> {
+    __host__ __device__ var_state id() const { return var_state{0, 0, 0}; }
+    __host__ __device__ var_state from(var_state x, i64) const { return x; }
+    __host__ __device__ var_state operator()(var_state a, var_state b) const { return chan(a, b); }
+};
 
 /* i < 0 marks the empty state, so no data value can lose a tie against the identity. */
 template <class A> struct arg_state {
@@ -231,6 +297,25 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
             }
         return lacc<NUM>(s, b, first + bk);
     }
+    /* As lvec: a row of columns without a NaN, in accumulators without one, skips the NaN tests
+     * (float32 argmax over a leading axis on an H200 was bound by the SMs' work at 60-66% of the
+     * ceiling). */
+    template <int V> __device__ void lcols(Local (&l)[V], const In (&e)[V], i64 i) const
+    {
+        bool nan = false;
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            nan |= is_nan(e[k]) | is_nan(l[k].v);
+        if (nan) {
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                l[k] = lacc<false>(l[k], e[k], i);
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                l[k] = lacc<true>(l[k], e[k], i);
+        }
+    }
     __device__ S done(Local s) const { return S{(Acc)s.v, s.i}; }
     using Wire = std::conditional_t<sizeof(In) == 4, arg_key, arg_key8>;
     using Out = arg_wire<In>;
@@ -326,6 +411,10 @@ template <unsigned OPS, class In, class F> cudaError_t with_op_t(int op, int las
         if (op == GR_COUNT_NONZERO)
             return f(CountNonzero<In>{});
     }
+    if constexpr ((OPS & B_(GR_VAR)) != 0) {
+        if (op == GR_VAR || op == GR_STD) /* the same states; gr_k_finish takes the root */
+            return f(Var<In>{});
+    }
     return cudaErrorNotSupported;
 }
 template <unsigned OPS, unsigned DTS, class F> cudaError_t with_op(int op, int dtype, int last, F &&f)
@@ -360,6 +449,10 @@ __device__ inline arg_key8 shfl_down(arg_key8 s, int off, int w)
 {
     return arg_key8{__shfl_down_sync(FULL_MASK, s.hi, off, w), __shfl_down_sync(FULL_MASK, s.lo, off, w)};
 }
+__device__ inline var_state shfl_down(var_state s, int off, int w)
+{
+    return var_state{shfl_down(s.n, off, w), shfl_down(s.mean, off, w), shfl_down(s.m2, off, w)};
+}
 template <class A> __device__ arg_state<A> shfl_down(arg_state<A> s, int off, int w)
 {
     return arg_state<A>{shfl_down(s.v, off, w), shfl_down(s.i, off, w)};
@@ -367,6 +460,10 @@ template <class A> __device__ arg_state<A> shfl_down(arg_state<A> s, int off, in
 /* Partials written by other blocks: read through L2, never a stale L1 line. */
 __device__ inline i64 load_cg(const i64 *p) { return __ldcg(p); }
 __device__ inline double load_cg(const double *p) { return __ldcg(p); }
+__device__ inline var_state load_cg(const var_state *p)
+{
+    return var_state{load_cg(&p->n), load_cg(&p->mean), load_cg(&p->m2)};
+}
 template <class A> __device__ arg_state<A> load_cg(const arg_state<A> *p)
 {
     return arg_state<A>{load_cg(&p->v), load_cg(&p->i)};

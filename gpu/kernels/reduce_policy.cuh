@@ -50,6 +50,7 @@ template <class In> struct fast_policy {
     static constexpr int max_rounds = 64;      /* bounds the partials the finishing block reads */
     static constexpr int waves = 4;            /* many whole rows: block items per resident block */
     static constexpr int cols_unroll = 8;      /* axis 0: scalar loads in flight per thread */
+    static constexpr int cols_vec_unroll = 4;  /* axis 0, columns in whole vectors: 16-byte loads */
     /* Whole arrays of at most 64 KiB are one block's: 256 threads to 16 KiB, 512 to 32 KiB, 1024
      * to 64 KiB, 4 vectors a thread at most (k_fast_block; one block beat an 8-block cluster by
      * 13-22% at 32 and 64 KiB on an H100). */

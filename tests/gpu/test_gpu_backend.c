@@ -69,7 +69,7 @@ static void every_op(void)
 {
     const char *algos[] = {"auto", "fast", "cub"};
     int k = 0;
-    for (int op = 0; op < GR_VAR; op++) /* the ops the GPU runs (GR_GPU_OPS) */
+    for (int op = 0; (GR_GPU_OPS >> op) & 1; op++) /* the ops the GPU runs: sum to std */
         for (int last = 0; last <= gr_op_is_arg(op); last++)
             for (int dt = 0; dt < GR_NDTYPES; dt++)
                 for (int axis = GR_AXIS_ALL; axis <= 1; axis++, k++) {
@@ -78,11 +78,12 @@ static void every_op(void)
                         algo = "fast"; /* cub does not cover axis 0, nor the nan-ops and counts */
                     struct gr_reduce_req q = {op, dt, axis, last, gr_rng_range(&rng, 1, 300),
                                               gr_rng_range(&rng, 1, 3000), NULL, algo, 0, NULL, 0, 0, 0, NULL, 0};
+                    q.ddof = gr_op_takes_ddof(op) ? k % 3 : 0;
                     against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
                     if (axis == 0) { /* in groups: an N-D array's middle axes, narrow and wide */
                         int64_t g = gr_rng_range(&rng, 2, 40), inner = k % 2 ? gr_rng_range(&rng, 1, 8) : q.cols;
                         q = (struct gr_reduce_req){op, dt, 0, last, g * gr_rng_range(&rng, 1, 200), inner, NULL, "fast",
-                                                   0, NULL, 0, g, 0, NULL, 0};
+                                                   0, NULL, 0, g, q.ddof, NULL, 0};
                         against_cpu(q, k % 2, k % GR_NSPECIALS, 0, NULL);
                     }
                 }
@@ -101,7 +102,7 @@ static void chained_passes(void)
                  {4, {3, 70, 2, 9}, 0x9},  {5, {4, 3, 5, 2, 6}, 0x15}, {5, {2, 9, 3, 5, 40}, 0x15}};
     int k = 0;
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
-        for (int op = 0; op < GR_VAR; op++)
+        for (int op = 0; (GR_GPU_OPS >> op) & 1; op++)
             for (int dt = 0; dt < GR_NDTYPES && !gr_op_is_arg(op); dt++, k++) {
                 int64_t n = 1;
                 for (int d = 0; d < cases[c].ndim; d++)
@@ -111,7 +112,7 @@ static void chained_passes(void)
                 if (!data)
                     return;
                 gr_fill(data, dt, op, n, GR_FILL_EXACT, k % GR_NSPECIALS, &rng);
-                struct gr_reduce_req q = {op, dt, 0, 0, 0, 0, data, "auto", 0, NULL, 0, 0, 0, NULL, 0};
+                struct gr_reduce_req q = {op, dt, 0, 0, 0, 0, data, "auto", 0, NULL, 0, 0, op == GR_STD, NULL, 0};
                 struct gr_reduce_req qc = q;
                 qc.algorithm = "cpu_seq";
                 struct gr_result got = {0}, want = {0};
@@ -124,10 +125,13 @@ static void chained_passes(void)
                                                 used, &e);
                 CHECK(rc_c == GR_OK && rc == GR_OK, "%s %s case %zu: %s", gr_op_name(op), gr_dtype_name(dt), c, e.msg);
                 if (rc_c == GR_OK && rc == GR_OK) {
-                    double *tol = NULL; /* a mean of means on the host, one division on the device */
-                    if (op == GR_MEAN && (tol = malloc((size_t)want.n * sizeof *tol)))
+                    /* a mean of means on the host, one division on the device; var and std: Welford
+                     * on the host, shifted sums and Chan's merges on the device */
+                    double *tol = NULL;
+                    int spread = op == GR_VAR || op == GR_STD;
+                    if ((op == GR_MEAN || spread) && (tol = malloc((size_t)want.n * sizeof *tol)))
                         for (int64_t o = 0; o < want.n; o++)
-                            tol[o] = 1e-12 * 1000;
+                            tol[o] = spread ? 1e-9 * fabs(want.f[o]) : 1e-12 * 1000;
                     int64_t o = gr_result_diff(&got, &want, tol);
                     CHECK(o < 0, "%s %s case %zu (mask 0x%x): output %lld of %lld differs", gr_op_name(op),
                           gr_dtype_name(dt), c, cases[c].mask, (long long)o, (long long)want.n);
@@ -207,7 +211,7 @@ int main(void)
 
     /* every op and dtype at the largest input read directly (whole, and as rows of 16 along
      * either axis) and at one element more, which is copied */
-    for (int op = 0; op < GR_VAR; op++)
+    for (int op = 0; (GR_GPU_OPS >> op) & 1; op++)
         for (int dt = 0; dt < GR_NDTYPES; dt++) {
             int64_t most = (int64_t)(GR_GPU_DIRECT_MAX / gr_dtype_size(dt));
             int last = gr_op_is_arg(op) ? dt % 2 : 0;

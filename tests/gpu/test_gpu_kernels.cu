@@ -196,7 +196,7 @@ static void policy_edges(bool small)
         if (!small || p == 16 || p == 256 || p == 1024)
             lengths.insert({p - 1, p, p + 1});
     lengths.erase(0);
-    for (int op = 0; op < GR_VAR; op++) /* the ops the GPU runs (GR_GPU_OPS) */
+    for (int op = 0; (GR_GPU_OPS >> op) & 1; op++) /* the ops the GPU runs: sum to std */
         for (int last = 0; last <= gr_op_is_arg(op); last++)
             for (int dt = 0; dt < GR_NDTYPES; dt++)
                 for (int64_t cols : lengths)
@@ -217,7 +217,7 @@ static void policy_edges(bool small)
             sizes.insert({p - 1, p, p + 1});
     if (!small)
         sizes.insert({1536, 3072, (1 << 18) + 1, (1 << 18) + 2048});
-    for (int op = 0; op < GR_VAR; op++)
+    for (int op = 0; (GR_GPU_OPS >> op) & 1; op++)
         for (int last = 0; last <= gr_op_is_arg(op); last++)
             for (int dt = 0; dt < GR_NDTYPES; dt++)
                 for (int64_t n : sizes) {
