@@ -335,8 +335,7 @@ class Client:
     @flow
     def var(self, data: Source, axis: Axis = None, ddof: int = 0, **options: Any) -> Reduced:
         """The variance, float64: squared deviations from the mean, summed, over the count less
-        ``ddof`` (options: as :meth:`reduce`). The GPUs do not run it: ``device="auto"`` runs it on
-        the CPU."""
+        ``ddof`` (options: as :meth:`reduce`)."""
         return (yield from Client.reduce.flow(self, "var", data, axis, ddof=ddof, **options))
 
     @flow
