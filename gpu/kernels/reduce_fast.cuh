@@ -463,9 +463,9 @@ cudaError_t fast_cols(const Op &op, const gr_kjob *j, int sms, void *scratch, si
     using State = typename Op::State;
     constexpr auto k = k_fast_cols<Op, P::block, U, V>;
     i64 inner = j->cols, rows = j->rows / gr_k_groups(j), cols = j->cols * gr_k_groups(j);
-    /* a tile is as many columns with V > 1 as with V = 1, R = V times the row-lanes: wider tiles
-     * are fewer and longer blocks, and their last wave left SMs idle (sums over the middle axes
-     * of (64, 64, 256, 256) float32 at 71-78% of the ceiling, not 81-86%, on an H200) */
+    /* a tile is as many columns with V > 1 as with V = 1, R = V times the row-lanes: tiles V times
+     * wider are fewer and longer blocks, and their last wave left SMs idle (float32 sums read in
+     * vectors over axis 2 of (64, 64, 256, 256) on an H200: 71% of the ceiling so, 84% thus) */
     int w = (int)min(cols, (i64)P::block) / V, R = P::block / w;
     i64 tiles = ceil_div(cols, (i64)w * V), slots = (i64)sms * occupancy<k>(P::block);
     int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, rows, slots, (i64)R * U, 1, 1);
@@ -492,7 +492,8 @@ cudaError_t merge_cols(const gr_kjob *j, int sms, void *scratch, size_t *bytes, 
 
 /* Columns in 16-byte vectors (fast_cols's V > 1) for the folds the SMs' work bounds, arg ops and
  * var: float32 argmax over the leading axes of (64, 64, 256, 256) on an H200 60-63 -> 72-86% of
- * the ceiling. Sums, min and max lost 1-6 points with them: their scalar loads, 8 in flight, stay. */
+ * the ceiling. Sums, min and max lost up to 6 points with them: their scalar loads, 8 in flight,
+ * stay. */
 template <class Op> constexpr bool cols_vectors = arg_op<Op> || std::is_same<typename Op::State, var_state>::value;
 
 template <class Op>
