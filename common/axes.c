@@ -93,4 +93,7 @@ void gr_axes_gather(int ndim, const int64_t *shape, unsigned mask, size_t es, co
     }
 }
 
-int gr_axes_next_op(int op) { return op == GR_COUNT_NONZERO ? GR_SUM : op; }
+int gr_axes_next_op(int op)
+{
+    return op == GR_COUNT_NONZERO || op == GR_NANSUM ? GR_SUM : op == GR_NANPROD ? GR_PROD : op;
+}

@@ -27,7 +27,9 @@ struct gr_pass {
  * pass over the values as they are. */
 int gr_axes_plan(int ndim, const int64_t *shape, unsigned mask, int op, struct gr_pass *passes, int *gather);
 
-/* The op that reduces a pass's outputs further: count_nonzero's counts are summed. */
+/* The op that reduces a pass's outputs further: count_nonzero's counts are summed, and nansum's
+ * and nanprod's partials reduced as plain sums and products, since a NaN among them came from
+ * numbers (inf - inf, 0 * inf) and must stay. */
 int gr_axes_next_op(int op);
 
 /* in's values (es bytes each) of an ndim-D array of shape copied to out with the kept axes first

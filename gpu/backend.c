@@ -3,8 +3,10 @@
  * the workers. */
 #include "gpu/backend.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static const char *axis_name(int axis) { return axis == GR_AXIS_ALL ? "null" : axis == 0 ? "0" : "1"; }
 
@@ -38,6 +40,17 @@ int gr_backend_check(const struct gr_backend *b, const char *algorithm, int op, 
                    algorithm, b->name);
 }
 
+int gr_backend_nanarg_check(int op, struct gr_result *r, struct gr_err *e)
+{
+    for (int64_t o = 0; (op == GR_NANARGMIN || op == GR_NANARGMAX) && o < r->n; o++)
+        if (r->index[o] < 0) {
+            gr_result_free(r);
+            return gr_fail(e, GR_EUNPROC, "data", "%s of an all-NaN slice (output %lld of %lld): it has no answer",
+                           gr_op_name(op), (long long)o, (long long)r->n);
+        }
+    return GR_OK;
+}
+
 unsigned gr_backend_ops(const struct gr_backend *b)
 {
     unsigned ops = 0;
@@ -46,11 +59,11 @@ unsigned gr_backend_ops(const struct gr_backend *b)
     return ops;
 }
 
-/* The op whose passes b runs op in: var and std as a sum on a backend that merges their states
- * on the device (chains), rather than one pass over a gathered copy. */
+/* The op whose passes b runs op in: an op by moments as a sum on a backend that merges their
+ * states on the device (chains), rather than one pass over a gathered copy. */
 static int plan_op(const struct gr_backend *b, int op)
 {
-    return b->chains && (op == GR_VAR || op == GR_STD) ? GR_SUM : op;
+    return b->chains && gr_op_by_moments(op) ? GR_SUM : op;
 }
 
 /* The dtype of a pass's outputs, as the next pass reads them. */
@@ -83,13 +96,20 @@ int gr_backend_reduce_axes(struct gr_backend *b, const struct gr_reduce_req *req
     void *gathered = NULL;
     if (gather) { /* p[0]: every value once, kept x reduced; the job's size was checked */
         size_t bytes = (size_t)(p[0].rows * p[0].cols) * gr_dtype_size(req->dtype);
-        if (!req->data)
-            return gr_fail(e, GR_EUNPROC, "axis", "%s over axes split by kept ones reads its values from memory; "
-                                                  "device %s reads them from the file", gr_op_name(req->op), b->name);
-        if (!(gathered = malloc(bytes)))
+        void *map = NULL; /* a dataset's file, which a backend that takes_fd was handed */
+        if (!req->data && (map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, req->fd, 0)) == MAP_FAILED)
+            return gr_fail(e, GR_EIO, NULL, "mapping the dataset's %zu bytes of values: %s", bytes, strerror(errno));
+        if (!(gathered = malloc(bytes))) {
+            if (map)
+                munmap(map, bytes);
             return gr_fail(e, GR_ENOMEM, NULL, "out of host memory for a copy of the %zu bytes of values", bytes);
-        gr_axes_gather(ndim, shape, mask, gr_dtype_size(req->dtype), req->data, gathered);
+        }
+        gr_axes_gather(ndim, shape, mask, gr_dtype_size(req->dtype), map ? map : req->data, gathered);
+        if (map)
+            munmap(map, bytes);
         q.data = gathered;
+        q.fd = 0;
+        q.dataset = NULL; /* a cached copy holds the values as they were, not gathered */
     }
     if (b->chains && np > 1) /* the device runs the passes after the first on its own outputs */
         q.then = p + 1, q.nthen = np - 1, np = 1;

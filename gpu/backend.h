@@ -20,7 +20,14 @@ struct gr_algo {
     unsigned ops, dtypes, axes;
 };
 #define GR_ALL_OPS ((1u << GR_NOPS) - 1) /* every reduction */
-#define GR_GPU_OPS ((1u << (GR_STD + 1)) - 1) /* the GPU kernels': nanmean and the ops after it run on the CPU */
+#define GR_GPU_OPS GR_ALL_OPS /* the GPU kernels' */
+/* Ops a GPU answers from states that chained passes merge and a kernel turns into float64 answers:
+ * var, std and their nan forms ((count, mean, M2)), and nanmean ((sum, count): a mean over lanes of
+ * unequal counts) */
+static inline int gr_op_by_moments(int op)
+{
+    return op == GR_VAR || op == GR_STD || op == GR_NANVAR || op == GR_NANSTD || op == GR_NANMEAN;
+}
 /* A GPU's reductions of inputs in memory of at most this many bytes copy nothing: the kernel
  * reads them from pinned host memory over the bus and writes its results back the same way (h2d
  * and d2h 0). The two copies of a 4 KiB job took 15 us of its 25-30 us on the device, more than
@@ -72,8 +79,8 @@ struct gr_backend {
      * cache_stats reads the cache's counters and cached the ids it holds, most recently used
      * first, at most max of them (their count; any thread); NULL where there is no cache. */
     int takes_fd;
-    /* reduce() runs req->then itself, on its outputs in device memory; var's and std's too, whose
-     * states it merges (they then take a sum's passes, not one over a gathered copy) */
+    /* reduce() runs req->then itself, on its outputs in device memory; the ops by moments' too,
+     * whose states it merges (they then take a sum's passes, not one over a gathered copy) */
     int chains;
     void (*evict)(struct gr_backend *b, const char *dataset);
     void (*cache_stats)(struct gr_backend *b, struct gr_cache_stats *s);
@@ -110,6 +117,9 @@ int gr_backend_reduce_axes(struct gr_backend *b, const struct gr_reduce_req *req
 /* gr_backend_check of every pass of op over the axes in mask of an ndim-D array of shape. */
 int gr_backend_check_axes(const struct gr_backend *b, const char *algorithm, int op, int dtype, int ndim,
                           const int64_t *shape, unsigned mask, struct gr_err *e);
+/* op's result r on a backend: GR_OK, or GR_EUNPROC (e filled, r freed) for a nanarg op's lane of
+ * NaNs alone (index -1), which has no answer (NumPy raises). */
+int gr_backend_nanarg_check(int op, struct gr_result *r, struct gr_err *e);
 /* The ops some variant of b runs (a mask of 1 << op). */
 unsigned gr_backend_ops(const struct gr_backend *b);
 /* The CPU backend (OpenMP). Never fails except out of memory. */

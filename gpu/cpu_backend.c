@@ -600,14 +600,12 @@ static int cpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
         return rc;
     double t0 = gr_mono_ms();
     rc = compute(&j, v, r, e);
-    for (int64_t o = 0; rc == GR_OK && (req->op == GR_NANARGMIN || req->op == GR_NANARGMAX) && o < j.nout; o++)
-        if (r->index[o] < 0) /* NumPy raises here */
-            rc = gr_fail(e, GR_EUNPROC, "data", "%s of an all-NaN slice (output %lld of %lld): it has no answer",
-                         gr_op_name(req->op), (long long)o, (long long)j.nout);
     if (rc != GR_OK) {
         gr_result_free(r);
         return rc;
     }
+    if ((rc = gr_backend_nanarg_check(req->op, r, e)) != GR_OK)
+        return rc;
     t->kernel = gr_mono_ms() - t0;
     t->h2d = t->d2h = 0;
     snprintf(algo_used, 32, "%s", cpu_algos[v].name);

@@ -415,7 +415,7 @@ static int64_t per_output(const struct gr_kjob *j)
 }
 
 /* js[0] (set by the caller) and a job for each of req->then after it, reading the states before
- * it; mean's passes after the first sum its raw sums, var's and std's merge their states. Returns
+ * it; mean's passes after the first sum its raw sums, an op by moments's merge its states. Returns
  * the values each last output reduces. */
 static int64_t chain(const struct gr_reduce_req *req, struct gr_kjob *js)
 {
@@ -425,7 +425,7 @@ static int64_t chain(const struct gr_reduce_req *req, struct gr_kjob *js)
         js[k] = js[k - 1];
         js[k].dtype = gr_k_states_dtype(&js[k - 1]);
         js[k].op = req->op == GR_MEAN ? GR_SUM : gr_axes_next_op(js[k - 1].op);
-        js[k].merge = js[k].op == GR_VAR || js[k].op == GR_STD;
+        js[k].merge = gr_op_by_moments(js[k].op);
         js[k].axis = p->axis, js[k].groups = p->groups, js[k].rows = p->rows, js[k].cols = p->cols;
         count *= per_output(&js[k]);
     }
@@ -461,15 +461,15 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
         *x = cache_take(g, req->dataset, in_bytes, &t->cache);
     *direct = !*x && req->data && l->direct[0] && in_bytes <= GR_GPU_DIRECT_MAX && !last &&
               out_bytes[0] <= STAGE_BYTES;
-    /* var and std copied as their float64 results, made in the other buffer than the last states */
-    int spreads = !*direct && (req->op == GR_VAR || req->op == GR_STD);
+    /* an op by moments copied as its float64 answers, made in the other buffer than the last states */
+    int moments = !*direct && gr_op_by_moments(req->op);
     size_t *fin = &out_bytes[(last + 1) & 1], fb = (size_t)gr_k_nout(&js[last]) * sizeof(double);
-    *fin = spreads && fb > *fin ? fb : *fin;
+    *fin = moments && fb > *fin ? fb : *fin;
     if (rc == GR_OK && !*x && !*direct)
         rc = grow(&l->in, in_bytes, "input", e);
     if (rc == GR_OK && !*direct)
         rc = grow(&l->out, out_bytes[0], "results", e);
-    if (rc == GR_OK && (last || spreads))
+    if (rc == GR_OK && (last || moments))
         rc = grow(&l->out2, out_bytes[1], "results", e);
     if (rc == GR_OK)
         rc = grow(&l->scratch, scr_bytes ? scr_bytes : 1, "scratch", e);
@@ -493,9 +493,11 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     for (int k = 0; k <= last; k++)
         GR_CUDA_TRY(launch(&js[k], l), "launching the kernel");
     struct gr_kjob done = js[last];
-    if (spreads) { /* then read back as float64 sums are */
+    if (moments) { /* then read back as float64 sums are */
+        struct gr_kjob m = js[last];
+        m.dtype = req->dtype; /* whether its states skipped NaNs: the input's, not a merge's float64 */
         done.out = last & 1 ? l->out.p : l->out2.p;
-        GR_CUDA_TRY(gr_k_spreads(&js[last], (double *)done.out, l->st), "launching the kernel");
+        GR_CUDA_TRY(gr_k_moments(&m, (double *)done.out, l->st), "launching the kernel");
         done.op = GR_SUM, done.dtype = GR_FLOAT64, done.merge = 0;
     }
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
@@ -552,6 +554,8 @@ static int gpu_reduce(struct gr_backend *b, const struct gr_reduce_req *req, str
         gr_result_free(r);
         return check_broken(b, rc);
     }
+    if ((rc = gr_backend_nanarg_check(req->op, r, e)) != GR_OK)
+        return rc;
     t->h2d = t->cache == GR_CACHE_HIT || direct ? 0 : elapsed(l, EV_H2D0, EV_H2D1);
     t->kernel = elapsed(l, EV_K0, EV_K1); /* a direct input's reads over the bus included */
     t->d2h = direct ? 0 : elapsed(l, EV_D2H0, EV_D2H1);

@@ -133,7 +133,7 @@ int covers(const gr_kjob *j)
     if ((gr_k_groups(j) > 1 && (j->axis != 0 || j->rows % gr_k_groups(j))) || j->variant < 0 || j->variant >= GR_K_NVARIANTS || j->op < 0 || j->op >= GR_NOPS || j->dtype < 0 ||
         j->dtype >= GR_NDTYPES || j->axis < GR_AXIS_ALL || j->axis > 1)
         return 0;
-    if (j->merge && (j->variant != GR_K_FAST || (j->op != GR_VAR && j->op != GR_STD) || j->axis != 0))
+    if (j->merge && (j->variant != GR_K_FAST || !gr_op_by_moments(j->op) || j->axis != 0))
         return 0;
     const gr_algo *a = &gr_k_algos[j->variant];
     return (a->ops & B_(j->op)) && (a->dtypes & B_(j->dtype)) && (a->axes & GR_AXIS_BIT(j->axis));
@@ -164,6 +164,9 @@ static_assert(!narrow_out<Max<i64>> && !narrow_out<Min<double>> && !narrow_out<A
               !narrow_out<Arg<double, false>> && !narrow_out<Sum<int>> && !narrow_out<Sum<float>> &&
               !narrow_out<Mean<float>> && !narrow_out<Prod<int>> && !narrow_out<Sum<float, true>> &&
               !narrow_out<CountNonzero<int>> && !narrow_out<NanMax<double>>);
+static_assert(narrow_out<Arg<float, false, true>> && narrow_out<Arg<int, true, true>> && !narrow_out<Ptp<float>> &&
+              !narrow_out<Ptp<int>> && !narrow_out<Logic<float, true>> && !narrow_out<Var<float, true>> && !narrow_out<NanMean<float>> &&
+              !narrow_out<Prod<float, true>>);
 static bool narrow_rows(const gr_kjob *j)
 {
     int extreme = j->op == GR_MIN || j->op == GR_MAX || j->op == GR_NANMIN || j->op == GR_NANMAX;
@@ -174,9 +177,9 @@ extern "C" size_t gr_k_state_bytes(const struct gr_kjob *j)
 {
     if (narrow_rows(j))
         return gr_op_is_arg(j->op) ? sizeof(arg_wire<int>) : sizeof(int);
-    if (j->op == GR_VAR || j->op == GR_STD)
-        return sizeof(var_state);
-    return gr_op_is_arg(j->op) ? sizeof(arg_state<i64>) : sizeof(i64);
+    if (gr_op_by_moments(j->op))
+        return j->op == GR_NANMEAN ? sizeof(sum_count) : sizeof(var_state);
+    return gr_op_is_arg(j->op) ? sizeof(arg_state<i64>) : j->op == GR_PTP ? sizeof(ptp_state<i64>) : sizeof(i64);
 }
 
 extern "C" int gr_k_states_dtype(const struct gr_kjob *j)
@@ -210,21 +213,43 @@ extern "C" cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_
     return run(j, scratch, &scratch_bytes, counters, st);
 }
 
+/* Did j's states leave NaNs out: nanvar's and nanstd's on floats (moments_answer's skip)? */
+static bool skips_nan(const gr_kjob *j)
+{
+    return gr_dtype_is_float(j->dtype) && (j->op == GR_NANVAR || j->op == GR_NANSTD);
+}
+
 namespace {
-__global__ void k_spreads(const var_state *__restrict__ s, i64 n, int ddof, bool root, double *__restrict__ out)
+template <class St>
+__global__ void k_moments(const St *__restrict__ s, i64 n, int op, int ddof, bool skip, double *__restrict__ out)
 {
     for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (i64)gridDim.x * blockDim.x)
-        out[k] = spread(s[k], ddof, root);
+        out[k] = moments_answer(s[k], op, ddof, skip);
+}
+/* op's answer from the state at p (host) */
+double moments_at(const unsigned char *p, int op, int ddof, bool skip)
+{
+    if (op == GR_NANMEAN) {
+        sum_count c;
+        memcpy(&c, p, sizeof c);
+        return moments_answer(c, op, ddof, skip);
+    }
+    var_state v;
+    memcpy(&v, p, sizeof v);
+    return moments_answer(v, op, ddof, skip);
 }
 } // namespace
 
-extern "C" cudaError_t gr_k_spreads(const struct gr_kjob *j, double *out, cudaStream_t st)
+extern "C" cudaError_t gr_k_moments(const struct gr_kjob *j, double *out, cudaStream_t st)
 {
-    if (j->op != GR_VAR && j->op != GR_STD)
+    if (!gr_op_by_moments(j->op))
         return cudaErrorInvalidValue;
     i64 n = gr_k_nout(j);
-    k_spreads<<<(unsigned)min(ceil_div(n, 256), (i64)j->sms * 8), 256, 0, st>>>(
-        static_cast<const var_state *>(j->out), n, j->ddof, j->op == GR_STD, out);
+    unsigned grid = (unsigned)min(ceil_div(n, 256), (i64)j->sms * 8);
+    if (j->op == GR_NANMEAN)
+        k_moments<<<grid, 256, 0, st>>>(static_cast<const sum_count *>(j->out), n, j->op, j->ddof, false, out);
+    else
+        k_moments<<<grid, 256, 0, st>>>(static_cast<const var_state *>(j->out), n, j->op, j->ddof, skips_nan(j), out);
     return cudaGetLastError();
 }
 
@@ -236,10 +261,8 @@ extern "C" void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t
     int int_state = gr_result_is_int(j->op, j->dtype), arg = gr_op_is_arg(j->op);
     bool narrow = narrow_rows(j); /* a 4-byte element as read, then (arg ops) a u32 index */
     for (int64_t k = 0; k < n; k++, p += step) {
-        if (j->op == GR_VAR || j->op == GR_STD) {
-            var_state v;
-            memcpy(&v, p, sizeof v);
-            r->f[first + k] = spread(v, j->ddof, j->op == GR_STD);
+        if (gr_op_by_moments(j->op)) {
+            r->f[first + k] = moments_at(p, j->op, j->ddof, skips_nan(j));
             continue;
         }
         i64 iv;
@@ -258,9 +281,17 @@ extern "C" void gr_k_finish(const struct gr_kjob *j, const void *states, int64_t
         if (arg && narrow) {
             unsigned u;
             memcpy(&u, p + 4, sizeof u);
-            r->index[first + k] = u;
+            r->index[first + k] = u == ~0u ? (int64_t)-1 : (int64_t)u; /* empty: a nanarg op's lane of NaNs */
         } else if (arg) {
             memcpy(&r->index[first + k], p + sizeof(i64), sizeof(i64));
+        }
+        if (j->op == GR_PTP) { /* the max, then the min; integers wrap as NumPy's do */
+            double flo;
+            i64 ilo;
+            memcpy(&flo, p + sizeof(i64), sizeof flo);
+            memcpy(&ilo, p + sizeof(i64), sizeof ilo);
+            iv = (i64)((u64)iv - (u64)ilo);
+            fv -= flo;
         }
         if (j->op == GR_MEAN)
             r->f[first + k] = fv / (double)count;

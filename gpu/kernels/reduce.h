@@ -37,7 +37,7 @@ struct gr_kjob {
     int sms; /* multiprocessors of the device, for sizing grids */
     int64_t groups; /* axis 0: the rows are this many groups, each reduced on its own (0 or 1: one) */
     int ddof;       /* var, std: the divisor is the count less this */
-    int merge;      /* var, std over axis 0: x holds the states an earlier pass left, not elements */
+    int merge;      /* an op by moments over axis 0: x holds the states an earlier pass left */
 };
 
 int64_t gr_k_nout(const struct gr_kjob *j);
@@ -57,9 +57,9 @@ int gr_k_scratch(const struct gr_kjob *j, size_t *bytes, struct gr_err *e);
 cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_t scratch_bytes,
                         unsigned *counters, cudaStream_t st);
 
-/* var or std: j's states (j->out) into their float64 results at out (gr_k_nout(j) of them) on
- * stream st, a third of the bytes to copy. */
-cudaError_t gr_k_spreads(const struct gr_kjob *j, double *out, cudaStream_t st);
+/* An op by moments (gr_op_by_moments): j's states (j->out) into their float64 answers at out
+ * (gr_k_nout(j) of them) on stream st, a third of the bytes to copy. */
+cudaError_t gr_k_moments(const struct gr_kjob *j, double *out, cudaStream_t st);
 
 /* Turn n host copies of the device states into results r[first .. first+n) (r allocated by
  * the caller with gr_result_alloc for gr_k_nout outputs). count = elements per output (mean). */

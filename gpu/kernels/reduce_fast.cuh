@@ -480,14 +480,16 @@ cudaError_t fast_cols(const Op &op, const gr_kjob *j, int sms, void *scratch, si
     return cudaGetLastError();
 }
 
-/* A later pass of var or std over split axes (j->merge): the states the pass before left are
- * merged along axis 0 as columns of float64 are (its passes after the first are never a row's). */
+/* A later pass of an op by moments over split axes (j->merge): the states the pass before left
+ * are merged along axis 0 as columns of float64 are (its passes after the first are never a row's). */
 cudaError_t merge_cols(const gr_kjob *j, int sms, void *scratch, size_t *bytes, unsigned *tickets, cudaStream_t st)
 {
     if (j->axis != 0)
         return cudaErrorNotSupported;
     using P = fast_policy<double>;
-    return fast_cols<VarMerge, P, P::cols_unroll, 1>(VarMerge{}, j, sms, scratch, bytes, tickets, st);
+    if (j->op == GR_NANMEAN)
+        return fast_cols<Merge<sum_count>, P, P::cols_unroll, 1>(Merge<sum_count>{}, j, sms, scratch, bytes, tickets, st);
+    return fast_cols<Merge<var_state>, P, P::cols_unroll, 1>(Merge<var_state>{}, j, sms, scratch, bytes, tickets, st);
 }
 
 /* Columns in 16-byte vectors (fast_cols's V > 1) for the folds the SMs' work bounds, arg ops and

@@ -1,6 +1,5 @@
-/* reduce_ops.cuh: what every reduction kernel is made of: element types, the operators (sum, mean,
- * prod, min, max, argmin, argmax, nansum, nanmin, nanmax, count_nonzero, var and std) with their
- * states, the run-time dispatch to them, and warp and block trees. Included by reduce.cu alone
+/* reduce_ops.cuh: what every reduction kernel is made of: element types, the operators (every
+ * reduction gpured has) with their states, the run-time dispatch to them, and warp and block trees. Included by reduce.cu alone
  * (one translation unit); device code, no state. */
 
 namespace {
@@ -97,9 +96,10 @@ template <class In> struct Mean : op_base<In, Mean<In>, double> {
     __host__ __device__ double from(In x, i64) const { return (double)x; }
     __host__ __device__ double operator()(double a, double b) const { return a + b; }
 };
-template <class In> struct Prod : op_base<In, Prod<In>, acc_t<In>> {
+/* SKIP: nanprod, a NaN counted as 1. */
+template <class In, bool SKIP = false> struct Prod : op_base<In, Prod<In, SKIP>, acc_t<In>> {
     __host__ __device__ acc_t<In> id() const { return 1; }
-    __host__ __device__ acc_t<In> from(In x, i64) const { return (acc_t<In>)x; }
+    __host__ __device__ acc_t<In> from(In x, i64) const { return SKIP && is_nan(x) ? 1 : (acc_t<In>)x; }
     __host__ __device__ acc_t<In> operator()(acc_t<In> a, acc_t<In> b) const { return mul(a, b); }
 };
 /* NaN propagates: a NaN operand wins. SKIP (nanmin, nanmax): a NaN loses, and the identity is a
@@ -134,6 +134,33 @@ template <class In> using Max = Extreme<In, true>;
 template <class In> using NanMin = Extreme<In, false, true>;
 template <class In> using NanMax = Extreme<In, true, true>;
 
+/* ptp: the max and the min at once (a NaN in either stays); the host subtracts. */
+template <class A> struct ptp_state {
+    A hi, lo;
+};
+template <class In> struct Ptp : op_base<In, Ptp<In>, acc_t<In>, ptp_state<acc_t<In>>> {
+    using A = acc_t<In>;
+    using Local = ptp_state<In>;
+    using Hi = Max<In>;
+    using Lo = Min<In>;
+    __host__ __device__ ptp_state<A> id() const { return {Hi::template none<A>(), Lo::template none<A>()}; }
+    __host__ __device__ ptp_state<A> from(In x, i64) const { return {(A)x, (A)x}; }
+    __host__ __device__ ptp_state<A> operator()(ptp_state<A> a, ptp_state<A> b) const
+    {
+        return {Hi::pick(a.hi, b.hi), Lo::pick(a.lo, b.lo)};
+    }
+    __device__ Local lid() const { return {Hi::template none<In>(), Lo::template none<In>()}; }
+    __device__ Local lacc(Local s, In x, i64) const { return {Hi::pick(x, s.hi), Lo::pick(x, s.lo)}; }
+    __device__ ptp_state<A> done(Local s) const { return {(A)s.hi, (A)s.lo}; }
+};
+
+/* any (ALL: all): 1 when a value (every value) is not 0; a NaN is not 0. */
+template <class In, bool ALL> struct Logic : op_base<In, Logic<In, ALL>, i64> {
+    __host__ __device__ i64 id() const { return ALL; }
+    __host__ __device__ i64 from(In x, i64) const { return x != 0; }
+    __host__ __device__ i64 operator()(i64 a, i64 b) const { return ALL ? a & b : a | b; }
+};
+
 /* var and std: a count, a mean and M2 (the sum of squared deviations from the mean). Two merge
  * by Chan et al.'s update, which stays stable where a sum of squares would cancel. */
 struct var_state {
@@ -148,12 +175,13 @@ __host__ __device__ inline var_state chan(var_state a, var_state b)
     double n = a.n + b.n, d = b.mean - a.mean, f = b.n / n;
     return var_state{n, a.mean + d * f, a.m2 + b.m2 + d * d * (a.n * f)};
 }
-/* var (or with root, std) of a state: M2 over the count less ddof; with none left M2 / 0 (inf, or
- * NaN where M2 is 0), as the CPU and NumPy give. */
-__host__ __device__ inline double spread(var_state v, int ddof, bool root)
+/* The answer op (var, std, nanvar, nanstd) gives from a state: M2 over the count less ddof; with
+ * none left M2 / 0 (inf, or NaN where M2 is 0), and NaN for a nan-op on floats (skip), as the CPU
+ * and NumPy give; std its root. */
+__host__ __device__ inline double moments_answer(var_state v, int op, int ddof, bool skip)
 {
-    double var = v.m2 / (v.n > ddof ? v.n - ddof : 0.0);
-    return root ? sqrt(var) : var;
+    double var = v.m2 / (v.n > ddof ? v.n - ddof : skip ? NAN : 0.0);
+    return op == GR_STD || op == GR_NANSTD ? sqrt(var) : var;
 }
 /* A thread's own scan sums deviations from its first element (k) and their squares, in float64:
  * no division an element (Welford's update has one), and no cancellation, since k is one of the
@@ -163,14 +191,20 @@ struct var_local {
     int n;
     double k, s1, s2;
 };
-template <class In> struct Var : op_base<In, Var<In>, double, var_state> {
+/* SKIP: nanvar, nanstd, NaNs left out of the count too. */
+template <class In, bool SKIP = false> struct Var : op_base<In, Var<In, SKIP>, double, var_state> {
     using Local = var_local;
     __host__ __device__ var_state id() const { return var_state{0, 0, 0}; }
-    __host__ __device__ var_state from(In x, i64) const { return var_state{1, (double)x, 0}; }
+    __host__ __device__ var_state from(In x, i64) const
+    {
+        return SKIP && is_nan(x) ? id() : var_state{1, (double)x, 0};
+    }
     __host__ __device__ var_state operator()(var_state a, var_state b) const { return chan(a, b); }
     __device__ var_local lid() const { return var_local{0, 0, 0, 0}; }
     __device__ var_local lacc(var_local s, In x, i64) const
     {
+        if (SKIP && is_nan(x))
+            return s;
         double v = (double)x;
         s.k = s.n == 0 ? v : s.k;
         double d = v - s.k;
@@ -184,12 +218,24 @@ template <class In> struct Var : op_base<In, Var<In>, double, var_state> {
         return var_state{n, s.k + s.s1 / n, m2 < 0 ? 0 : m2}; /* a NaN stays a NaN */
     }
 };
-/* A pass after the first of var and std over split axes: it merges the states the pass before
- * left (its elements are var_states), and is launched by merge_cols alone. */
-struct VarMerge : op_base<var_state, VarMerge, double, var_state> {
-    __host__ __device__ var_state id() const { return var_state{0, 0, 0}; }
-    __host__ __device__ var_state from(var_state x, i64) const { return x; }
-    __host__ __device__ var_state operator()(var_state a, var_state b) const { return chan(a, b); }
+/* nanmean: the numbers' sum and their count. Not var's mean: a shift by an infinity leaves NaN
+ * where the mean is infinite. */
+struct sum_count {
+    double s, n;
+};
+__host__ __device__ inline sum_count chan(sum_count a, sum_count b) { return sum_count{a.s + b.s, a.n + b.n}; }
+__host__ __device__ inline double moments_answer(sum_count c, int, int, bool) { return c.s / c.n; } /* 0/0: NaN */
+template <class In> struct NanMean : op_base<In, NanMean<In>, double, sum_count> {
+    __host__ __device__ sum_count id() const { return sum_count{0, 0}; }
+    __host__ __device__ sum_count from(In x, i64) const { return is_nan(x) ? id() : sum_count{(double)x, 1}; }
+    __host__ __device__ sum_count operator()(sum_count a, sum_count b) const { return chan(a, b); }
+};
+/* A pass after the first of an op by moments over split axes: it merges the states St (var_state
+ * or sum_count) the pass before left, and is launched by merge_cols alone. */
+template <class St> struct Merge : op_base<St, Merge<St>, double, St> {
+    __host__ __device__ St id() const { return St{}; }
+    __host__ __device__ St from(St x, i64) const { return x; }
+    __host__ __device__ St operator()(St a, St b) const { return chan(a, b); }
 };
 
 /* i < 0 marks the empty state, so no data value can lose a tie against the identity. */
@@ -235,7 +281,10 @@ __device__ inline unsigned to_bits(float v) { return __float_as_uint(v); }
 __device__ inline u64 to_bits(double v) { return (u64)__double_as_longlong(v); }
 __device__ inline float from_bits(unsigned b) { return __uint_as_float(b); }
 __device__ inline double from_bits(u64 b) { return __longlong_as_double((long long)b); }
-template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, arg_state<acc_t<In>>> {
+/* SKIP: nanargmin, nanargmax: NaNs are never taken, so no state holds one; a lane of NaNs alone
+ * stays empty (index -1), which the host refuses as NumPy raises. */
+template <class In, bool MAX, bool SKIP = false>
+struct Arg : op_base<In, Arg<In, MAX, SKIP>, acc_t<In>, arg_state<acc_t<In>>> {
     using Acc = acc_t<In>;
     using S = arg_state<Acc>;
     using Local = arg_state<In>;
@@ -263,12 +312,17 @@ template <class In, bool MAX> struct Arg : op_base<In, Arg<In, MAX>, acc_t<In>, 
         if constexpr (NUM)
             return gt;
         bool xn = is_nan(x), bn = is_nan(b);
+        if constexpr (SKIP) /* b is a NaN only as lscan's first candidate */
+            return !xn & (bn | gt);
         return (xn & ((last != 0) | !bn)) | (!xn & !bn & gt);
     }
     __device__ Local lid() const { return Local{0, -1}; }
     template <bool NUM = false> __device__ Local lacc(Local s, In x, i64 i) const
     {
-        return ((s.i < 0) | takes<NUM>(x, s.v)) ? Local{x, i} : s;
+        bool take = (s.i < 0) | takes<NUM>(x, s.v);
+        if constexpr (SKIP && !NUM)
+            take &= !is_nan(x);
+        return take ? Local{x, i} : s;
     }
     /* The vector's own extreme first, with a small index: one 64-bit select per vector. A vector
      * of 4 floats without NaNs, folded into a state that is not one (nearly every vector),
@@ -412,8 +466,40 @@ template <unsigned OPS, class In, class F> cudaError_t with_op_t(int op, int las
             return f(CountNonzero<In>{});
     }
     if constexpr ((OPS & B_(GR_VAR)) != 0) {
-        if (op == GR_VAR || op == GR_STD) /* the same states; gr_k_finish takes the root */
+        if (op == GR_VAR || op == GR_STD) /* the same states; the answer takes the root */
             return f(Var<In>{});
+    }
+    if constexpr ((OPS & B_(GR_NANMEAN)) != 0) {
+        if (op == GR_NANMEAN)
+            return f(NanMean<In>{});
+    }
+    if constexpr ((OPS & B_(GR_NANVAR)) != 0) {
+        if (op == GR_NANVAR || op == GR_NANSTD)
+            return f(Var<In, true>{});
+    }
+    if constexpr ((OPS & B_(GR_NANPROD)) != 0) {
+        if (op == GR_NANPROD)
+            return f(Prod<In, true>{});
+    }
+    if constexpr ((OPS & B_(GR_NANARGMIN)) != 0) {
+        if (op == GR_NANARGMIN)
+            return f(Arg<In, false, true>{{}, last});
+    }
+    if constexpr ((OPS & B_(GR_NANARGMAX)) != 0) {
+        if (op == GR_NANARGMAX)
+            return f(Arg<In, true, true>{{}, last});
+    }
+    if constexpr ((OPS & B_(GR_PTP)) != 0) {
+        if (op == GR_PTP)
+            return f(Ptp<In>{});
+    }
+    if constexpr ((OPS & B_(GR_ANY)) != 0) {
+        if (op == GR_ANY)
+            return f(Logic<In, false>{});
+    }
+    if constexpr ((OPS & B_(GR_ALL)) != 0) {
+        if (op == GR_ALL)
+            return f(Logic<In, true>{});
     }
     return cudaErrorNotSupported;
 }
@@ -453,9 +539,17 @@ __device__ inline var_state shfl_down(var_state s, int off, int w)
 {
     return var_state{shfl_down(s.n, off, w), shfl_down(s.mean, off, w), shfl_down(s.m2, off, w)};
 }
+__device__ inline sum_count shfl_down(sum_count s, int off, int w)
+{
+    return sum_count{shfl_down(s.s, off, w), shfl_down(s.n, off, w)};
+}
 template <class A> __device__ arg_state<A> shfl_down(arg_state<A> s, int off, int w)
 {
     return arg_state<A>{shfl_down(s.v, off, w), shfl_down(s.i, off, w)};
+}
+template <class A> __device__ ptp_state<A> shfl_down(ptp_state<A> s, int off, int w)
+{
+    return ptp_state<A>{shfl_down(s.hi, off, w), shfl_down(s.lo, off, w)};
 }
 /* Partials written by other blocks: read through L2, never a stale L1 line. */
 __device__ inline i64 load_cg(const i64 *p) { return __ldcg(p); }
@@ -464,9 +558,14 @@ __device__ inline var_state load_cg(const var_state *p)
 {
     return var_state{load_cg(&p->n), load_cg(&p->mean), load_cg(&p->m2)};
 }
+__device__ inline sum_count load_cg(const sum_count *p) { return sum_count{load_cg(&p->s), load_cg(&p->n)}; }
 template <class A> __device__ arg_state<A> load_cg(const arg_state<A> *p)
 {
     return arg_state<A>{load_cg(&p->v), load_cg(&p->i)};
+}
+template <class A> __device__ ptp_state<A> load_cg(const ptp_state<A> *p)
+{
+    return ptp_state<A>{load_cg(&p->hi), load_cg(&p->lo)};
 }
 /* Arg indices become relative to their row. */
 template <class A> __device__ A rebase(A s, i64) { return s; }

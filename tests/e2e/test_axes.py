@@ -19,14 +19,9 @@ import numpy as np  # noqa: E402 (after the interpreter is settled)
 NP = {"int32": "<i4", "int64": "<i8", "float32": "<f4", "float64": "<f8"}
 WAIT = {"Prefer": "wait=60"}
 EXACT = ("min", "max", "argmin", "argmax", "nanmin", "nanmax", "nanargmin", "nanargmax")
-CPU_ONLY = ("nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax", "ptp", "any", "all")
-OPS = L.OPS + ["var", "std"] + list(CPU_ONLY)  # the GPUs do not run CPU_ONLY: device auto sends them to the CPU
+OPS = L.OPS + ["var", "std", "nanmean", "nanprod", "nanvar", "nanstd", "nanargmin", "nanargmax", "ptp", "any", "all"]
 DDOF = ("var", "std", "nanvar", "nanstd")
 REAL = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
-
-
-def device_for(op):
-    return "auto" if op in CPU_ONLY and L.DEVICE != "cpu" else L.DEVICE
 
 
 def gen(op, dtype, shape, rng, nan):
@@ -158,14 +153,14 @@ def random_jobs(srv):
         ddof = int(rng.integers(0, 3)) if op in DDOF else 0
         if as_npy:
             axis = "" if sent is None else ",".join(str(x) for x in np.atleast_1d(sent))
-            q = "?op=%s&device=%s&keepdims=%s%s%s" % (op, device_for(op), str(keepdims).lower(),
+            q = "?op=%s&device=%s&keepdims=%s%s%s" % (op, L.DEVICE, str(keepdims).lower(),
                                                        "&axis=" + axis if axis else "",
                                                        "&ddof=%d" % ddof if ddof else "")
             reqs.append(dict(method="POST", path="/v1/jobs" + q, body=npy_of(a),
                              headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
         else:
             body = {"op": op, "dtype": dtype, "data": a.tolist(), "axis": sent, "keepdims": keepdims,
-                    "device": device_for(op)}
+                    "device": L.DEVICE}
             reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT, body=dict(body, ddof=ddof) if ddof else body))
         cases.append(("%s %s %r axis %r keepdims %s ddof %d as %s" % (op, dtype, shape, sent, keepdims, ddof,
                                                                       ".npy" if as_npy else "JSON"),
@@ -196,7 +191,7 @@ def datasets_and_raw(srv):
             if op == "argmax" and len(axes) > 1:
                 continue
             reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT,
-                             body={"op": op, "dataset": ds["id"], "axis": list(axes), "device": device_for(op)}))
+                             body={"op": op, "dataset": ds["id"], "axis": list(axes), "device": L.DEVICE}))
             cases.append(("%s over %r of the 4-D dataset" % (op, axes), (op, "float32", a, axes, False, 0, False)))
     x = rng.integers(-1000, 1000, size=(6, 5, 7)).astype(np.int64)
     reqs.append(dict(method="POST", path="/v1/jobs?op=sum&dtype=int64&shape=6,5,7&axis=0,-1&device=" + L.DEVICE,
@@ -229,7 +224,7 @@ def dtypes(srv):
         for axes in ((1,), (0, 2), None):
             x = a / 1000 if op == "prod" else a
             body = {"op": op, "dtype": "float32", "data": x.tolist(), "axis": None if axes is None else list(axes),
-                    "accumulate": "float64", "device": device_for(op)}
+                    "accumulate": "float64", "device": L.DEVICE}
             reqs.append(dict(method="POST", path="/v1/jobs", headers=WAIT, body=body))
             cases.append(("%s over %r, accumulate float64" % (op, axes), (op, "float32", x, axes, False, 0, True)))
     reqs.append(dict(method="POST", path="/v1/jobs?op=mean&axis=0&accumulate=float64&device=" + L.DEVICE,
@@ -240,7 +235,7 @@ def dtypes(srv):
                      headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
     cases.append(("float32 max over axis 0 of (3, 4097): kept as float32", ("max", "float32", wide, (0,), False, 0, False)))
     flags = rng.integers(0, 2, size=(4097, 3)).astype(np.int32)
-    reqs.append(dict(method="POST", path="/v1/jobs?op=any&axis=1&device=" + device_for("any"), body=npy_of(flags),
+    reqs.append(dict(method="POST", path="/v1/jobs?op=any&axis=1&device=" + L.DEVICE, body=npy_of(flags),
                      headers=dict(WAIT, **{"Content-Type": "application/x-npy"})))
     cases.append(("any over axis 1 of (4097, 3): kept as bools", ("any", "int32", flags, (1,), False, 0, False)))
     answers = srv.batch(reqs, parallel=8, timeout=120)
@@ -282,14 +277,12 @@ def refusals(srv):
         ("accumulate of an int32 sum", job(data=[1, 2], dtype="int32", accumulate="float64"), 422, "accumulate",
          "int64"),
     ]
-    if L.DEVICE != "cpu":
-        cases.append(("nanvar asked of a GPU", job(data=cube, op="nanvar"), 422, "device", "does not run nanvar"))
     for what, body, status, field, words in cases:
         r = srv.req("POST", "/v1/jobs", body)
         L.check_problem(what, r, status, field)
         CHECK.ok(words in r.json().get("detail", ""), "%s: the detail says %r: %r" % (what, words, r.body[:300]))
     nan_lane = np.array([[1.0, np.nan], [2.0, np.nan]])
-    r = srv.req("POST", "/v1/jobs?op=nanargmax&axis=0&device=" + device_for("nanargmax"), npy_of(nan_lane),
+    r = srv.req("POST", "/v1/jobs?op=nanargmax&axis=0&device=" + L.DEVICE, npy_of(nan_lane),
                 headers=dict(WAIT, **{"Content-Type": "application/x-npy"}))
     CHECK.ok(r.status == 200 and r.json().get("status") == "failed" and r.json()["error"]["status"] == 422 and
              "all-NaN" in r.json()["error"].get("detail", ""),

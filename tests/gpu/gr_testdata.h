@@ -68,7 +68,7 @@ static inline double gr_fill_value(int op, int dtype, int mode, struct gr_rng *r
     int fl = gr_dtype_is_float(dtype);
     if (gr_op_is_arg(op)) /* few distinct values: ties everywhere */
         return fl ? gr_rng_range(r, -40, 40) / 4.0 : (double)gr_rng_range(r, -20, 20);
-    if (op == GR_PROD) {
+    if (op == GR_PROD || op == GR_NANPROD) {
         if (!fl) /* odd factors: the wrapped int64 product never collapses to 0 */
             return (double)(gr_rng_range(r, -50, 49) * 2 + 1);
         /* powers of two near 1: products stay exact, and gr_fill keeps them in range */
@@ -95,14 +95,14 @@ static inline void gr_fill(void *data, int dtype, int op, int64_t n, int mode, i
     int walk = 0;
     for (int64_t k = 0; k < n; k++) {
         double v = gr_fill_value(op, dtype, mode, r);
-        if (op == GR_PROD && gr_dtype_is_float(dtype)) {
+        if ((op == GR_PROD || op == GR_NANPROD) && gr_dtype_is_float(dtype)) {
             int step = fabs(v) == 2.0 ? 1 : fabs(v) == 0.5 ? -1 : 0;
             if (abs(walk + step) > 64)
                 v = v < 0 ? -1.0 : 1.0;
             else
                 walk += step;
         }
-        int raw = mode == GR_FILL_REAL && !gr_op_is_arg(op) && op != GR_PROD;
+        int raw = mode == GR_FILL_REAL && !gr_op_is_arg(op) && op != GR_PROD && op != GR_NANPROD;
         switch (dtype) {
         case GR_INT32: {
             int32_t x = raw ? (int32_t)(uint32_t)gr_rng_next(r) : (int32_t)v;
@@ -154,22 +154,24 @@ static inline void gr_fill(void *data, int dtype, int op, int64_t n, int mode, i
     }
 }
 
-/* Does this case need a tolerance (float64 sums whose rounding depends on the order; var and std,
- * whose divisions round whatever the data)? */
+/* Does this case need a tolerance (float64 sums whose rounding depends on the order; var, std and
+ * nanmean, whose divisions round whatever the data)? */
 static inline int gr_needs_tol(int op, int dtype, int mode)
 {
-    return op == GR_VAR || op == GR_STD ||
+    return gr_op_takes_ddof(op) || op == GR_NANMEAN ||
            (mode == GR_FILL_REAL && (op == GR_MEAN || ((op == GR_SUM || op == GR_NANSUM) && gr_dtype_is_float(dtype))));
 }
 
 /* tol[o] = rel * sum of |x| over output o's elements (divided by the count for means), computed
  * by the reference backend; NULL when the case is exact. var: rel * the mean of x^2 (what the
- * squared deviations are rounded against), std its root. Caller frees. */
+ * squared deviations are rounded against), std its root. The nan-ops' leave NaNs out, as they do
+ * (a NaN tolerance would pass anything). Caller frees. */
 static inline double *gr_tolerances(struct gr_backend *ref, const struct gr_reduce_req *q, double rel)
 {
     int64_t n = q->rows * q->cols;
     size_t es = gr_dtype_size(q->dtype);
-    int spread = q->op == GR_VAR || q->op == GR_STD;
+    int spread = gr_op_takes_ddof(q->op);
+    int skip = q->op == GR_NANSUM || q->op == GR_NANMEAN || q->op == GR_NANVAR || q->op == GR_NANSTD;
     double *abs_x = (double *)malloc((size_t)n * sizeof *abs_x);
     if (!abs_x)
         return NULL;
@@ -193,7 +195,7 @@ static inline double *gr_tolerances(struct gr_backend *ref, const struct gr_redu
         abs_x[k] = spread ? v * v : fabs(v);
     }
     struct gr_reduce_req a = *q;
-    a.op = q->op == GR_MEAN || spread ? GR_MEAN : GR_SUM;
+    a.op = q->op == GR_MEAN || q->op == GR_NANMEAN || spread ? (skip ? GR_NANMEAN : GR_MEAN) : skip ? GR_NANSUM : GR_SUM;
     a.dtype = GR_FLOAT64;
     a.data = abs_x;
     a.algorithm = "cpu_seq";
@@ -208,7 +210,7 @@ static inline double *gr_tolerances(struct gr_backend *ref, const struct gr_redu
          * x^2 (H200, against the GPU's tree of merges); a wrong formula is off by whole units */
         double r_used = spread ? rel * 1e3 : rel;
         for (int64_t o = 0; tol && o < r.n; o++)
-            tol[o] = q->op == GR_STD ? sqrt(r_used * r.f[o]) : r_used * r.f[o];
+            tol[o] = q->op == GR_STD || q->op == GR_NANSTD ? sqrt(r_used * r.f[o]) : r_used * r.f[o];
         gr_result_free(&r);
     }
     free(abs_x);

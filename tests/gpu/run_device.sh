@@ -31,7 +31,7 @@ stage_build() {
 
 stage_test() {
     # -V -O keeps every test's output, the passing ones' counts too
-    timeout 420 ctest --test-dir $B -L gpu -j4 -V -O "$OUT/ctest.log" >/dev/null 2>&1
+    timeout 900 ctest --test-dir $B -L gpu -j4 -V -O "$OUT/ctest.log" >/dev/null 2>&1
     note ctest "rc=$?: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
     local line
     while read -r line; do note "" "$line"; done < <(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$OUT/ctest.log" |
@@ -41,7 +41,7 @@ stage_test() {
 }
 
 stage_memcheck() {
-    GR_TEST_SMALL=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    GR_TEST_SMALL=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
         $B/tests/test_gpu_kernels >"$OUT/memcheck.log" 2>&1
     note memcheck "rc=$?: $(grep 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1); $(grep 'cases passed' "$OUT/memcheck.log")"
 }

@@ -395,7 +395,9 @@ static void fake_stats(struct gr_backend *b, struct gr_cache_stats *s)
 {
     *s = (struct gr_cache_stats){.bytes = cached_bytes[b->name[4] - '0']};
 }
-static const struct gr_algo fake_algos[] = {{"fast", "a GPU's ops", GR_GPU_OPS, GR_ALL_DTYPES, GR_ALL_AXES}};
+/* GPUs that run every op but nanvar: a job no GPU can run goes to the CPU */
+static const struct gr_algo fake_algos[] = {
+    {"fast", "every op but nanvar", GR_ALL_OPS & ~(1u << GR_NANVAR), GR_ALL_DTYPES, GR_ALL_AXES}};
 static struct gr_backend gpu0 = {.name = "gpu:0", .algos = fake_algos, .nalgos = 1, .reduce = gated_reduce,
                                  .destroy = no_destroy, .holds = fake_holds, .cache_stats = fake_stats},
                          gpu1 = {.name = "gpu:1", .algos = fake_algos, .nalgos = 1, .reduce = gated_reduce,

@@ -345,12 +345,12 @@ class Client:
 
     @flow
     def nanmean(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
-        """The mean of the values that are not NaN; NaN where all are (runs on the CPU)."""
+        """The mean of the values that are not NaN; NaN where all are."""
         return (yield from Client.reduce.flow(self, "nanmean", data, axis, **options))
 
     @flow
     def nanprod(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
-        """The product of the values that are not NaN; 1 where all are (runs on the CPU)."""
+        """The product of the values that are not NaN; 1 where all are."""
         return (yield from Client.reduce.flow(self, "nanprod", data, axis, **options))
 
     @flow
@@ -366,7 +366,7 @@ class Client:
     @flow
     def nanargmin(self, data: Source, axis: Axis = None, ties: str = "first", **options: Any) -> Reduced:
         """:meth:`argmin` of the values that are not NaN; a lane of NaNs alone fails the job
-        (:class:`JobFailed`, 422), as NumPy raises (runs on the CPU)."""
+        (:class:`JobFailed`, 422), as NumPy raises."""
         return (yield from Client.reduce.flow(self, "nanargmin", data, axis, ties=ties, **options))
 
     @flow
@@ -376,17 +376,17 @@ class Client:
 
     @flow
     def any(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
-        """Whether a value is not 0 (a NaN is not), as NumPy bools (runs on the CPU)."""
+        """Whether a value is not 0 (a NaN is not), as NumPy bools."""
         return (yield from Client.reduce.flow(self, "any", data, axis, **options))
 
     @flow
     def all(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
-        """Whether every value is not 0 (a NaN is not), as NumPy bools (runs on the CPU)."""
+        """Whether every value is not 0 (a NaN is not), as NumPy bools."""
         return (yield from Client.reduce.flow(self, "all", data, axis, **options))
 
     @flow
     def ptp(self, data: Source, axis: Axis = None, **options: Any) -> Reduced:
-        """The range, the largest value less the smallest; NaN with a NaN (runs on the CPU)."""
+        """The range, the largest value less the smallest; NaN with a NaN."""
         return (yield from Client.reduce.flow(self, "ptp", data, axis, **options))
 
     @flow
