@@ -86,7 +86,7 @@ static int same(const struct gr_result *a, const struct gr_result *b, int op, in
     double x = a->f[0], y = b->f[0];
     if (isnan(x) || isnan(y))
         return isnan(x) && isnan(y);
-    double eps = dtype == GR_FLOAT32 ? 1.2e-7 : 2.3e-16, magnitude = op == GR_MEAN ? 1 : (double)n;
+    double eps = dtype == GR_FLOAT32 ? 1.2e-7 : 2.3e-16, magnitude = op == GR_MEAN || op == GR_NANMEAN ? 1 : (double)n;
     return x == y || fabs(x - y) <= 8 * eps * log2((double)n + 2) * magnitude;
 }
 
