@@ -256,6 +256,59 @@ const char *const gr_pg_schema_steps[] = {
     " IF last / 1000 > first / 1000 AND last > 1000000 THEN"
     "  EXECUTE format('DELETE FROM events WHERE seq <= %s', last - 1000000); END IF;"
     " END$$;",
+    /* A statement's like job events are one row, as in SQLite (sqlite_schema.c): one status, one
+     * tenant, the ids in order (ids; NULL for one), consecutive seqs and tseqs from the row's,
+     * at most GR_SQ_EVENT_RUN a row: a row per job was a share of every small job's commit. */
+    "ALTER TABLE events ADD COLUMN ids text[];"
+    "CREATE OR REPLACE FUNCTION gpured_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+    " INSERT INTO events(kind, id, ids, status, tenant, at) SELECT 'job', (array_agg(id ORDER BY id))[1],"
+    "  CASE WHEN count(*) > 1 THEN array_agg(id ORDER BY id) END, status, tenant, " NOW
+    "  FROM (SELECT id, status, tenant, (row_number() OVER (PARTITION BY status, tenant ORDER BY id) - 1) / " GR_STR(GR_SQ_EVENT_RUN) " g"
+    "   FROM n) r GROUP BY status, tenant, g ORDER BY min(id);"
+    " PERFORM pg_notify('gpured_offers', p) FROM (SELECT DISTINCT CASE WHEN lease > " NOW " THEN prefer ELSE '' END p"
+    "  FROM n WHERE owner = '') o;"
+    " RETURN NULL; END$$;"
+    "CREATE OR REPLACE FUNCTION gpured_jobs_updated() RETURNS trigger LANGUAGE plpgsql AS $$"
+    "DECLARE ids text[]; sts text[]; tes text[]; let_go boolean; BEGIN"
+    " SELECT array_agg(id ORDER BY id) FILTER (WHERE ns <> os), array_agg(ns ORDER BY id) FILTER (WHERE ns <> os),"
+    "  array_agg(te ORDER BY id) FILTER (WHERE ns <> os), bool_or(nw = '' AND ow <> '' AND ns = 'queued')"
+    "  INTO ids, sts, tes, let_go"
+    "  FROM (SELECT id, max(status) FILTER (WHERE side) ns, max(status) FILTER (WHERE NOT side) os,"
+    "        max(tenant) FILTER (WHERE side) te, max(owner) FILTER (WHERE side) nw, max(owner) FILTER (WHERE NOT side) ow"
+    "        FROM (SELECT id, status, tenant, owner, true side FROM n UNION ALL"
+    "              SELECT id, status, tenant, owner, false FROM o) b GROUP BY id) c;"
+    " IF ids IS NOT NULL THEN"
+    "  INSERT INTO events(kind, id, ids, status, tenant, at) SELECT 'job', (array_agg(id ORDER BY k))[1],"
+    "   CASE WHEN count(*) > 1 THEN array_agg(id ORDER BY k) END, st, te, " NOW
+    "   FROM (SELECT id, st, te, k, (row_number() OVER (PARTITION BY st, te ORDER BY k) - 1) / " GR_STR(GR_SQ_EVENT_RUN) " g"
+    "    FROM unnest(ids, sts, tes) WITH ORDINALITY u(id, st, te, k)) r GROUP BY st, te, g ORDER BY min(k);"
+    "  DELETE FROM job_inputs i USING unnest(ids, sts) u(id, st) WHERE i.id = u.id"
+    "   AND u.st IN ('succeeded', 'failed', 'canceled');"
+    "  PERFORM pg_notify('gpured_jobs', string_agg(id, ' ')) FROM unnest(ids) WITH ORDINALITY u(id, k)"
+    "   GROUP BY (k - 1) / 300;"
+    " END IF;"
+    " IF let_go THEN PERFORM pg_notify('gpured_offers', ''); END IF;"
+    " RETURN NULL; END$$;"
+    /* a row of k events takes k seqs (and k of its tenant's numbers) from where the last ended */
+    "CREATE OR REPLACE FUNCTION gpured_events_number() RETURNS void LANGUAGE plpgsql AS $$"
+    "DECLARE first bigint; last bigint; BEGIN"
+    " IF NOT EXISTS (SELECT 1 FROM events WHERE seq IS NULL) THEN RETURN; END IF;"
+    " PERFORM pg_advisory_xact_lock(747576);"
+    " SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END INTO first FROM events_seq_seq;"
+    " WITH p AS (SELECT ctid c, tenant, at, coalesce(array_length(ids, 1), 1) k FROM events WHERE seq IS NULL"
+    "  ORDER BY at LIMIT 10000),"
+    " n AS (SELECT c, tenant, k, first + sum(k) OVER (ORDER BY at ROWS UNBOUNDED PRECEDING) - k + 1 s FROM p),"
+    " t AS (SELECT n.c, n.s, n.k, n.tenant, coalesce(et.last, 0) + sum(n.k) OVER (PARTITION BY n.tenant ORDER BY n.s"
+    "  ROWS UNBOUNDED PRECEDING) - n.k + 1 ts FROM n LEFT JOIN event_tenants et ON et.tenant = n.tenant),"
+    " u AS (UPDATE events e SET seq = t.s, tseq = t.ts FROM t WHERE e.ctid = t.c),"
+    " v AS (INSERT INTO event_tenants(tenant, last) SELECT tenant, max(ts + k - 1) FROM t GROUP BY tenant"
+    "  ON CONFLICT (tenant) DO UPDATE SET last = greatest(event_tenants.last, excluded.last))"
+    " SELECT first + sum(k) INTO last FROM p;" /* not a read of the rows numbered: a generic plan scans */
+    " IF last IS NULL THEN RETURN; END IF;"
+    " PERFORM setval('events_seq_seq', last);"
+    " IF last / 1000 > first / 1000 AND last > 1000000 THEN"
+    "  EXECUTE format('DELETE FROM events WHERE seq <= %s', last - 1000000); END IF;"
+    " END$$;",
 };
 const int gr_pg_schema_nsteps = (int)(sizeof gr_pg_schema_steps / sizeof gr_pg_schema_steps[0]);
 
@@ -293,17 +346,28 @@ const char *const gr_pg_sql[GR_SQL_N] = {
     [GR_SQL_TENANT_BYTES] = "SELECT tenant, sum(bytes) FROM datasets GROUP BY tenant",
     /* ORDER BY the table's seq: a bare seq would name the text column, and "10" sorts before "5". A job
      * event's op, device and a failure's problem as in SQLite (sqlite_schema.c's EVENT_JOB). */
-    [GR_SQL_EVENTS] = "SELECT e.seq::text, json_build_object('seq', e.seq, 'kind', e.kind, 'id', e.id, 'status', e.status,"
-                      " 'tenant', e.tenant, 'at', e.at, 'tseq', e.tseq, 'op', jb.op, 'device', jb.doc::json->>'device',"
-                      " 'error', CASE WHEN e.status = 'failed' THEN jb.doc::json->'error' END)::text FROM events e"
-                      " LEFT JOIN jobs jb ON e.kind = 'job' AND jb.id = e.id COLLATE \"C\" WHERE e.seq > $1::bigint"
-                      " ORDER BY e.seq LIMIT $2::int",
-    [GR_SQL_EVENTS_LAST] = "SELECT seq::text, '' FROM events WHERE seq > $1::bigint ORDER BY events.seq DESC LIMIT $2::int",
-    /* one statement, one snapshot, as in SQLite */
-    [GR_SQL_EVENTS_OWN] = "SELECT '', concat_ws(' ', coalesce((SELECT max(seq) FROM events), 0),"
+    /* the events after $1, each of a row's its own: from the row holding $1 (a run may go on past
+     * it), found through the seq index */
+    [GR_SQL_EVENTS] = "SELECT (e.seq + u.k - 1)::text, json_build_object('seq', e.seq + u.k - 1, 'kind', e.kind, 'id',"
+                      " u.id, 'status', e.status, 'tenant', e.tenant, 'at', e.at, 'tseq', e.tseq + u.k - 1, 'op', jb.op,"
+                      " 'device', jb.doc::json->>'device', 'error', CASE WHEN e.status = 'failed' THEN"
+                      " jb.doc::json->'error' END)::text FROM events e"
+                      " CROSS JOIN LATERAL unnest(coalesce(e.ids, ARRAY[e.id])) WITH ORDINALITY u(id, k)"
+                      " LEFT JOIN jobs jb ON e.kind = 'job' AND jb.id = u.id COLLATE \"C\""
+                      " WHERE e.seq >= coalesce((SELECT h.seq FROM events h WHERE h.seq <= $1::bigint ORDER BY h.seq DESC"
+                      " LIMIT 1), 0) AND e.seq + u.k - 1 > $1::bigint ORDER BY e.seq, u.k LIMIT $2::int",
+    /* a row's last seq */
+    [GR_SQL_EVENTS_LAST] = "SELECT (seq + coalesce(array_length(ids, 1), 1) - 1)::text, '' FROM events"
+                           " WHERE seq > $1::bigint ORDER BY events.seq DESC LIMIT $2::int",
+    /* one statement, one snapshot, as in SQLite: the newest seq, the tenant's newest number, and
+     * the seq and number of its first event numbered past $1 (its row began at most a run before) */
+    [GR_SQL_EVENTS_OWN] = "SELECT '', concat_ws(' ', coalesce((SELECT seq + coalesce(array_length(ids, 1), 1) - 1"
+                          " FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1), 0),"
                           " coalesce((SELECT last FROM event_tenants WHERE tenant = $5), 0), coalesce(f.seq, 0),"
-                          " coalesce(f.tseq, 0)) FROM (SELECT 1) o LEFT JOIN LATERAL (SELECT seq, tseq FROM events"
-                          " WHERE tenant = $5 AND tseq > $1::bigint ORDER BY tseq LIMIT 1) f ON true",
+                          " coalesce(f.tseq, 0)) FROM (SELECT 1) o LEFT JOIN LATERAL (SELECT"
+                          " seq + greatest($1::bigint + 1 - tseq, 0) seq, greatest(tseq, $1::bigint + 1) tseq FROM events"
+                          " WHERE tenant = $5 AND tseq > $1::bigint - " GR_STR(GR_SQ_EVENT_RUN) " AND"
+                          " tseq + coalesce(array_length(ids, 1), 1) - 1 > $1::bigint ORDER BY tseq LIMIT 1) f ON true",
     [GR_SQL_TENANTS] = GR_SQL_TENANTS_TEXT,
     [GR_SQL_OPS] = GR_SQL_OPS_TEXT("$5"),
     [GR_SQL_EXPIRED] = "SELECT id, doc FROM jobs WHERE id < $1 AND status IN " FINAL " LIMIT $2::int",

@@ -90,9 +90,9 @@ def accepted(srv, rng):
         L.check_result("a waited batch: " + j["what"], j["op"], j["dtype"], [j["data"]], None, "first", job.get("result"))
     # as a waited single job, each was stored once, at its end: one event each, none "queued"
     ids = ", ".join("'%s'" % j.get("id") for j in jobs)
-    # (SQLite keeps a run of like events as one row, its ids a JSON array)
-    each = ("events e", "e.id") if L.STORE == "postgresql" else \
-        ("events e LEFT JOIN json_each(e.ids) j", "coalesce(j.value, e.id)")
+    # (a run of like events is one row: its ids a JSON array in SQLite, a text[] in PostgreSQL)
+    each = ("events e CROSS JOIN LATERAL unnest(coalesce(e.ids, ARRAY[e.id])) u(id)", "u.id") \
+        if L.STORE == "postgresql" else ("events e LEFT JOIN json_each(e.ids) j", "coalesce(j.value, e.id)")
     events = L.store_rows(srv, "SELECT e.status, count(*) FROM %s WHERE e.kind = 'job' AND %s IN (%s) GROUP BY e.status"
                           % (each[0], each[1], ids or "''"))
     CHECK.eq([(st, int(n)) for st, n in events], [("succeeded", 20)], "a waited batch's jobs each stored once, ended")
