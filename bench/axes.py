@@ -3,7 +3,8 @@
 and the memory ceiling measured in the same run (issue #36's targets).
 
 A float32 (64, 64, 256, 256) array (1 GiB; AX_SHAPE=a,b,c,d for another) is uploaded as a dataset
-and cached on the GPU. For sum, max, mean, var, nansum and argmax (single axes), over every single axis
+and cached on the GPU. For sum, max, mean, var, nansum and argmax (single axes), or the ops named in
+AX_OPS (arg ops over single axes only), over every single axis
 and every pair of axes, each job is run AX_REPEATS times (default 5) after one that fills the
 cache; its median kernel time (every pass: pairs that are not adjacent take two, the second on
 the first's outputs on the device) gives GB/s of the input read, against the ceiling and CuPy,
@@ -30,12 +31,21 @@ import numpy as np  # noqa: E402
 
 SHAPE = tuple(int(x) for x in os.environ.get("AX_SHAPE", "64,64,256,256").split(","))
 REPEATS = int(os.environ.get("AX_REPEATS", 5))
-OPS = ("sum", "max", "mean", "var", "nansum", "argmax")
+# the targets' ops by default; AX_OPS=a,b,... for others (any reduction gpured has)
+OPS = tuple(os.environ.get("AX_OPS", "sum,max,mean,var,nansum,argmax").split(","))
+
+
+def one_axis(op):
+    """argmin, argmax and their nan forms take one axis (or none)."""
+    return "arg" in op
 
 
 def cupy_ms(cp, x, op, axes):
-    f = {"sum": cp.sum, "max": cp.max, "mean": cp.mean, "var": cp.var, "nansum": cp.nansum}.get(op)
-    run = (lambda: cp.argmax(x, axis=axes[0])) if op == "argmax" else (lambda: f(x, axis=axes))
+    """CuPy's median time for op over axes, or None where CuPy has no such function."""
+    f = getattr(cp, op, None)
+    if f is None:
+        return None
+    run = lambda: f(x, axis=axes[0] if one_axis(op) else axes)  # noqa: E731
     run()
     times = []
     for _ in range(10):
@@ -69,7 +79,7 @@ def main(work):
     flat, _ = dp.job(s, {"op": "sum", "dataset": up["id"], "device": dp.DEVICE})  # fills the cache
     for op in OPS:
         for axes in axes_sets:
-            if op == "argmax" and len(axes) > 1:
+            if one_axis(op) and len(axes) > 1:
                 continue
             stages = []
             for _ in range(REPEATS + 1):
@@ -89,12 +99,12 @@ def main(work):
     with open(dp.OUT, "w") as f:
         json.dump(res, f, indent=1)
     print(f"device {dev['name']}: copy ceiling {dev['ceiling_gbps']:.0f} GB/s; {SHAPE} float32, {nbytes >> 20} MiB")
-    print(f"{'op':8} {'axes':8} {'kernel GB/s':>11} {'% ceiling':>9} {'d2h ms':>7} {'CuPy GB/s':>9} {'x CuPy':>7}")
+    print(f"{'op':13} {'axes':8} {'kernel GB/s':>11} {'% ceiling':>9} {'d2h ms':>7} {'CuPy GB/s':>9} {'x CuPy':>7}")
     for r in rows:
         pct = f"{r['pct_of_ceiling']:.0f}" if r["pct_of_ceiling"] else "-"
         cg = f"{r['cupy_gbps']:.0f}" if r["cupy_gbps"] else "-"
         vs = f"{r['vs_cupy']:.2f}" if r["vs_cupy"] else "-"
-        print(f"{r['op']:8} {str(tuple(r['axes'])):8} {r['gbps']:11.0f} {pct:>9} {r['d2h_ms']:7.3f} {cg:>9} {vs:>7}")
+        print(f"{r['op']:13} {str(tuple(r['axes'])):8} {r['gbps']:11.0f} {pct:>9} {r['d2h_ms']:7.3f} {cg:>9} {vs:>7}")
 
 
 if __name__ == "__main__":
