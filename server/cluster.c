@@ -54,6 +54,10 @@ struct home {
 };
 static struct home *homes;
 static int nhomes, others; /* and how many other replicas are live: with none, nothing is offered */
+/* The other live replica with the most free dataset cache on one GPU, as announced (mu): a job
+ * offered for load goes there when its dataset fits, so that a claim evicts no dataset in use. */
+static char roomiest[96];
+static long long room;
 
 int gr_cluster_join(struct gr_store *s, int64_t lease_s, int offer_after_ms, struct gr_err *e)
 {
@@ -142,6 +146,8 @@ static int by_dataset(const void *a, const void *b)
 struct homes {
     struct home *v;
     int n, cap, others;
+    char roomiest[96];
+    long long room;
 };
 
 /* Each dataset a live replica's GPU caches, from its announcement (a GR_SQL_REPLICAS row). */
@@ -153,6 +159,12 @@ static void home_row(void *ctx, const char *id, const char *doc)
     size_t i, k;
     json_array_foreach(json_object_get(o, "gpus"), i, gpu)
     {
+        json_t *c = json_object_get(gpu, "cache");
+        long long spare = json_integer_value(json_object_get(c, "cap_bytes")) - json_integer_value(json_object_get(c, "bytes"));
+        if (strcmp(id, replica) && strlen(id) < sizeof h->roomiest && spare > h->room) {
+            h->room = spare;
+            memcpy(h->roomiest, id, strlen(id) + 1);
+        }
         json_array_foreach(json_object_get(json_object_get(gpu, "cache"), "datasets"), k, ds)
         {
             if (!json_is_string(ds) || strlen(json_string_value(ds)) >= 24 || strlen(id) >= 96)
@@ -187,34 +199,52 @@ static void find_homes(void)
     homes = h.v;
     nhomes = h.n;
     others = h.others;
+    room = h.room;
+    memcpy(roomiest, h.roomiest, sizeof roomiest);
     pthread_mutex_unlock(&mu);
 }
 
+/* A job on a dataset cached elsewhere, none of this replica's GPUs caching it, is offered to the
+ * replica that does. A job that would wait here past --offer-after is offered for load: to another
+ * replica caching its dataset, or else to one with room for it; one on a dataset cached here and
+ * nowhere else stays, since a claim elsewhere would evict a dataset in use there and the caches
+ * would take turns missing. Other jobs are offered to any replica. */
 void gr_cluster_place(struct gr_job *j)
 {
     if (!store || !gr_store_shared(store)) /* SQLite's one gpured: no lock taken per job */
         return;
+    char to[sizeof j->offer] = "";
+    int cached_here = 0, on_dataset = j->dataset[0] && strcmp(j->device, "cpu");
     pthread_mutex_lock(&mu);
     int here = !started || leaving || !others;
-    struct home key, *h = NULL;
-    if (!here && j->dataset[0] && strcmp(j->device, "cpu")) {
+    if (!here && on_dataset) {
+        struct home key, *h;
         snprintf(key.dataset, sizeof key.dataset, "%s", j->dataset);
         h = bsearch(&key, homes, (size_t)nhomes, sizeof *homes, by_dataset);
         while (h && h > homes && !by_dataset(h - 1, &key))
-            h--; /* the first of its homes; this replica's, if among them, wins */
-        for (struct home *x = h; x && x < homes + nhomes && !by_dataset(x, &key); x++)
-            if (!strcmp(x->replica, replica))
-                h = NULL;
-    }
-    if (h) {
-        j->offered = 1;
-        memcpy(j->offer, h->replica, sizeof j->offer);
+            h--; /* the first of its homes */
+        for (; h && h < homes + nhomes && !by_dataset(h, &key); h++)
+            if (!strcmp(h->replica, replica))
+                cached_here = 1;
+            else if (!to[0])
+                memcpy(to, h->replica, sizeof to);
     }
     pthread_mutex_unlock(&mu);
-    if (!j->offered && !here && offer_after && gr_jobs_backlog_ms(j->backend) >= offer_after) {
+    if (!here && to[0] && !cached_here) {
         j->offered = 1;
-        j->offer[0] = '\0';
+        memcpy(j->offer, to, sizeof j->offer);
+        return;
     }
+    if (here || !offer_after || gr_jobs_backlog_ms(j->backend) < offer_after)
+        return;
+    pthread_mutex_lock(&mu);
+    if (on_dataset && !to[0] && room >= (long long)j->input_bytes)
+        memcpy(to, roomiest, sizeof to);
+    pthread_mutex_unlock(&mu);
+    if (cached_here && !to[0])
+        return;
+    j->offered = 1;
+    memcpy(j->offer, to, sizeof j->offer);
 }
 
 void gr_cluster_offered(void *ctx, const char *to)
