@@ -489,17 +489,19 @@ static int run_job(struct gpu *g, struct lane *l, const struct gr_reduce_req *re
     if (t->cache != GR_CACHE_HIT && !*direct &&
         (rc = upload(g, l, req, const_cast<void *>(js[0].x), in_bytes, pin, e)) != GR_OK)
         return rc;
+    int answered = moments && gr_k_answer(&js[last], req->dtype);
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K0], l->st), "timing the kernel");
     for (int k = 0; k <= last; k++)
         GR_CUDA_TRY(launch(&js[k], l), "launching the kernel");
     struct gr_kjob done = js[last];
-    if (moments) { /* then read back as float64 sums are */
+    if (moments && !answered) {
         struct gr_kjob m = js[last];
         m.dtype = req->dtype; /* whether its states skipped NaNs: the input's, not a merge's float64 */
         done.out = last & 1 ? l->out.p : l->out2.p;
         GR_CUDA_TRY(gr_k_moments(&m, (double *)done.out, l->st), "launching the kernel");
-        done.op = GR_SUM, done.dtype = GR_FLOAT64, done.merge = 0;
     }
+    if (moments) /* then read back as float64 sums are */
+        done.op = GR_SUM, done.dtype = GR_FLOAT64, done.merge = 0;
     GR_CUDA_TRY(cudaEventRecord(l->ev[EV_K1], l->st), "timing the kernel");
     done.op = req->op == GR_MEAN ? GR_MEAN : done.op; /* finished as the op asked: a mean divides */
     if (!*direct)

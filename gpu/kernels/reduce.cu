@@ -219,6 +219,17 @@ static bool skips_nan(const gr_kjob *j)
     return gr_dtype_is_float(j->dtype) && (j->op == GR_NANVAR || j->op == GR_NANSTD);
 }
 
+extern "C" int gr_k_answer(struct gr_kjob *j, int in_dtype)
+{
+    if (j->variant != GR_K_FAST || j->axis != 0 || !gr_op_by_moments(j->op))
+        return 0;
+    gr_kjob in = *j;
+    in.dtype = in_dtype;
+    j->answers = 1;
+    j->skipped = skips_nan(&in);
+    return 1;
+}
+
 namespace {
 template <class St>
 __global__ void k_moments(const St *__restrict__ s, i64 n, int op, int ddof, bool skip, double *__restrict__ out)

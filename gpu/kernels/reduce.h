@@ -38,6 +38,8 @@ struct gr_kjob {
     int64_t groups; /* axis 0: the rows are this many groups, each reduced on its own (0 or 1: one) */
     int ddof;       /* var, std: the divisor is the count less this */
     int merge;      /* an op by moments over axis 0: x holds the states an earlier pass left */
+    int answers;    /* an op by moments's last pass: out gets float64 answers, not states (gr_k_answer) */
+    int skipped;    /* with answers: the states left NaNs out (moments_answer's skip) */
 };
 
 int64_t gr_k_nout(const struct gr_kjob *j);
@@ -60,6 +62,11 @@ cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_t scratch_b
 /* An op by moments (gr_op_by_moments): j's states (j->out) into their float64 answers at out
  * (gr_k_nout(j) of them) on stream st, a third of the bytes to copy. */
 cudaError_t gr_k_moments(const struct gr_kjob *j, double *out, cudaStream_t st);
+
+/* Have j, the last pass of an op by moments over an input of in_dtype, write its outputs' float64
+ * answers in place of their states where its kernel can (the fast variant along axis 0): one
+ * write of 8 bytes an output instead of the state's, read again by gr_k_moments. 1 if so. */
+int gr_k_answer(struct gr_kjob *j, int in_dtype);
 
 /* Turn n host copies of the device states into results r[first .. first+n) (r allocated by
  * the caller with gr_result_alloc for gr_k_nout outputs). count = elements per output (mean). */

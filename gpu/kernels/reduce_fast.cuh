@@ -217,6 +217,23 @@ __device__ typename Op::State tile_reduce(const Op &op, typename Op::State *sm, 
     return sm[threadIdx.x];
 }
 
+/* An op by moments's last pass writes its answers (gr_kjob's answers), not its states. */
+struct answering {
+    bool on, skip;
+    int op, ddof;
+};
+template <class S> constexpr bool by_moments = std::is_same<S, var_state>::value || std::is_same<S, sum_count>::value;
+/* Output i of a column reduction: its state, or its float64 answer in the same buffer. */
+template <class State> __device__ void put(State *out, i64 i, State s, answering a)
+{
+    if constexpr (by_moments<State>)
+        if (a.on) {
+            reinterpret_cast<double *>(out)[i] = moments_answer(s, a.op, a.ddof, a.skip);
+            return;
+        }
+    out[i] = s;
+}
+
 /* V adjacent elements of In: one load of V * sizeof(In) bytes (16 at most) when aligned. */
 template <class In, int V> struct alignas(V == 1 ? alignof(In) : V * sizeof(In)) vecn {
     In e[V];
@@ -233,7 +250,7 @@ template <class Op, int B, int U, int V>
 __global__ void __launch_bounds__(B)
     k_fast_cols(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 inner, i64 cols, int w, int R,
                 i64 tiles, int chunks, i64 chunk_rows, typename Op::State *__restrict__ part,
-                unsigned *__restrict__ tickets, typename Op::State *__restrict__ out)
+                unsigned *__restrict__ tickets, typename Op::State *__restrict__ out, answering ans)
 {
     using In = typename Op::input;
     using State = typename Op::State;
@@ -274,7 +291,7 @@ __global__ void __launch_bounds__(B)
 #pragma unroll
             for (int k = 0; k < V; k++)
                 if (r0 == 0 && on)
-                    out[col + k] = s[k];
+                    put(out, col + k, s[k], ans);
             continue;
         }
         if (r0 == 0 && on) {
@@ -295,7 +312,7 @@ __global__ void __launch_bounds__(B)
                     f = op(f, load_cg(part + (i64)q * cols + col + k));
                 f = tile_reduce(op, sm, f, r0, w, R);
                 if (r0 == 0 && on)
-                    out[col + k] = f;
+                    put(out, col + k, f, ans);
             }
             if (threadIdx.x == 0)
                 tickets[tile] = 0;
@@ -476,7 +493,8 @@ cudaError_t fast_cols(const Op &op, const gr_kjob *j, int sms, void *scratch, si
         return err;
     k<<<(unsigned)min(tiles * chunks, slots * P::waves), P::block, 0, st>>>(
         op, static_cast<const typename Op::input *>(j->x), rows, inner, cols, w, R, tiles, chunks, chunk_rows,
-        static_cast<State *>(scratch), tickets, static_cast<State *>(j->out));
+        static_cast<State *>(scratch), tickets, static_cast<State *>(j->out),
+        answering{j->answers != 0, j->skipped != 0, j->op, j->ddof});
     return cudaGetLastError();
 }
 
