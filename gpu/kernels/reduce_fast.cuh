@@ -484,6 +484,11 @@ cudaError_t fast_cols(const Op &op, const gr_kjob *j, int sms, void *scratch, si
      * wider are fewer and longer blocks, and their last wave left SMs idle (float32 sums read in
      * vectors over axis 2 of (64, 64, 256, 256) on an H200: 71% of the ceiling so, 84% thus) */
     int w = (int)min(cols, (i64)P::block) / V, R = P::block / w;
+    /* an op by moments ends each thread's columns in float64 divisions and a tree of them: over
+     * short columns a thread takes 64 rows or more where the columns fill the wider tile */
+    if constexpr (by_moments<State>)
+        while (R > 1 && rows < (i64)64 * R && (i64)(P::block / (R / 2)) * V <= cols)
+            R /= 2, w = P::block / R;
     i64 tiles = ceil_div(cols, (i64)w * V), slots = (i64)sms * occupancy<k>(P::block);
     int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, rows, slots, (i64)R * U, 1, 1);
     i64 chunk_rows = ceil_div(ceil_div(rows, chunks), R) * R;
