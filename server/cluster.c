@@ -160,12 +160,13 @@ static void home_row(void *ctx, const char *id, const char *doc)
     json_array_foreach(json_object_get(o, "gpus"), i, gpu)
     {
         json_t *c = json_object_get(gpu, "cache");
-        long long spare = json_integer_value(json_object_get(c, "cap_bytes")) - json_integer_value(json_object_get(c, "bytes"));
+        long long spare =
+            json_integer_value(json_object_get(c, "cap_bytes")) - json_integer_value(json_object_get(c, "bytes"));
         if (strcmp(id, replica) && strlen(id) < sizeof h->roomiest && spare > h->room) {
             h->room = spare;
             memcpy(h->roomiest, id, strlen(id) + 1);
         }
-        json_array_foreach(json_object_get(json_object_get(gpu, "cache"), "datasets"), k, ds)
+        json_array_foreach(json_object_get(c, "datasets"), k, ds)
         {
             if (!json_is_string(ds) || strlen(json_string_value(ds)) >= 24 || strlen(id) >= 96)
                 continue;

@@ -222,7 +222,8 @@ struct answering {
     bool on, skip;
     int op, ddof;
 };
-template <class S> constexpr bool by_moments = std::is_same<S, var_state>::value || std::is_same<S, sum_count>::value;
+template <class S>
+constexpr bool by_moments = std::is_same<S, var_state>::value || std::is_same<S, sum_count>::value;
 /* Output i of a column reduction: its state, or its float64 answer in the same buffer. */
 template <class State> __device__ void put(State *out, i64 i, State s, answering a)
 {
