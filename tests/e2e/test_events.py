@@ -179,7 +179,7 @@ def running(srv):
     """A job's running event comes between its queued event and its end, told live: no id, so the
     stream's position stays, and never replayed. Each event names the job's op and device, and a
     failed job's end carries its problem. A job held behind a blocker on the CPU fails when it
-    runs, its dataset's file gone from under it."""
+    runs, its dataset's file gone."""
     every, runs = Stream(srv, "?kind=job"), Stream(srv, "?status=running")
     r = srv.req("POST", "/v1/datasets?dtype=int32&shape=4", struct.pack("<4i", 1, 2, 3, 4),
                 {"Content-Type": "application/octet-stream"})
@@ -187,10 +187,12 @@ def running(srv):
     ds = r.json().get("id")
     blocker = L.blocker(srv, 2)
     CHECK.eq(blocker.status, 202, "a benchmark holding the CPU")
+    # gone before the job is posted (a job reads its dataset's file when it runs): removed after,
+    # a blocker sized short on a loaded machine could let the job run first
+    os.remove(os.path.join(srv.data_dir, "datasets", ds + ".bin"))
     r = srv.req("POST", "/v1/jobs", {"op": "max", "dtype": "int32", "dataset": ds, "device": "cpu"})
     CHECK.eq(r.status, 202, "a job on the dataset, queued behind it")
     held, doomed = blocker.json()["id"], r.json()["id"]
-    os.remove(os.path.join(srv.data_dir, "datasets", ds + ".bin"))
     every.wait(lambda s: (doomed, "failed") in s.jobs(), "the job's end")
     runs.wait(lambda s: len(s.runs) >= 2, "both jobs' running events on ?status=running")
     CHECK.eq(runs.events, [], "?status=running: no stored event")
