@@ -221,7 +221,7 @@ static bool skips_nan(const gr_kjob *j)
 
 extern "C" int gr_k_answer(struct gr_kjob *j, int in_dtype)
 {
-    if (j->variant != GR_K_FAST || j->axis != 0 || !gr_op_by_moments(j->op))
+    if (j->variant != GR_K_FAST || (j->axis != 0 && !short_rows(j)) || !gr_op_by_moments(j->op))
         return 0;
     gr_kjob in = *j;
     in.dtype = in_dtype;

@@ -64,8 +64,9 @@ cudaError_t gr_k_launch(const struct gr_kjob *j, void *scratch, size_t scratch_b
 cudaError_t gr_k_moments(const struct gr_kjob *j, double *out, cudaStream_t st);
 
 /* Have j, the last pass of an op by moments over an input of in_dtype, write its outputs' float64
- * answers in place of their states where its kernel can (the fast variant along axis 0): one
- * write of 8 bytes an output instead of the state's, read again by gr_k_moments. 1 if so. */
+ * answers in place of their states where its kernel can (the fast variant along axis 0 or over
+ * short rows): one write of 8 bytes an output instead of the state's, read again by
+ * gr_k_moments. 1 if so. */
 int gr_k_answer(struct gr_kjob *j, int in_dtype);
 
 /* Turn n host copies of the device states into results r[first .. first+n) (r allocated by

@@ -23,6 +23,25 @@ template <class A> constexpr bool is_arg_state<arg_state<A>> = true;
 template <class Op> constexpr bool arg_op = is_arg_state<typename Op::State>; /* argmin, argmax */
 template <class Op>
 using row_out = std::conditional_t<narrow_out<Op>, typename Op::Out, typename Op::State>;
+/* An op by moments's last pass writes its answers (gr_kjob's answers), not its states. */
+struct answering {
+    bool on, skip;
+    int op, ddof;
+};
+answering answers_of(const gr_kjob *j) { return answering{j->answers != 0, j->skipped != 0, j->op, j->ddof}; }
+template <class S>
+constexpr bool by_moments = std::is_same<S, var_state>::value || std::is_same<S, sum_count>::value;
+/* Output i of a column reduction or short rows: its state, or its float64 answer in the same buffer. */
+template <class State> __device__ void put(State *out, i64 i, State s, answering a)
+{
+    if constexpr (by_moments<State>)
+        if (a.on) {
+            reinterpret_cast<double *>(out)[i] = moments_answer(s, a.op, a.ddof, a.skip);
+            return;
+        }
+    out[i] = s;
+}
+
 /* The G lanes (a power of two) that share a row fold their states into the first one's: the
  * row's result as written. A narrow result is folded as the Wire too (a float32 argmax level is
  * two shuffles, not four). */
@@ -109,7 +128,7 @@ __global__ void __launch_bounds__(B, 1024 / B) /* 1024 threads an SM, 64 registe
 template <class Op, int G, int U>
 __global__ void __launch_bounds__(256)
     k_fast_group(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 cols,
-                 row_out<Op> *__restrict__ out)
+                 row_out<Op> *__restrict__ out, answering ans)
 {
     constexpr int per_warp = 32 / G;
     int lane = threadIdx.x & 31;
@@ -122,7 +141,7 @@ __global__ void __launch_bounds__(256)
             s = thread_range<U>(op, x, row * cols, row * cols + cols, lane % G, G);
         row_out<Op> w = row_fold(op, s, row * cols, G);
         if (lane % G == 0 && row < rows)
-            out[row] = w;
+            put(out, row, w, ans);
     }
 }
 
@@ -139,7 +158,7 @@ __global__ void __launch_bounds__(256)
 template <class Op, int U, bool AHEAD>
 __global__ void __launch_bounds__(256, 3)
     k_fast_tile(Op op, const typename Op::input *__restrict__ x, i64 rows, int R, int G,
-                row_out<Op> *__restrict__ out)
+                row_out<Op> *__restrict__ out, answering ans)
 {
     using In = typename Op::input;
     constexpr int V = 16 / sizeof(In);
@@ -169,7 +188,7 @@ __global__ void __launch_bounds__(256, 3)
             if (((u + 1) & (K - 1)) == 0) { /* the lane's last vector of this row */
                 row_out<Op> w = row_fold(op, op.done(l), (t + row_of(u)) * cols, G);
                 if ((lane & (G - 1)) == 0 && row_of(u) < left)
-                    out[t + row_of(u)] = w;
+                    put(out, t + row_of(u), w, ans);
                 l = op.lid();
             }
         }
@@ -198,11 +217,14 @@ __global__ void __launch_bounds__(256, 3)
     }
 }
 
-/* Reduce sm[r * w + c] over r < R into r = 0, for every column c of the tile. */
+/* Reduce sm[r * w + c] over r < R into r = 0, for every column c of the tile; one row-lane (R is
+ * the block's) has nothing to meet and passes no barrier. */
 template <class Op>
 __device__ typename Op::State tile_reduce(const Op &op, typename Op::State *sm, typename Op::State s, int r0,
                                           int w, int R)
 {
+    if (R == 1)
+        return s;
     __syncthreads();
     sm[threadIdx.x] = s;
     __syncthreads();
@@ -217,24 +239,6 @@ __device__ typename Op::State tile_reduce(const Op &op, typename Op::State *sm, 
     return sm[threadIdx.x];
 }
 
-/* An op by moments's last pass writes its answers (gr_kjob's answers), not its states. */
-struct answering {
-    bool on, skip;
-    int op, ddof;
-};
-template <class S>
-constexpr bool by_moments = std::is_same<S, var_state>::value || std::is_same<S, sum_count>::value;
-/* Output i of a column reduction: its state, or its float64 answer in the same buffer. */
-template <class State> __device__ void put(State *out, i64 i, State s, answering a)
-{
-    if constexpr (by_moments<State>)
-        if (a.on) {
-            reinterpret_cast<double *>(out)[i] = moments_answer(s, a.op, a.ddof, a.skip);
-            return;
-        }
-    out[i] = s;
-}
-
 /* V adjacent elements of In: one load of V * sizeof(In) bytes (16 at most) when aligned. */
 template <class In, int V> struct alignas(V == 1 ? alignof(In) : V * sizeof(In)) vecn {
     In e[V];
@@ -246,8 +250,12 @@ template <class In, int V> struct alignas(V == 1 ? alignof(In) : V * sizeof(In))
  * with one 4-byte load an element, the loads, their addresses and an arg op's 64-bit index were
  * work enough to hold a column reduction under the memory's pace. Chunks of one tile are finished
  * by the block that takes its last ticket. Groups (an N-D array's middle axes): the cols outputs
- * are groups of inner columns, each group's rows x inner elements after the one before. */
-template <class Op, int B, int U, int V>
+ * are groups of inner columns, each group's rows x inner elements after the one before.
+ * !SPLIT: a thread's columns whole (R = 1, one chunk, w = B), known when compiled: no barrier,
+ * tree or ticket, so a block's warps run on to their next tile apart, not at the pace of its
+ * slowest, and fewer registers let more of them in (float32 over axis 0 of (64, 4194304), the
+ * kernel alone on an H200: sums 92 -> 97% of the ceiling, var 81 -> 97%, argmax 81 -> 93%). */
+template <class Op, int B, int U, int V, bool SPLIT>
 __global__ void __launch_bounds__(B)
     k_fast_cols(Op op, const typename Op::input *__restrict__ x, i64 rows, i64 inner, i64 cols, int w, int R,
                 i64 tiles, int chunks, i64 chunk_rows, typename Op::State *__restrict__ part,
@@ -256,6 +264,8 @@ __global__ void __launch_bounds__(B)
     using In = typename Op::input;
     using State = typename Op::State;
     using Vec = vecn<In, V>;
+    if constexpr (!SPLIT)
+        w = B, R = 1, chunks = 1;
     __shared__ State sm[B];
     __shared__ bool finisher;
     int r0 = threadIdx.x / w, c = threadIdx.x - r0 * w;
@@ -322,12 +332,12 @@ __global__ void __launch_bounds__(B)
 }
 
 template <class Op, int G, int U>
-cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, row_out<Op> *out, int sms,
+cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, row_out<Op> *out, answering ans, int sms,
                        cudaStream_t st)
 {
     constexpr auto k = k_fast_group<Op, G, U>;
     i64 warps = min(ceil_div(rows, 32 / G), (i64)sms * occupancy<k>(256) * 8);
-    k<<<(unsigned)ceil_div(warps, 8), 256, 0, st>>>(op, x, rows, cols, out);
+    k<<<(unsigned)ceil_div(warps, 8), 256, 0, st>>>(op, x, rows, cols, out, ans);
     return cudaGetLastError();
 }
 
@@ -444,7 +454,7 @@ template <class In> int tile_vectors(i64 cols)
 }
 
 template <class Op, int U, bool AHEAD>
-cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, row_out<Op> *out, int sms,
+cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, row_out<Op> *out, answering ans, int sms,
                       cudaStream_t st)
 {
     constexpr auto k = k_fast_tile<Op, U, AHEAD>;
@@ -459,7 +469,7 @@ cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R
      * loads ahead take 2 lanes (fast_policy::tile_arg_ahead). */
     int G = R <= 4 ? 1 : arg_op<Op> && AHEAD ? 2 : max(4, R / U);
     i64 warps = min(ceil_div(rows * R, 32 * U), (i64)sms * occupancy<k>(256) * 8);
-    k<<<(unsigned)ceil_div(warps, 8), 256, 0, st>>>(op, x, rows, R, G, out);
+    k<<<(unsigned)ceil_div(warps, 8), 256, 0, st>>>(op, x, rows, R, G, out, ans);
     return cudaGetLastError();
 }
 
@@ -479,17 +489,17 @@ cudaError_t fast_cols(const Op &op, const gr_kjob *j, int sms, void *scratch, si
                       cudaStream_t st)
 {
     using State = typename Op::State;
-    constexpr auto k = k_fast_cols<Op, P::block, U, V>;
+    constexpr auto k = k_fast_cols<Op, P::block, U, V, true>, whole = k_fast_cols<Op, P::block, U, V, false>;
     i64 inner = j->cols, rows = j->rows / gr_k_groups(j), cols = j->cols * gr_k_groups(j);
     /* a tile is as many columns with V > 1 as with V = 1, R = V times the row-lanes: tiles V times
      * wider are fewer and longer blocks, and their last wave left SMs idle (float32 sums read in
      * vectors over axis 2 of (64, 64, 256, 256) on an H200: 71% of the ceiling so, 84% thus) */
     int w = (int)min(cols, (i64)P::block) / V, R = P::block / w;
-    /* an op by moments ends each thread's columns in float64 divisions and a tree of them: over
-     * short columns a thread takes 64 rows or more where the columns fill the wider tile */
-    if constexpr (by_moments<State>)
-        while (R > 1 && rows < (i64)64 * R && (i64)(P::block / (R / 2)) * V <= cols)
-            R /= 2, w = P::block / R;
+    /* over short columns a thread takes 64 rows or more where the columns fill the wider tile:
+     * a tile of row-lanes ends in a tree and barriers (an op by moments's tree in float64
+     * divisions), one row-lane in neither */
+    while (R > 1 && rows < (i64)64 * R && (i64)(P::block / (R / 2)) * V <= cols)
+        R /= 2, w = P::block / R;
     i64 tiles = ceil_div(cols, (i64)w * V), slots = (i64)sms * occupancy<k>(P::block);
     int chunks = tiles > GR_K_COUNTERS ? 1 : (int)split(tiles, rows, slots, (i64)R * U, 1, 1);
     i64 chunk_rows = ceil_div(ceil_div(rows, chunks), R) * R;
@@ -497,10 +507,12 @@ cudaError_t fast_cols(const Op &op, const gr_kjob *j, int sms, void *scratch, si
     cudaError_t err = need(scratch, bytes, chunks > 1 ? (size_t)chunks * cols * sizeof(State) : 0);
     if (err != cudaSuccess || !scratch)
         return err;
-    k<<<(unsigned)min(tiles * chunks, slots * P::waves), P::block, 0, st>>>(
+    bool split = chunks > 1 || R > 1;
+    slots = split ? slots : (i64)sms * occupancy<whole>(P::block);
+    (split ? k : whole)<<<(unsigned)min(tiles * chunks, slots * P::waves), P::block, 0, st>>>(
         op, static_cast<const typename Op::input *>(j->x), rows, inner, cols, w, R, tiles, chunks, chunk_rows,
         static_cast<State *>(scratch), tickets, static_cast<State *>(j->out),
-        answering{j->answers != 0, j->skipped != 0, j->op, j->ddof});
+        answers_of(j));
     return cudaGetLastError();
 }
 
@@ -516,11 +528,11 @@ cudaError_t merge_cols(const gr_kjob *j, int sms, void *scratch, size_t *bytes, 
     return fast_cols<Merge<var_state>, P, P::cols_unroll, 1>(Merge<var_state>{}, j, sms, scratch, bytes, tickets, st);
 }
 
-/* Columns in 16-byte vectors (fast_cols's V > 1) for the folds the SMs' work bounds, arg ops and
- * var: float32 argmax over the leading axes of (64, 64, 256, 256) on an H200 60-63 -> 72-86% of
- * the ceiling. Sums, min and max lost up to 6 points with them: their scalar loads, 8 in flight,
- * stay. */
-template <class Op> constexpr bool cols_vectors = arg_op<Op> || std::is_same<typename Op::State, var_state>::value;
+/* Columns in 16-byte vectors (fast_cols's V > 1) for the arg ops, whose folds the SMs' work
+ * bounds: float32 argmax over axis 0 of (64, 4194304) on an H200 87 -> 92% of the ceiling.
+ * The other ops' scalar loads, 8 in flight, stay: in vectors, var over axis 2 of (64, 64, 256,
+ * 256) fell 98 -> 91%, sums 100 -> 92%. */
+template <class Op> constexpr bool cols_vectors = arg_op<Op>;
 
 template <class Op>
 cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t *bytes, unsigned *tickets,
@@ -544,15 +556,16 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
             return err;
         auto *wout = static_cast<row_out<Op> *>(j->out);
+        answering ans = answers_of(j);
         if (int R = tile_vectors<In>(cols))
             return (arg_op<Op> ? R == P::tile_arg_ahead : R <= P::tile_ahead_max)
-                       ? fast_tile<Op, P::tile_ahead_unroll, true>(op, x, rows, R, wout, sms, st)
-                       : fast_tile<Op, P::tile_unroll, false>(op, x, rows, R, wout, sms, st);
+                       ? fast_tile<Op, P::tile_ahead_unroll, true>(op, x, rows, R, wout, ans, sms, st)
+                       : fast_tile<Op, P::tile_unroll, false>(op, x, rows, R, wout, ans, sms, st);
         if (cols <= 2)
-            return fast_group<Op, 1, 2>(op, x, rows, cols, wout, sms, st);
+            return fast_group<Op, 1, 2>(op, x, rows, cols, wout, ans, sms, st);
         if (cols <= P::group4_max)
-            return fast_group<Op, 4, 2>(op, x, rows, cols, wout, sms, st);
-        return fast_group<Op, 32, P::unroll>(op, x, rows, cols, wout, sms, st);
+            return fast_group<Op, 4, 2>(op, x, rows, cols, wout, ans, sms, st);
+        return fast_group<Op, 32, P::unroll>(op, x, rows, cols, wout, ans, sms, st);
     }
     if (rows == 1 && cols <= P::block_max) {
         if ((err = need(scratch, bytes, 0)) != cudaSuccess || !scratch)
