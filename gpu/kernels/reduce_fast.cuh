@@ -557,6 +557,12 @@ cudaError_t fast(const Op &op, const gr_kjob *j, int sms, void *scratch, size_t 
             return err;
         auto *wout = static_cast<row_out<Op> *>(j->out);
         answering ans = answers_of(j);
+        /* var and its kin from rows of 16 vectors: 4 lanes a row, each with its own loads in
+         * flight, not tiles, whose many registers of float64 states left few warps (float32 on
+         * an H200, % of the ceiling: rows of 64 65 -> 75, of 256 86 -> 96, of 512 86 -> 98) */
+        if constexpr (std::is_same<State, var_state>::value)
+            if (cols >= 16 * P::vec)
+                return fast_group<Op, 4, P::unroll>(op, x, rows, cols, wout, ans, sms, st);
         if (int R = tile_vectors<In>(cols))
             return (arg_op<Op> ? R == P::tile_arg_ahead : R <= P::tile_ahead_max)
                        ? fast_tile<Op, P::tile_ahead_unroll, true>(op, x, rows, R, wout, ans, sms, st)
