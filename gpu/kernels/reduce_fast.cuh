@@ -217,14 +217,11 @@ __global__ void __launch_bounds__(256, 3)
     }
 }
 
-/* Reduce sm[r * w + c] over r < R into r = 0, for every column c of the tile; one row-lane (R is
- * the block's) has nothing to meet and passes no barrier. */
+/* Reduce sm[r * w + c] over r < R into r = 0, for every column c of the tile. */
 template <class Op>
 __device__ typename Op::State tile_reduce(const Op &op, typename Op::State *sm, typename Op::State s, int r0,
                                           int w, int R)
 {
-    if (R == 1)
-        return s;
     __syncthreads();
     sm[threadIdx.x] = s;
     __syncthreads();
@@ -297,7 +294,7 @@ __global__ void __launch_bounds__(B)
         State s[V];
 #pragma unroll
         for (int k = 0; k < V; k++)
-            s[k] = tile_reduce(op, sm, op.done(l[k]), r0, w, R);
+            s[k] = SPLIT ? tile_reduce(op, sm, op.done(l[k]), r0, w, R) : op.done(l[k]);
         if (chunks == 1) {
 #pragma unroll
             for (int k = 0; k < V; k++)
