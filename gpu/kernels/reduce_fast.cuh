@@ -329,8 +329,8 @@ __global__ void __launch_bounds__(B)
 }
 
 template <class Op, int G, int U>
-cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, row_out<Op> *out, answering ans, int sms,
-                       cudaStream_t st)
+cudaError_t fast_group(const Op &op, const typename Op::input *x, i64 rows, i64 cols, row_out<Op> *out,
+                       answering ans, int sms, cudaStream_t st)
 {
     constexpr auto k = k_fast_group<Op, G, U>;
     i64 warps = min(ceil_div(rows, 32 / G), (i64)sms * occupancy<k>(256) * 8);
@@ -451,8 +451,8 @@ template <class In> int tile_vectors(i64 cols)
 }
 
 template <class Op, int U, bool AHEAD>
-cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, row_out<Op> *out, answering ans, int sms,
-                      cudaStream_t st)
+cudaError_t fast_tile(const Op &op, const typename Op::input *x, i64 rows, int R, row_out<Op> *out,
+                      answering ans, int sms, cudaStream_t st)
 {
     constexpr auto k = k_fast_tile<Op, U, AHEAD>;
     using P = fast_policy<typename Op::input>;
