@@ -72,7 +72,7 @@ static int prepare_all(PGconn *db, int from, int to, struct gr_err *e)
         if (!gr_pg_sql[i] || i == GR_SQL_BEGIN || i == GR_SQL_COMMIT || i == GR_SQL_ROLLBACK)
             continue;
         Oid types[NPARAMS];
-        int arrays = i == GR_SQL_INSERT_MANY || i == GR_SQL_UPDATE_MANY || i == GR_SQL_DS_USED_MANY;
+        int arrays = i >= GR_SQL_INSERT_MANY && i <= GR_SQL_OFFERED;
         for (int k = 0; k < NPARAMS; k++)
             types[k] = arrays ? 0 : TEXTOID; /* 0: as the statement casts it */
         if (i == GR_SQL_INPUT)
@@ -574,6 +574,51 @@ static int send_inserts(struct pg *s, struct gr_store_op **o, int n)
     return send_arrays(s, GR_SQL_INSERT_MANY, &a, 10, types);
 }
 
+/* The new jobs' events: a row a run of like ones, as SQLite's writer gathers them. */
+static int send_events(struct pg *s, struct gr_store_op **o, int n)
+{
+    static const Oid types[5] = {TEXTOID, INT8OID, INT8OID, TEXTOID, TEXTOID};
+    struct arrays a = {0};
+    for (int i = 0; i < n;) {
+        int k = i + 1;
+        while (k < n && k - i < GR_SQ_EVENT_RUN && !strcmp(o[k]->status, o[i]->status) &&
+               !strcmp(o[k]->tenant, o[i]->tenant))
+            k++;
+        element_int(&a, 1, i + 1), element_int(&a, 2, k - i), element(&a, 3, o[i]->status);
+        element(&a, 4, o[i]->tenant);
+        i = k;
+    }
+    for (int i = 0; i < n; i++)
+        element(&a, 0, o[i]->id);
+    return send_arrays(s, GR_SQL_EVENTS_NEW, &a, 5, types);
+}
+
+/* A new job no replica holds is offered: to the replica it prefers while that lasts, else to any
+ * (''). */
+static int offered(const struct gr_store_op *o) { return o->owner && !o->owner[0]; }
+static const char *offered_to(const struct gr_store_op *o) { return o->lease_s > 0 ? o->prefer : ""; }
+
+/* Whom the n new jobs are offered to, each once, in a; 0 when none is offered. */
+static int offers(struct arrays *a, struct gr_store_op **o, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!offered(o[i]))
+            continue;
+        int j = 0;
+        while (j < i && !(offered(o[j]) && !strcmp(offered_to(o[j]), offered_to(o[i]))))
+            j++;
+        if (j == i)
+            element(a, 0, offered_to(o[i]));
+    }
+    return a->n[0] > 0;
+}
+
+static int send_offers(struct pg *s, struct arrays *a)
+{
+    static const Oid types[1] = {TEXTOID};
+    return send_arrays(s, GR_SQL_OFFERED, a, 1, types);
+}
+
 static int send_updates(struct pg *s, struct gr_store_op **o, int n)
 {
     static const Oid types[4] = {TEXTOID, TEXTOID, TEXTOID, INT8OID};
@@ -616,7 +661,8 @@ struct sent {
     enum sent_kind kind;
     struct gr_store_op **o; /* SENT_MANY, _UPDATES: the ops it carries */
     int n;
-    struct gr_store_op *op; /* SENT_OP: the op whose own statement it is; _PART: its input or key */
+    struct gr_store_op *op; /* SENT_OP: the op whose own statement it is; _PART: its input or key
+                             * (NULL: new jobs' events or offers) */
 };
 
 struct batch {
@@ -720,6 +766,22 @@ static void send_chunks(struct batch *b, struct gr_store_op **ops, int n, enum s
     }
 }
 
+/* New jobs in chunks of MANY_MAX: each chunk's rows, its events, the offers it makes. */
+static void send_new(struct batch *b, struct gr_store_op **ops, int n)
+{
+    for (int i = 0; i < n && b->ok; i += MANY_MAX) {
+        int k = n - i < MANY_MAX ? n - i : MANY_MAX;
+        sent(b, send_inserts(b->s, ops + i, k), (struct sent){SENT_MANY, ops + i, k, NULL});
+        if (b->ok)
+            sent(b, send_events(b->s, ops + i, k), (struct sent){.kind = SENT_PART});
+        struct arrays a = {0};
+        if (b->ok && offers(&a, ops + i, k))
+            sent(b, send_offers(b->s, &a), (struct sent){.kind = SENT_PART});
+        for (int j = 0; j < 10; j++)
+            free(a.a[j].p);
+    }
+}
+
 /* The whole transaction in one pipeline: BEGIN, the batch's statements, COMMIT; one round trip
  * for all of it (and one more every PIPELINE_STATEMENTS statements). Like writes go as one
  * statement each kind, in an order that keeps every dependency a batch can hold: new jobs
@@ -731,7 +793,7 @@ static int pg_apply(void *impl, struct gr_store_op *o, int n)
 {
     struct pg *s = impl;
     struct gr_store_op **by = malloc(sizeof *by * ((size_t)n * 3 + 1));
-    struct batch b = {s, malloc(sizeof *b.sent * ((size_t)n * 3 + 4)), 0, 0, 1};
+    struct batch b = {s, malloc(sizeof *b.sent * ((size_t)n * 3 + 8)), 0, 0, 1};
     s->committed = 0;
     if (!by || !b.sent || !PQenterPipelineMode(s->wdb)) {
         free(by);
@@ -751,7 +813,7 @@ static int pg_apply(void *impl, struct gr_store_op *o, int n)
             used[nused++] = x;
     }
     sent(&b, send_tx(s, "BEGIN"), (struct sent){SENT_TX});
-    send_chunks(&b, ins, nins, SENT_MANY, send_inserts);
+    send_new(&b, ins, nins);
     x = o;
     for (int k = 0; k < n && b.ok; k++, x = x->next) {
         int own = x->sql != GR_SQL_INSERT && x->sql != GR_SQL_UPDATE && x->sql != GR_SQL_DS_USED;

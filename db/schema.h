@@ -98,6 +98,10 @@ enum gr_sql_id {
     GR_SQL_UPDATE_MANY,           /* $1 ids, $2 statuses, $3 docs, $4 epochs -> the place in them of
                                    * each job changed (from 1) */
     GR_SQL_DS_USED_MANY,          /* $1 dataset ids, $2 when a job that read each last ended */
+    GR_SQL_EVENTS_NEW,            /* $1 new jobs' ids; each run of like ones (one status, one tenant):
+                                   * $2 its first's place in $1 (from 1), $3 its length, $4 status,
+                                   * $5 tenant -> an events row a run */
+    GR_SQL_OFFERED,               /* $1 each replica new jobs are offered to first ('': any): told */
     GR_SQL_BEGIN,
     GR_SQL_COMMIT,
     GR_SQL_ROLLBACK,
