@@ -2,8 +2,10 @@
 # store_load.py: small jobs (bench/http_load.lua: 1024 float32, Prefer: wait=5) through gpured on
 # its SQLite file, then on one PostgreSQL store (a throwaway cluster, tests/pg_cluster.py) through
 # 1, 2 and 3 replicas sharing it, wrk driving each replica with an equal share of the connections.
-# Prints a table and writes bench/results/store_load-<host>-<date>.json. Not a test: it measures.
-#   bench/store_load.py [path/to/gpured] [seconds per run] [connections]
+# With rounds above 1, SQLite and one PostgreSQL replica first alternate that many times (this
+# machine's rate drifts: a ratio is read from neighbouring runs). Prints a table and writes
+# bench/results/store_load-<host>-<date>.json. Not a test: it measures.
+#   bench/store_load.py [path/to/gpured] [seconds per run] [connections] [rounds]
 import contextlib
 import json
 import os
@@ -105,7 +107,7 @@ def run(store, n, cluster=None, through_one=False):
     """through_one: all the load goes to the first replica, as a sticky balancer would send it."""
     env = {}
     if cluster:
-        env["GPURED_STORE"] = cluster.create_db("load_%d_%d_%d" % (n, through_one, os.getpid()))
+        env["GPURED_STORE"] = cluster.create_db("load_%d_%d_%d" % (n, through_one, time.monotonic_ns()))
     with serving(BIN, [env] * n) as (urls, _):
         r = load([(u, {"GPURED_DEVICE": "cpu"}) for u in (urls[:1] if through_one else urls)], SECS, CONNS)
         r["ran_on"] = ran_on(urls[0], n)
@@ -121,11 +123,16 @@ def main():
     BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "build", "gpured")
     SECS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     CONNS = int(sys.argv[3]) if len(sys.argv) > 3 else 48
+    rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     print("%-10s %8s %10s %9s %9s %7s  %s" % ("store", "replicas", "jobs/s", "p50_ms", "p99_ms", "errors",
                                               "ran on (newest 1000 jobs)"))
-    rows = [run("sqlite", 1)]
     cluster = pg_cluster.Cluster().start()
+    rows = []
     try:
+        for _ in range(rounds - 1):
+            rows += [run("sqlite", 1), run("postgresql", 1, cluster)]
+            print("%-19s %10.3f" % ("ratio", rows[-1]["jobs_per_s"] / rows[-2]["jobs_per_s"]), flush=True)
+        rows.append(run("sqlite", 1))
         rows += [run("postgresql", n, cluster) for n in (1, 2, 3)]
         rows.append(run("postgresql", 2, cluster, through_one=True))
     finally:
