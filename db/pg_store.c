@@ -777,8 +777,7 @@ static void send_new(struct batch *b, struct gr_store_op **ops, int n)
         struct arrays a = {0};
         if (b->ok && offers(&a, ops + i, k))
             sent(b, send_offers(b->s, &a), (struct sent){.kind = SENT_PART});
-        for (int j = 0; j < 10; j++)
-            free(a.a[j].p);
+        free(a.a[0].p); /* none offered, or not sent (sending frees it) */
     }
 }
 

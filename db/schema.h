@@ -91,7 +91,7 @@ enum gr_sql_id {
     GR_SQL_EVENTS_PRUNE,          /* all but the newest 1,000,000 */
     GR_SQL_INPUT_DONE,            /* ?1 a job stored as ended: its input goes */
     /* PostgreSQL's writer stores a batch's like writes in one statement each (NULL in SQLite),
-     * its parameters arrays (text literals), one element a write: */
+     * its parameters arrays (in binary), one element a write: */
     GR_SQL_INSERT_MANY,           /* $1 ids, $2 statuses, $3 docs, $4 ops, $5 created, $6 tenants,
                                    * $7 owners, $8 lease seconds, $9 prefers, $10 small inputs (bytea;
                                    * NULL where none, or where GR_SQL_INPUT stores it) */
