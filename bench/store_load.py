@@ -2,9 +2,9 @@
 # store_load.py: small jobs (bench/http_load.lua: 1024 float32, Prefer: wait=5) through gpured on
 # its SQLite file, then on one PostgreSQL store (a throwaway cluster, tests/pg_cluster.py) through
 # 1, 2 and 3 replicas sharing it, wrk driving each replica with an equal share of the connections.
-# With rounds above 1, SQLite and one PostgreSQL replica first alternate that many times (this
-# machine's rate drifts: a ratio is read from neighbouring runs). Prints a table and writes
-# bench/results/store_load-<host>-<date>.json. Not a test: it measures.
+# With rounds above 1, SQLite and one PostgreSQL replica run in turn that many times, the last
+# pair the table's (a host's rate drifts: a ratio is read from neighbouring runs). Prints a table
+# and writes bench/results/store_load-<host>-<date>.json. Not a test: it measures.
 #   bench/store_load.py [path/to/gpured] [seconds per run] [connections] [rounds]
 import contextlib
 import json
