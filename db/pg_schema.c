@@ -381,10 +381,13 @@ const char *const gr_pg_sql[GR_SQL_N] = {
      * deadlock_timeout, a second, ends one); a row skipped is renewed next time, a lease early */
     [GR_SQL_RENEW] = "UPDATE jobs SET lease = " NOW " + $12::float8 WHERE id IN (SELECT id FROM jobs WHERE owner = $11"
                      " AND status IN ('queued', 'running') FOR UPDATE SKIP LOCKED)",
-    /* SKIP LOCKED: replicas claiming at once take different jobs, none waits for another */
+    /* SKIP LOCKED: replicas claiming at once take different jobs, none waits for another. The
+     * device is read from the document's compact form: a quote inside a string is escaped there,
+     * so no string matches */
     [GR_SQL_CLAIM] = "UPDATE jobs j SET owner = $11, lease = " NOW " + $12::float8, epoch = j.epoch + 1"
                      " FROM (SELECT id FROM jobs WHERE status IN ('queued', 'running') AND (lease < " NOW
-                     " OR (owner = '' AND status = 'queued' AND prefer = $11))"
+                     " OR (owner = '' AND status = 'queued' AND prefer = $11)) AND ($3::text IS NULL OR"
+                     " (strpos(doc, '\"device\":\"cpu\"') > 0) = ($3 = 'cpu'))"
                      " ORDER BY lease, id LIMIT $2::int FOR UPDATE SKIP LOCKED) c WHERE j.id = c.id"
                      " RETURNING j.id, j.doc, coalesce(j.input, (SELECT data FROM job_inputs i WHERE i.id = j.id)), j.epoch::text",
     /* no owner either, so that the holder's next renewal does not take them back */

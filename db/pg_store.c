@@ -295,16 +295,17 @@ static int pg_tenant_bytes(void *impl, gr_store_tenant tenant, void *ctx, struct
 
 /* Renew, claim or release (store_backend.h). A claim answers in binary, so that inputs come as
  * their bytes; its text columns (the epoch cast to text too) are their bytes as well. */
-static int pg_lease(void *impl, int sql, const char *owner, double lease_s, int limit, const char *keep,
+static int pg_lease(void *impl, int sql, const char *owner, double lease_s, int limit, const char *arg,
                     gr_store_pending pending, void *ctx, int *n, struct gr_err *e)
 {
     char lim[16], secs[32];
     snprintf(lim, sizeof lim, "%d", limit);
     snprintf(secs, sizeof secs, "%.17g", lease_s);
-    const char *params[NPARAMS] = {NULL, keep ? keep : lim, [10] = owner, [11] = secs};
+    int claim = sql == GR_SQL_CLAIM;
+    const char *params[NPARAMS] = {NULL, claim || !arg ? lim : arg, claim ? arg : NULL, [10] = owner, [11] = secs};
     /* not run again on a dropped connection: a claim whose answer was lost must not be made twice */
-    PGresult *r = run(impl, sql, params, sql == GR_SQL_CLAIM, 0, e);
-    *n = r && sql == GR_SQL_CLAIM ? PQntuples(r) : 0;
+    PGresult *r = run(impl, sql, params, claim, 0, e);
+    *n = r && claim ? PQntuples(r) : 0;
     for (int i = 0; i < *n; i++) {
         int none = PQgetisnull(r, i, 2);
         pending(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), none ? NULL : PQgetvalue(r, i, 2),

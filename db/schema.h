@@ -46,7 +46,8 @@ enum gr_sql_id {
     /* shared stores (PostgreSQL) only, on the cluster thread's connection: $11 owner, $12 lease
      * seconds (from the database's clock), $2 limit */
     GR_SQL_RENEW,   /* the owner's queued and running jobs held for another lease */
-    GR_SQL_CLAIM,   /* at most $2 jobs whose lease ran out, or offered the owner first, now the owner's
+    GR_SQL_CLAIM,   /* at most $2 jobs whose lease ran out, or offered the owner first, now the owner's;
+                     * $3 'cpu': only those asking for the CPU, 'gpu': only the others, NULL: any
                      * -> id, doc, input, epoch */
     GR_SQL_RELEASE, /* the owner's queued jobs but those of array $2 let go now */
     GR_SQL_HELD,    /* the owner's queued and running jobs, as the store has them -> id, doc */

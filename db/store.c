@@ -785,7 +785,8 @@ int gr_store_tenant_bytes(struct gr_store *s, gr_store_tenant tenant, void *ctx,
     return s->b->tenant_bytes(s->impl, tenant, ctx, e);
 }
 
-int gr_store_load_pending(struct gr_store *s, int limit, gr_store_pending pending, void *ctx, struct gr_err *e)
+int gr_store_load_pending(struct gr_store *s, int limit, const char *device, gr_store_pending pending, void *ctx,
+                          struct gr_err *e)
 {
     if (!s->b->lease)
         return s->b->load_pending(s->impl, pending, ctx, e);
@@ -793,7 +794,7 @@ int gr_store_load_pending(struct gr_store *s, int limit, gr_store_pending pendin
     int left = limit > 0 ? limit : INT32_MAX, rc = GR_OK;
     for (int want = BATCH, n = BATCH; rc == GR_OK && n == want && left > 0; left -= n) {
         want = left < BATCH ? left : BATCH;
-        rc = s->b->lease(s->impl, GR_SQL_CLAIM, s->owner, s->lease_s, want, NULL, pending, ctx, &n, e);
+        rc = s->b->lease(s->impl, GR_SQL_CLAIM, s->owner, s->lease_s, want, device, pending, ctx, &n, e);
     }
     return rc;
 }

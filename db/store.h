@@ -156,10 +156,12 @@ void gr_store_wait_told(struct gr_store *s, uint64_t n);
 /* Jobs left queued or running, with their input, for re-queueing: pending(ctx, id, doc, input,
  * bytes, epoch) for each. SQLite: every one (oldest first), at start-up. A shared store: those
  * whose holder's lease ran out (a replica gone), each claimed for this replica under a new epoch
- * (gr_store_join), at most limit of them (0: every one). GR_OK or GR_EIO. */
+ * (gr_store_join), at most limit of them (0: every one), and with device "cpu" only those asking
+ * for the CPU, with "gpu" only the others (NULL: any). GR_OK or GR_EIO. */
 typedef void (*gr_store_pending)(void *ctx, const char *id, const char *doc, const void *input, size_t bytes,
                                  int64_t epoch);
-int gr_store_load_pending(struct gr_store *s, int limit, gr_store_pending pending, void *ctx, struct gr_err *e);
+int gr_store_load_pending(struct gr_store *s, int limit, const char *device, gr_store_pending pending, void *ctx,
+                          struct gr_err *e);
 
 /* Datasets: a row per dataset (its rendered resource, doc, and its size in bytes), written like
  * jobs through the writer; the values are files (dsfile.h) under gr_store_data_dir. Insert

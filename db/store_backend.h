@@ -87,10 +87,11 @@ struct gr_store_backend {
     /* A shared store's (NULL on SQLite): cancel a queued job another replica holds (*doc its
      * new state; GR_OK, GR_ENOTFOUND or GR_EIO). */
     int (*cancel)(void *impl, const char *id, const char *scope, const char *now, char **doc, struct gr_err *e);
-    /* A shared store's (NULL on SQLite): run GR_SQL_RENEW, _CLAIM (at most limit jobs, each to
-     * pending; *n how many), _RELEASE (all but the ids of keep, an array literal) or _LET_GO
-     * (the ids of keep) for owner on the calling thread's connection. */
-    int (*lease)(void *impl, int sql, const char *owner, double lease_s, int limit, const char *keep,
+    /* A shared store's (NULL on SQLite): run GR_SQL_RENEW, _CLAIM (at most limit jobs, those asking
+     * for the device arg if not NULL, each to pending; *n how many), _RELEASE (all but the ids of
+     * arg, an array literal) or _LET_GO (the ids of arg) for owner on the calling thread's
+     * connection. */
+    int (*lease)(void *impl, int sql, const char *owner, double lease_s, int limit, const char *arg,
                  gr_store_pending pending, void *ctx, int *n, struct gr_err *e);
     int (*ping)(void *impl, struct gr_err *e);
 

@@ -44,8 +44,10 @@ static int started, stopping, leaving;
 /* The most recently used datasets of each GPU a replica announces (where affinity looks). */
 #define ANNOUNCED_DATASETS 256
 
-static int offers, mine; /* told of jobs offered (mine: to this replica first) since the last claim (mu) */
-static unsigned told;    /* offers told so far: a new one ends the cluster thread's wait (mu) */
+/* The kinds of job (GR_JOBS_*) told offered since the last claim of them, and whether any to this
+ * replica first (mu). */
+static int offers, mine;
+static unsigned told; /* offers told so far: a new one ends the cluster thread's wait (mu) */
 
 /* Which replica's GPU caches which dataset, as announced (mu); this one's among them. */
 struct home {
@@ -253,7 +255,7 @@ void gr_cluster_offered(void *ctx, const char *to)
     if (to[0] && strcmp(to, replica))
         return;
     pthread_mutex_lock(&mu);
-    offers = 1;
+    offers = GR_JOBS_ANY;
     mine |= to[0] != '\0';
     told++;
     pthread_cond_signal(&cv);
@@ -333,27 +335,30 @@ static void *cluster_main(void *arg)
                 gr_jobs_hold_until(began + (double)lease * 1000);
         }
         pthread_mutex_lock(&mu);
-        int was_mine = mine, want = (mine ? CLAIM_PREFERRED : CLAIM_AHEAD) - gr_jobs_queued();
-        /* offering for load, a replica takes others' work only while one of its devices would
-         * start it sooner than that: else what it claimed would wait here, and a busy replica
-         * would claim back the jobs it had just offered */
-        if (!mine && offer_after && gr_jobs_least_backlog_ms() >= offer_after)
+        int was_mine = mine, was = offers, want = (mine ? CLAIM_PREFERRED : CLAIM_AHEAD) - gr_jobs_queued();
+        /* offering for load, a replica takes others' work only of the kinds its devices would
+         * start sooner than that: else what it claimed would wait here, and a replica whose CPU
+         * is busy would claim back the CPU jobs it had just offered because a GPU is free */
+        int kinds = mine || !offer_after ? GR_JOBS_ANY : gr_jobs_starting_within(offer_after);
+        kinds &= mine || !was ? GR_JOBS_ANY : was;
+        if (!kinds)
             want = 0;
         if (want > 0) /* told again while the claim runs, if more come */
             offers = mine = 0;
         pthread_mutex_unlock(&mu);
         pthread_mutex_lock(&claim_mu);
-        int n = want > 0 && !leaving ? gr_jobs_recover(want, &e) : 0;
+        int n = want > 0 && !leaving ? gr_jobs_recover(want, kinds, &e) : 0;
         pthread_mutex_unlock(&claim_mu);
         if (n < 0)
             gr_log(GR_LOG_WARN, "claiming offered jobs and those of replicas gone: %s", e.msg);
         else if (n)
             gr_log(GR_LOG_INFO, "claimed %d job(s), offered or left by a replica gone", n);
         pthread_mutex_lock(&mu);
-        if (want > 0 && n == want) { /* perhaps more to claim once the queues are shorter */
-            offers = 1;
+        /* perhaps more to claim once the queues are shorter, or of the kinds not looked for */
+        if (want > 0)
+            offers |= n == want ? was | kinds : was & ~kinds;
+        if (want > 0 && n == want)
             mine |= was_mine;
-        }
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         /* while offers wait, look at the queues often (no store round trip unless they are short) */

@@ -35,9 +35,9 @@ int gr_jobs_start(struct gr_store *store, struct gr_backend **backends, int nbac
                   struct gr_err *e);
 
 /* Queue again the jobs the store holds as queued or running (start-up), or on a shared store
- * those a replica gone left (cluster.c), at most limit (0: all). Returns the count re-queued,
- * or -1 with e filled. */
-int gr_jobs_recover(int limit, struct gr_err *e);
+ * those a replica gone left or offered (cluster.c), at most limit (0: all) and only of the kinds
+ * given (GR_JOBS_*). Returns the count re-queued, or -1 with e filled. */
+int gr_jobs_recover(int limit, int kinds, struct gr_err *e);
 
 /* A job another replica holds, at stored status, to wait on here: a stand-in (referenced for
  * the caller) that gr_jobs_changed(NULL, id) fires with committed -3, when the store says its
@@ -84,8 +84,11 @@ int gr_jobs_submit(struct gr_job **js, int n, struct gr_buf *accepted, struct gr
 /* How long a job queued for backend b now would wait to start (ms): the jobs queued and running
  * there, each as long as recent runs took, or as the longest running now has lasted. */
 double gr_jobs_backlog_ms(const struct gr_backend *b);
-/* The least of those over this replica's devices: how soon it would start a job it takes now. */
-double gr_jobs_least_backlog_ms(void);
+/* The kinds of job this replica would start within ms if it took one now: those asking for the
+ * CPU (GR_JOBS_CPU) and the others (GR_JOBS_GPU), the others' on any working GPU, or on the CPU
+ * when it has none. */
+enum { GR_JOBS_CPU = 1, GR_JOBS_GPU = 2, GR_JOBS_ANY = 3 };
+int gr_jobs_starting_within(double ms);
 
 /* On a shared store: the replica this one is, named in the jobs it runs. */
 void gr_jobs_set_replica(const char *replica);

@@ -144,7 +144,7 @@ static int serve(struct gr_config *cfg)
     /* A shared store's backlog is claimed by the cluster thread a few jobs at a time, each renewed
      * from its claim on: claimed here all at once, its first jobs' leases could run out before the
      * last were read, and another replica would run them too. */
-    int recovered = gr_store_shared(store) ? 0 : gr_jobs_recover(0, &e);
+    int recovered = gr_store_shared(store) ? 0 : gr_jobs_recover(0, GR_JOBS_ANY, &e);
     if (recovered < 0) {
         die("cannot read unfinished jobs", &e);
         goto out;

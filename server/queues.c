@@ -571,16 +571,21 @@ double gr_jobs_backlog_ms(const struct gr_backend *b)
     return ms;
 }
 
-double gr_jobs_least_backlog_ms(void)
+int gr_jobs_starting_within(double ms)
 {
-    double now = gr_mono_ms(), least = 0;
+    double now = gr_mono_ms();
+    int kinds = 0, gpus = 0;
     pthread_mutex_lock(&gr_jobs_mu);
-    for (int i = 0; i < nqueues; i++) {
-        double ms = backlog(&queues[i], now);
-        least = i == 0 || ms < least ? ms : least;
-    }
+    for (int i = 1; i < nqueues; i++)
+        if (!broken(&queues[i])) {
+            gpus = 1;
+            kinds |= backlog(&queues[i], now) < ms ? GR_JOBS_GPU : 0;
+        }
+    /* with no GPU working, jobs asking for one (auto) run on the CPU */
+    if (backlog(&queues[0], now) < ms)
+        kinds |= gpus ? GR_JOBS_CPU : GR_JOBS_CPU | GR_JOBS_GPU;
     pthread_mutex_unlock(&gr_jobs_mu);
-    return least;
+    return kinds;
 }
 
 void gr_jobs_set_replica(const char *id) { snprintf(replica, sizeof replica, "%s", id); }

@@ -187,10 +187,11 @@ static void recover_one(void *ctx, const char *id, const char *doc, const void *
     rc->count++;
 }
 
-int gr_jobs_recover(int limit, struct gr_err *e)
+int gr_jobs_recover(int limit, int kinds, struct gr_err *e)
 {
     struct recover_ctx rc = {0};
-    if (gr_store_load_pending(gr_jobs_store, limit, recover_one, &rc, e) != GR_OK)
+    const char *device = kinds == GR_JOBS_CPU ? "cpu" : kinds == GR_JOBS_GPU ? "gpu" : NULL;
+    if (gr_store_load_pending(gr_jobs_store, limit, device, recover_one, &rc, e) != GR_OK)
         return -1;
     return rc.count;
 }

@@ -1,5 +1,5 @@
-# test_cluster.py: three replicas on one PostgreSQL database and one data directory (label pg
-# only), as a Deployment with replicas: 3 runs them. What one replica accepted reads the same
+# test_cluster.py: three replicas on one PostgreSQL database and one data directory (label pg;
+# with GPURED_TEST_DEVICE=gpu, replicas with GPUs), as a Deployment with replicas: 3 runs them. What one replica accepted reads the same
 # through the others (jobs, lists, datasets and the jobs on them). A replica killed with -9 while
 # it holds a running job and a queue of others loses none of them: once its lease runs out the
 # survivors claim and run them, each ends succeeded with the right answer, one final state each,
@@ -436,6 +436,10 @@ def main():
         raise L.Skip("replicas share a PostgreSQL store; this suite runs with GPURED_TEST_STORE=postgresql")
     rng = random.Random(7)
     rs = replicas(3)
+    if L.DEVICE == "gpu" and not rs[2].get_json("/v1/devices").get("gpus"):
+        for r in rs:
+            r.stop()
+        raise L.Skip("GPURED_TEST_DEVICE=gpu: replicas with GPUs, and this server lists none")
     cross_replica(rs, rng)
     burst(rs, rng)
     offered(rs, rng)

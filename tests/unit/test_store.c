@@ -791,7 +791,7 @@ static void test_load_pending(void **state)
 
     struct gr_err e = {0};
     p.epoch = fx->pg[0] ? 2 : 1; /* PostgreSQL: claimed (no replica holds them: no lease), epoch 2 */
-    int rc = gr_store_load_pending(fx->s, 0, on_pending, &p, &e);
+    int rc = gr_store_load_pending(fx->s, 0, NULL, on_pending, &p, &e);
     if (rc != GR_OK)
         fail_msg("load_pending: %s", e.msg);
     assert_int_equal(p.bad, 0);
@@ -893,7 +893,7 @@ static void test_text_keys_upgraded(void **state)
     assert_int_equal(gr_store_get_job(fx->s, big, NULL, &doc, st, &e), GR_OK);
     assert_string_equal(doc, big_doc);
     free(doc);
-    assert_int_equal(gr_store_load_pending(fx->s, 0, on_pending, &p, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, NULL, on_pending, &p, &e), GR_OK);
     assert_int_equal(p.bad, 0);
     const unsigned long long pending[] = {0, 1, 5, 6};
     assert_int_equal(p.n, 4);
@@ -957,18 +957,18 @@ static void test_leases_and_fence(void **state)
     wait_done(1);
     struct claimed c = {0};
     struct gr_err e = {0};
-    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, NULL, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 0); /* held for 60 s */
     assert_int_equal(gr_store_renew(fx->s, &e), GR_OK);
     assert_int_equal(gr_store_release(fx->s, NULL, 0, &e), GR_OK);
     gr_store_join(fx->s, "replica-b", 60);
-    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, NULL, on_claimed, &c, &e), GR_OK);
     char id[24];
     make_id(id, 1);
     assert_int_equal(c.n, 1); /* let go: b claims it, under epoch 2 */
     assert_string_equal(c.id, id);
     assert_int_equal(c.epoch, 2);
-    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, NULL, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 1); /* b holds it now */
     struct page held = {0};
     assert_int_equal(gr_store_held(fx->s, on_row, &held, &e), GR_OK);
@@ -978,7 +978,7 @@ static void test_leases_and_fence(void **state)
     snprintf(let[0], sizeof let[0], "%s", id);
     assert_int_equal(gr_store_let_go(fx->s, let, 1, &e), GR_OK); /* b lets it go: c claims it, epoch 3 */
     gr_store_join(fx->s, "replica-c", 60);
-    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, NULL, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 2);
     assert_int_equal(c.epoch, 3);
     assert_int_equal(gr_store_update_job(fx->s, id, NULL, "succeeded", make_doc(1, "late"), 2, on_done, &r[1]), GR_OK);
@@ -1018,19 +1018,53 @@ static void test_offers(void **state)
     assert_int_equal(held.n, 0); /* offered: not the inserter's */
     struct claimed c = {0};
     gr_store_join(fx->s, "replica-c", 60);
-    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, NULL, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 1); /* the offer to any replica; b's two are b's for now */
     assert_string_equal(c.id, id[0]);
     assert_int_equal(c.epoch, 2);
     gr_store_join(fx->s, "replica-b", 60);
-    assert_int_equal(gr_store_load_pending(fx->s, 1, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 1, NULL, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 2);
     assert_int_equal(c.epoch, 2);
     usleep((useconds_t)(GR_OFFER_FIRST_S * 1e6) + 200000);
     gr_store_join(fx->s, "replica-c", 60);
-    assert_int_equal(gr_store_load_pending(fx->s, 0, on_claimed, &c, &e), GR_OK);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, NULL, on_claimed, &c, &e), GR_OK);
     assert_int_equal(c.n, 3); /* b left one: past its first second, c takes it */
     assert_int_equal(c.epoch, 2);
+}
+
+/* A claim for one kind of device: "cpu" takes only the jobs that ask for the CPU, "gpu" only the
+ * others, so a replica whose CPU is busy leaves the CPU jobs it offered to the others. */
+static void test_claim_by_device(void **state)
+{
+    struct fixture *fx = *state;
+    if (!fx->pg[0])
+        skip(); /* one SQLite file has one gpured: nothing is offered */
+    open_store(fx);
+    gr_store_join(fx->s, "replica-a", 60);
+    struct rec r[3] = {{0}};
+    const char *device[3] = {"cpu", "auto", "gpu:1"};
+    char id[3][24];
+    for (int k = 0; k < 3; k++) {
+        make_id(id[k], 20 + (unsigned long long)k);
+        char *doc = malloc(64);
+        assert_non_null(doc);
+        snprintf(doc, 64, "{\"n\":%d,\"device\":\"%s\",\"tag\":\"offered\"}", 20 + k, device[k]);
+        struct gr_owner own = {.tenant = "default", .offer = ""};
+        assert_int_equal(gr_store_insert_job(fx->s, id[k], GR_SUM, "queued", doc, NULL, 0, &own, on_done, &r[k]), GR_OK);
+    }
+    wait_done(3);
+    struct claimed c = {0};
+    struct gr_err e = {0};
+    assert_int_equal(gr_store_load_pending(fx->s, 0, "gpu", on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 2); /* auto and gpu:1, the CPU job left */
+    assert_string_equal(c.id, id[2]);
+    gr_store_join(fx->s, "replica-b", 60);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, "gpu", on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 2);
+    assert_int_equal(gr_store_load_pending(fx->s, 0, "cpu", on_claimed, &c, &e), GR_OK);
+    assert_int_equal(c.n, 3);
+    assert_string_equal(c.id, id[0]);
 }
 
 /* Concurrency: writers on many threads, readers beside them. */
@@ -1849,6 +1883,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_inputs_kept_until_the_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claim_by_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_inserts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_acked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
