@@ -991,6 +991,22 @@ static void test_leases_and_fence(void **state)
     expect_job(fx, 1, "succeeded", "final");
 }
 
+/* Three queued jobs (ids first..first+2) inserted offered to offer[k] ("": any replica), each
+ * document naming device[k]. */
+static void insert_offered(struct fixture *fx, int first, const char *offer[3], const char *device[3], char id[3][24])
+{
+    struct rec r[3] = {{0}};
+    for (int k = 0; k < 3; k++) {
+        make_id(id[k], (unsigned long long)(first + k));
+        char *doc = malloc(64);
+        assert_non_null(doc);
+        snprintf(doc, 64, "{\"n\":%d,\"device\":\"%s\",\"tag\":\"offered\"}", first + k, device[k]);
+        struct gr_owner own = {.tenant = "default", .offer = offer[k]};
+        assert_int_equal(gr_store_insert_job(fx->s, id[k], GR_SUM, "queued", doc, NULL, 0, &own, on_done, &r[k]), GR_OK);
+    }
+    wait_done(3);
+}
+
 /* Offers: a job inserted for any replica is the first claimer's (epoch 2), and its inserter does
  * not hold it; one offered to replica-b first is b's to claim at once, another's only once
  * GR_OFFER_FIRST_S has passed. */
@@ -1001,17 +1017,9 @@ static void test_offers(void **state)
         skip(); /* one SQLite file has one gpured: nothing is offered */
     open_store(fx);
     gr_store_join(fx->s, "replica-a", 60);
-    struct rec r[3] = {{0}};
-    const char *offer[3] = {"", "replica-b", "replica-b"};
+    const char *offer[3] = {"", "replica-b", "replica-b"}, *device[3] = {"cpu", "cpu", "cpu"};
     char id[3][24];
-    for (int k = 0; k < 3; k++) {
-        make_id(id[k], 10 + (unsigned long long)k);
-        struct gr_owner own = {.tenant = "default", .offer = offer[k]};
-        assert_int_equal(gr_store_insert_job(fx->s, id[k], GR_SUM, "queued", make_doc(10 + (unsigned long long)k, "offered"),
-                                             NULL, 0, &own, on_done, &r[k]),
-                         GR_OK);
-    }
-    wait_done(3);
+    insert_offered(fx, 10, offer, device, id);
     struct page held = {0};
     struct gr_err e = {0};
     assert_int_equal(gr_store_held(fx->s, on_row, &held, &e), GR_OK);
@@ -1042,18 +1050,9 @@ static void test_claim_by_device(void **state)
         skip(); /* one SQLite file has one gpured: nothing is offered */
     open_store(fx);
     gr_store_join(fx->s, "replica-a", 60);
-    struct rec r[3] = {{0}};
-    const char *device[3] = {"cpu", "auto", "gpu:1"};
+    const char *offer[3] = {"", "", ""}, *device[3] = {"cpu", "auto", "gpu:1"};
     char id[3][24];
-    for (int k = 0; k < 3; k++) {
-        make_id(id[k], 20 + (unsigned long long)k);
-        char *doc = malloc(64);
-        assert_non_null(doc);
-        snprintf(doc, 64, "{\"n\":%d,\"device\":\"%s\",\"tag\":\"offered\"}", 20 + k, device[k]);
-        struct gr_owner own = {.tenant = "default", .offer = ""};
-        assert_int_equal(gr_store_insert_job(fx->s, id[k], GR_SUM, "queued", doc, NULL, 0, &own, on_done, &r[k]), GR_OK);
-    }
-    wait_done(3);
+    insert_offered(fx, 20, offer, device, id);
     struct claimed c = {0};
     struct gr_err e = {0};
     assert_int_equal(gr_store_load_pending(fx->s, 0, "gpu", on_claimed, &c, &e), GR_OK);
