@@ -314,7 +314,7 @@ static int reconcile(void)
 static void *cluster_main(void *arg)
 {
     double renew_every = (double)lease * 1000 / 3, renewed = gr_mono_ms();
-    double claim_every = renew_every < 1000 ? renew_every : 1000;
+    double claim_every = renew_every < 1000 ? renew_every : 1000, looked = 0;
     pthread_mutex_lock(&mu);
     while (!stopping) {
         pthread_mutex_unlock(&mu);
@@ -339,13 +339,18 @@ static void *cluster_main(void *arg)
         /* offering for load, a replica takes others' work only of the kinds its devices would
          * start sooner than that: else what it claimed would wait here, and a replica whose CPU
          * is busy would claim back the CPU jobs it had just offered because a GPU is free */
-        int kinds = mine || !offer_after ? GR_JOBS_ANY : gr_jobs_starting_within(offer_after);
-        kinds &= mine || !was ? GR_JOBS_ANY : was;
+        int ready = mine || !offer_after ? GR_JOBS_ANY : gr_jobs_starting_within(offer_after);
+        /* told of offers, it looks for the kinds told, and for every free kind (a replica gone
+         * leaves jobs of any) as often as with none told */
+        int every = gr_mono_ms() - looked >= claim_every;
+        int kinds = mine || !was || every ? ready : ready & was;
         if (!kinds)
             want = 0;
         if (want > 0) /* told again while the claim runs, if more come */
             offers = mine = 0;
         pthread_mutex_unlock(&mu);
+        if (want > 0 && kinds == ready)
+            looked = gr_mono_ms();
         pthread_mutex_lock(&claim_mu);
         int n = want > 0 && !leaving ? gr_jobs_recover(want, kinds, &e) : 0;
         pthread_mutex_unlock(&claim_mu);
